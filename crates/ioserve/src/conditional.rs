@@ -1,0 +1,355 @@
+//! Validators and conditional requests (RFC 9110 §8.8 and §13).
+//!
+//! Every file response carries a strong `ETag` made from the inode, size and
+//! modification time of the open file (so a replaced or rewritten file gets a new one),
+//! and a `Last-Modified` at one-second resolution. [`evaluate`] applies the request's
+//! preconditions in the order of RFC 9110 §13.2.2.
+
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+/// The validators of one file, taken from its `fstat`.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Validators {
+    /// The strong entity tag, quotes included: `"1a2b-400-17f3c"`.
+    pub etag: String,
+    /// Modification time truncated to whole seconds, as `Last-Modified` carries it.
+    pub last_modified: SystemTime,
+}
+
+impl Validators {
+    /// Validators of a file with this inode, size and modification time.
+    pub fn new(inode: u64, size: u64, modified: SystemTime) -> Self {
+        let since_epoch = modified.duration_since(UNIX_EPOCH).unwrap_or_default();
+        Validators {
+            etag: format!(
+                "\"{inode:x}-{size:x}-{:x}.{:x}\"",
+                since_epoch.as_secs(),
+                since_epoch.subsec_nanos()
+            ),
+            last_modified: UNIX_EPOCH + Duration::from_secs(since_epoch.as_secs()),
+        }
+    }
+
+    /// `Last-Modified` as an IMF-fixdate.
+    pub fn last_modified_header(&self) -> String {
+        httpdate::fmt_http_date(self.last_modified)
+    }
+}
+
+/// The precondition header fields of a request, as received.
+///
+/// List-valued fields may arrive on several lines; each line is one element of the vector.
+#[derive(Clone, Debug, Default)]
+pub struct Preconditions<'a> {
+    /// `If-Match` lines.
+    pub if_match: Vec<&'a [u8]>,
+    /// `If-None-Match` lines.
+    pub if_none_match: Vec<&'a [u8]>,
+    /// `If-Modified-Since`.
+    pub if_modified_since: Option<&'a [u8]>,
+    /// `If-Unmodified-Since`.
+    pub if_unmodified_since: Option<&'a [u8]>,
+    /// `If-Range`.
+    pub if_range: Option<&'a [u8]>,
+}
+
+/// The outcome of evaluating preconditions.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Outcome {
+    /// Go on with the request; `honor_range` is false when `If-Range` did not match, in
+    /// which case the `Range` header must be ignored and the whole file sent.
+    Proceed {
+        /// Whether a `Range` header may be applied.
+        honor_range: bool,
+    },
+    /// 304 Not Modified.
+    NotModified,
+    /// 412 Precondition Failed.
+    PreconditionFailed,
+}
+
+/// Evaluates the preconditions of a GET or HEAD request against a file's validators,
+/// in the order of RFC 9110 §13.2.2.
+pub fn evaluate(pre: &Preconditions<'_>, validators: &Validators) -> Outcome {
+    // Step 1 and 2: If-Match, else If-Unmodified-Since.
+    if !pre.if_match.is_empty() {
+        if !any_tag_matches(&pre.if_match, &validators.etag, Comparison::Strong) {
+            return Outcome::PreconditionFailed;
+        }
+    } else if let Some(date) = pre.if_unmodified_since.and_then(parse_date) {
+        if validators.last_modified > date {
+            return Outcome::PreconditionFailed;
+        }
+    }
+    // Step 3 and 4: If-None-Match, else If-Modified-Since (GET and HEAD only, which is
+    // all this server answers with a file).
+    if !pre.if_none_match.is_empty() {
+        if any_tag_matches(&pre.if_none_match, &validators.etag, Comparison::Weak) {
+            return Outcome::NotModified;
+        }
+    } else if let Some(date) = pre.if_modified_since.and_then(parse_date) {
+        if validators.last_modified <= date {
+            return Outcome::NotModified;
+        }
+    }
+    // Step 5: If-Range.
+    let honor_range = match pre.if_range {
+        None => true,
+        Some(value) => if_range_matches(value, validators),
+    };
+    Outcome::Proceed { honor_range }
+}
+
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Comparison {
+    Strong,
+    Weak,
+}
+
+/// Whether a list of entity-tags (or `*`) matches our tag.
+///
+/// A malformed list matches nothing, except that `If-Match`/`If-None-Match: *` matches
+/// any existing file.
+fn any_tag_matches(lines: &[&[u8]], etag: &str, comparison: Comparison) -> bool {
+    lines.iter().any(|line| {
+        let line = trim(line);
+        if line == b"*" {
+            return true;
+        }
+        EntityTags(line).any(|tag| match tag {
+            Some((weak, opaque)) => {
+                (comparison == Comparison::Weak || !weak) && opaque == etag.as_bytes()
+            }
+            None => false,
+        })
+    })
+}
+
+/// `If-Range`: an entity-tag compared strongly, or an HTTP-date equal to Last-Modified.
+fn if_range_matches(value: &[u8], validators: &Validators) -> bool {
+    let value = trim(value);
+    if value.starts_with(b"\"") || value.starts_with(b"W/") {
+        let mut tags = EntityTags(value);
+        match (tags.next(), tags.next()) {
+            (Some(Some((false, opaque))), None) => opaque == validators.etag.as_bytes(),
+            _ => false,
+        }
+    } else {
+        parse_date(value) == Some(validators.last_modified)
+    }
+}
+
+/// Iterates over a comma-separated list of entity-tags, yielding `(weak, "opaque")`
+/// with the quotes kept, or `None` once for a malformed element (then stops).
+struct EntityTags<'a>(&'a [u8]);
+
+impl<'a> Iterator for EntityTags<'a> {
+    type Item = Option<(bool, &'a [u8])>;
+
+    fn next(&mut self) -> Option<Self::Item> {
+        let mut rest = trim(self.0);
+        while let [b',', tail @ ..] = rest {
+            rest = trim(tail);
+        }
+        if rest.is_empty() {
+            return None;
+        }
+        let (weak, tagged) = match rest.strip_prefix(b"W/") {
+            Some(tail) => (true, tail),
+            None => (false, rest),
+        };
+        let closing = match tagged {
+            [b'"', tail @ ..] => tail.iter().position(|&b| b == b'"'),
+            _ => None,
+        };
+        let Some(closing) = closing else {
+            self.0 = b"";
+            return Some(None);
+        };
+        let (opaque, tail) = tagged.split_at(closing + 2);
+        let tail = trim(tail);
+        if !(tail.is_empty() || tail.starts_with(b",")) {
+            self.0 = b"";
+            return Some(None);
+        }
+        self.0 = tail;
+        Some(Some((weak, opaque)))
+    }
+}
+
+fn parse_date(value: &[u8]) -> Option<SystemTime> {
+    httpdate::parse_http_date(std::str::from_utf8(trim(value)).ok()?).ok()
+}
+
+fn trim(mut bytes: &[u8]) -> &[u8] {
+    while let [b' ' | b'\t', rest @ ..] = bytes {
+        bytes = rest;
+    }
+    while let [rest @ .., b' ' | b'\t'] = bytes {
+        bytes = rest;
+    }
+    bytes
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn validators() -> Validators {
+        Validators::new(
+            0x1234,
+            1000,
+            UNIX_EPOCH + Duration::from_millis(1_700_000_000_500),
+        )
+    }
+
+    const MODIFIED: &[u8] = b"Tue, 14 Nov 2023 22:13:20 GMT"; // 1_700_000_000
+    const EARLIER: &[u8] = b"Tue, 14 Nov 2023 22:13:19 GMT";
+    const LATER: &[u8] = b"Tue, 14 Nov 2023 22:13:21 GMT";
+
+    fn proceed(honor_range: bool) -> Outcome {
+        Outcome::Proceed { honor_range }
+    }
+
+    #[test]
+    fn validators_from_stat() {
+        let v = validators();
+        assert_eq!(v.etag, "\"1234-3e8-6553f100.1dcd6500\"");
+        assert_eq!(v.last_modified_header().as_bytes(), MODIFIED);
+    }
+
+    #[test]
+    fn if_none_match() {
+        let v = validators();
+        let tag = v.etag.clone();
+        let weak = format!("W/{tag}");
+        let listed = format!("\"other\", {tag}");
+        for (value, expected) in [
+            (tag.as_str(), Outcome::NotModified),
+            (weak.as_str(), Outcome::NotModified),
+            (listed.as_str(), Outcome::NotModified),
+            ("*", Outcome::NotModified),
+            ("\"other\"", proceed(true)),
+            ("garbage", proceed(true)),
+        ] {
+            let pre = Preconditions {
+                if_none_match: vec![value.as_bytes()],
+                ..Default::default()
+            };
+            assert_eq!(evaluate(&pre, &v), expected, "{value}");
+        }
+    }
+
+    #[test]
+    fn if_none_match_takes_precedence_over_if_modified_since() {
+        let v = validators();
+        let pre = Preconditions {
+            if_none_match: vec![b"\"other\""],
+            if_modified_since: Some(LATER),
+            ..Default::default()
+        };
+        assert_eq!(evaluate(&pre, &v), proceed(true));
+    }
+
+    #[test]
+    fn if_modified_since() {
+        let v = validators();
+        for (date, expected) in [
+            (MODIFIED, Outcome::NotModified),
+            (LATER, Outcome::NotModified),
+            (EARLIER, proceed(true)),
+            (&b"not a date"[..], proceed(true)),
+        ] {
+            let pre = Preconditions {
+                if_modified_since: Some(date),
+                ..Default::default()
+            };
+            assert_eq!(evaluate(&pre, &v), expected);
+        }
+    }
+
+    #[test]
+    fn if_match_and_if_unmodified_since() {
+        let v = validators();
+        let weak = format!("W/{}", v.etag);
+        for (value, expected) in [
+            (v.etag.as_str(), proceed(true)),
+            ("*", proceed(true)),
+            (weak.as_str(), Outcome::PreconditionFailed),
+            ("\"other\"", Outcome::PreconditionFailed),
+        ] {
+            let pre = Preconditions {
+                if_match: vec![value.as_bytes()],
+                // Ignored when If-Match is present.
+                if_unmodified_since: Some(EARLIER),
+                ..Default::default()
+            };
+            assert_eq!(evaluate(&pre, &v), expected, "{value}");
+        }
+        for (date, expected) in [
+            (EARLIER, Outcome::PreconditionFailed),
+            (MODIFIED, proceed(true)),
+            (&b"bad date"[..], proceed(true)),
+        ] {
+            let pre = Preconditions {
+                if_unmodified_since: Some(date),
+                ..Default::default()
+            };
+            assert_eq!(evaluate(&pre, &v), expected);
+        }
+    }
+
+    #[test]
+    fn precondition_failed_wins_over_not_modified() {
+        let v = validators();
+        let pre = Preconditions {
+            if_match: vec![b"\"other\""],
+            if_none_match: vec![b"*"],
+            ..Default::default()
+        };
+        assert_eq!(evaluate(&pre, &v), Outcome::PreconditionFailed);
+    }
+
+    #[test]
+    fn if_range() {
+        let v = validators();
+        let weak = format!("W/{}", v.etag);
+        let two = format!("{0}, {0}", v.etag);
+        for (value, honor) in [
+            (v.etag.as_bytes(), true),
+            (weak.as_bytes(), false),
+            (two.as_bytes(), false),
+            (b"\"other\"", false),
+            (MODIFIED, true),
+            (LATER, false),
+            (EARLIER, false),
+            (b"junk", false),
+        ] {
+            let pre = Preconditions {
+                if_range: Some(value),
+                ..Default::default()
+            };
+            assert_eq!(
+                evaluate(&pre, &v),
+                proceed(honor),
+                "{}",
+                String::from_utf8_lossy(value)
+            );
+        }
+    }
+
+    #[test]
+    fn entity_tag_lists() {
+        let tags: Vec<_> = EntityTags(b" \"a\" ,W/\"b\",,\"c,d\"").collect();
+        assert_eq!(
+            tags,
+            vec![
+                Some((false, &b"\"a\""[..])),
+                Some((true, &b"\"b\""[..])),
+                Some((false, &b"\"c,d\""[..]))
+            ]
+        );
+        let bad: Vec<_> = EntityTags(b"\"a\" x, \"b\"").collect();
+        assert_eq!(bad, vec![None]);
+    }
+}

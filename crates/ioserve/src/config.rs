@@ -1,0 +1,411 @@
+//! Configuration: command-line flags, an optional TOML file with the same keys, and the
+//! defaults, merged in that order of precedence and validated into a [`Config`].
+
+use std::fmt;
+use std::net::SocketAddr;
+use std::path::{Path, PathBuf};
+use std::str::FromStr;
+use std::time::Duration;
+
+use clap::Parser;
+use serde::Deserialize;
+
+use crate::strategy::StrategyKind;
+
+/// Smallest and largest `--chunk-size`.
+const CHUNK_SIZE_RANGE: (u64, u64) = (4 * 1024, 64 * 1024 * 1024);
+
+/// Why a configuration is refused.
+#[derive(Debug, thiserror::Error)]
+pub enum ConfigError {
+    /// The config file cannot be read.
+    #[error("cannot read config file {path}: {source}")]
+    Read {
+        /// The file.
+        path: PathBuf,
+        /// The cause.
+        source: std::io::Error,
+    },
+    /// The config file is not valid TOML for these keys.
+    #[error("invalid config file {path}: {message}")]
+    Parse {
+        /// The file.
+        path: PathBuf,
+        /// What is wrong, with the line and the key.
+        message: String,
+    },
+    /// A value is out of its allowed range.
+    #[error("invalid {key} {value}: {allowed}")]
+    Invalid {
+        /// The flag or key.
+        key: &'static str,
+        /// The value given.
+        value: String,
+        /// What is allowed.
+        allowed: String,
+    },
+}
+
+/// Every setting as it may come from the command line or the config file; unset ones
+/// are `None`.
+#[derive(Debug, Default, Parser, Deserialize)]
+#[command(
+    name = "ioserve",
+    version,
+    about = "Serve a directory over HTTP/1.1 for large downloads: ranges, conditional requests, zero-copy IO.",
+    after_help = "IO strategies (--strategy):\n  \
+        sendfile  sendfile(2) from the page cache to the socket; no copy through user space (default)\n  \
+        mmap      map the file and write(2) from the mapping; the kernel copies once, no read(2)\n  \
+        read      pread(2) into reused page-aligned buffers of --chunk-size, then write(2)\n  \
+        buffered  tokio::fs with a buffered reader on the blocking pool; the plain async baseline\n\n\
+        Durations take a unit (500ms, 10s, 2m) or are seconds; sizes take K/M/G (binary) or are bytes.\n\
+        The config file (TOML) takes the long flag names as keys, e.g. strategy = \"mmap\"."
+)]
+#[serde(deny_unknown_fields, rename_all = "kebab-case")]
+pub struct Settings {
+    /// Directory to serve [default: the current directory]
+    #[arg(value_name = "ROOT")]
+    pub root: Option<PathBuf>,
+    /// Address to listen on [default: 127.0.0.1:8080]
+    #[arg(long, value_name = "ADDR")]
+    pub listen: Option<SocketAddr>,
+    /// How file bytes reach the socket (see below) [default: sendfile]
+    #[arg(long, value_enum)]
+    pub strategy: Option<StrategyKind>,
+    /// Worker threads, each with its own SO_REUSEPORT listener [default: one per CPU]
+    #[arg(long, value_name = "N")]
+    pub workers: Option<usize>,
+    /// Bytes per read/write for the mmap, read and buffered strategies [default: 128K]
+    #[arg(long, value_name = "SIZE")]
+    pub chunk_size: Option<ByteSize>,
+    /// Serve Prometheus metrics at http://ADDR/metrics [default: off]
+    #[arg(long, value_name = "ADDR")]
+    pub metrics_listen: Option<SocketAddr>,
+    /// One log line per request on stderr: on or off [default: on]
+    #[arg(long, value_name = "on|off", value_parser = parse_switch)]
+    pub access_log: Option<bool>,
+    /// Time allowed for a complete request head [default: 10s]
+    #[arg(long, value_name = "DURATION")]
+    pub header_timeout: Option<Seconds>,
+    /// Time a keep-alive connection may wait for its next request [default: 60s]
+    #[arg(long, value_name = "DURATION")]
+    pub idle_timeout: Option<Seconds>,
+    /// Time a client may leave the socket unread before it is cut off [default: 60s]
+    #[arg(long, value_name = "DURATION")]
+    pub send_timeout: Option<Seconds>,
+    /// On SIGTERM/SIGINT, time given to downloads in flight [default: 30s]
+    #[arg(long, value_name = "DURATION")]
+    pub shutdown_timeout: Option<Seconds>,
+    /// Most connections open at once; more get 503 [default: 10000]
+    #[arg(long, value_name = "N")]
+    pub max_connections: Option<usize>,
+    /// Follow symlinks that point outside ROOT [default: refused]
+    #[arg(long, num_args = 0..=1, default_missing_value = "true", value_name = "BOOL")]
+    pub follow_symlinks: Option<bool>,
+    /// Answer 403 for directories without index.html instead of listing them
+    #[arg(long, num_args = 0..=1, default_missing_value = "true", value_name = "BOOL")]
+    pub no_listing: Option<bool>,
+    /// Read settings from this TOML file; flags given on the command line win
+    #[arg(long, value_name = "FILE")]
+    #[serde(skip)]
+    pub config: Option<PathBuf>,
+}
+
+/// The validated configuration of a server.
+#[derive(Clone, Debug)]
+pub struct Config {
+    /// Directory served.
+    pub root: PathBuf,
+    /// Listening address.
+    pub listen: SocketAddr,
+    /// IO strategy.
+    pub strategy: StrategyKind,
+    /// Worker threads.
+    pub workers: usize,
+    /// Chunk size in bytes.
+    pub chunk_size: usize,
+    /// Metrics address.
+    pub metrics_listen: Option<SocketAddr>,
+    /// Access log on.
+    pub access_log: bool,
+    /// Header timeout.
+    pub header_timeout: Duration,
+    /// Keep-alive idle timeout.
+    pub idle_timeout: Duration,
+    /// Send timeout.
+    pub send_timeout: Duration,
+    /// Shutdown drain timeout.
+    pub shutdown_timeout: Duration,
+    /// Connection limit.
+    pub max_connections: usize,
+    /// Follow symlinks leaving the root.
+    pub follow_symlinks: bool,
+    /// List directories without an index.
+    pub listing: bool,
+}
+
+impl Config {
+    /// Merges the command line with the config file it names (if any) and the defaults.
+    pub fn load(cli: Settings) -> Result<Config, ConfigError> {
+        let file = match &cli.config {
+            Some(path) => Settings::from_file(path)?,
+            None => Settings::default(),
+        };
+        cli.or(file).resolve()
+    }
+}
+
+impl Settings {
+    /// Reads a TOML config file.
+    pub fn from_file(path: &Path) -> Result<Settings, ConfigError> {
+        let text = std::fs::read_to_string(path).map_err(|source| ConfigError::Read {
+            path: path.to_owned(),
+            source,
+        })?;
+        toml::from_str(&text).map_err(|e| ConfigError::Parse {
+            path: path.to_owned(),
+            message: e.to_string().trim_end().to_string(),
+        })
+    }
+
+    /// Each setting from `self`, else from `fallback`.
+    fn or(self, fallback: Settings) -> Settings {
+        Settings {
+            root: self.root.or(fallback.root),
+            listen: self.listen.or(fallback.listen),
+            strategy: self.strategy.or(fallback.strategy),
+            workers: self.workers.or(fallback.workers),
+            chunk_size: self.chunk_size.or(fallback.chunk_size),
+            metrics_listen: self.metrics_listen.or(fallback.metrics_listen),
+            access_log: self.access_log.or(fallback.access_log),
+            header_timeout: self.header_timeout.or(fallback.header_timeout),
+            idle_timeout: self.idle_timeout.or(fallback.idle_timeout),
+            send_timeout: self.send_timeout.or(fallback.send_timeout),
+            shutdown_timeout: self.shutdown_timeout.or(fallback.shutdown_timeout),
+            max_connections: self.max_connections.or(fallback.max_connections),
+            follow_symlinks: self.follow_symlinks.or(fallback.follow_symlinks),
+            no_listing: self.no_listing.or(fallback.no_listing),
+            config: self.config,
+        }
+    }
+
+    /// Applies defaults and checks ranges.
+    fn resolve(self) -> Result<Config, ConfigError> {
+        let cpus = std::thread::available_parallelism().map_or(1, |n| n.get());
+        let workers = self.workers.unwrap_or(cpus);
+        if !(1..=1024).contains(&workers) {
+            return Err(invalid("--workers", workers, "allowed: 1 to 1024"));
+        }
+        let chunk_size = self.chunk_size.map_or(128 * 1024, |s| s.0);
+        if !(CHUNK_SIZE_RANGE.0..=CHUNK_SIZE_RANGE.1).contains(&chunk_size) {
+            return Err(invalid(
+                "--chunk-size",
+                chunk_size,
+                "allowed: 4K to 64M".to_string(),
+            ));
+        }
+        let max_connections = self.max_connections.unwrap_or(10_000);
+        if max_connections == 0 {
+            return Err(invalid("--max-connections", 0, "must be at least 1"));
+        }
+        let timeout = |value: Option<Seconds>, key: &'static str, default: u64| {
+            let duration = value.map_or(Duration::from_secs(default), |s| s.0);
+            if duration.is_zero() {
+                Err(invalid(key, "0", "must be more than zero"))
+            } else {
+                Ok(duration)
+            }
+        };
+        Ok(Config {
+            root: self.root.unwrap_or_else(|| PathBuf::from(".")),
+            listen: self
+                .listen
+                .unwrap_or_else(|| SocketAddr::from(([127, 0, 0, 1], 8080))),
+            strategy: self.strategy.unwrap_or(StrategyKind::Sendfile),
+            workers,
+            chunk_size: chunk_size as usize,
+            metrics_listen: self.metrics_listen,
+            access_log: self.access_log.unwrap_or(true),
+            header_timeout: timeout(self.header_timeout, "--header-timeout", 10)?,
+            idle_timeout: timeout(self.idle_timeout, "--idle-timeout", 60)?,
+            send_timeout: timeout(self.send_timeout, "--send-timeout", 60)?,
+            shutdown_timeout: timeout(self.shutdown_timeout, "--shutdown-timeout", 30)?,
+            max_connections,
+            follow_symlinks: self.follow_symlinks.unwrap_or(false),
+            listing: !self.no_listing.unwrap_or(false),
+        })
+    }
+}
+
+fn invalid(key: &'static str, value: impl fmt::Display, allowed: impl Into<String>) -> ConfigError {
+    ConfigError::Invalid {
+        key,
+        value: value.to_string(),
+        allowed: allowed.into(),
+    }
+}
+
+fn parse_switch(text: &str) -> Result<bool, String> {
+    match text.to_ascii_lowercase().as_str() {
+        "on" | "true" | "yes" | "1" => Ok(true),
+        "off" | "false" | "no" | "0" => Ok(false),
+        _ => Err(format!("'{text}' is not a switch; use on or off")),
+    }
+}
+
+/// A duration given as `500ms`, `10s`, `2m`, `1h`, or a bare number of seconds.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Seconds(pub Duration);
+
+impl FromStr for Seconds {
+    type Err = String;
+
+    fn from_str(text: &str) -> Result<Self, String> {
+        let text = text.trim();
+        let split = text
+            .find(|c: char| !c.is_ascii_digit())
+            .unwrap_or(text.len());
+        let (digits, unit) = text.split_at(split);
+        let error = || format!("'{text}' is not a duration; use e.g. 500ms, 10s, 2m, 1h");
+        let value: u64 = digits.parse().map_err(|_| error())?;
+        let duration = match unit.trim() {
+            "ms" => Duration::from_millis(value),
+            "" | "s" => Duration::from_secs(value),
+            "m" => Duration::from_secs(value.saturating_mul(60)),
+            "h" => Duration::from_secs(value.saturating_mul(3600)),
+            _ => return Err(error()),
+        };
+        Ok(Seconds(duration))
+    }
+}
+
+/// A size given as `4096`, `128K`, `1M`, `1G` (binary multiples; `KiB`, `MB` etc. too).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct ByteSize(pub u64);
+
+impl FromStr for ByteSize {
+    type Err = String;
+
+    fn from_str(text: &str) -> Result<Self, String> {
+        let text = text.trim();
+        let split = text
+            .find(|c: char| !c.is_ascii_digit())
+            .unwrap_or(text.len());
+        let (digits, unit) = text.split_at(split);
+        let error = || format!("'{text}' is not a size; use e.g. 65536, 128K, 1M");
+        let value: u64 = digits.parse().map_err(|_| error())?;
+        let shift = match unit.trim().to_ascii_lowercase().as_str() {
+            "" | "b" => 0,
+            "k" | "kb" | "kib" => 10,
+            "m" | "mb" | "mib" => 20,
+            "g" | "gb" | "gib" => 30,
+            _ => return Err(error()),
+        };
+        value
+            .checked_mul(1 << shift)
+            .map(ByteSize)
+            .ok_or_else(|| format!("'{text}' is too large"))
+    }
+}
+
+/// Both types come from TOML as a string ("10s", "128K") or a bare integer.
+macro_rules! deserialize_from_str_or_int {
+    ($ty:ty) => {
+        impl<'de> Deserialize<'de> for $ty {
+            fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+                #[derive(Deserialize)]
+                #[serde(untagged)]
+                enum Raw {
+                    Int(u64),
+                    Text(String),
+                }
+                let text = match Raw::deserialize(d)? {
+                    Raw::Int(n) => n.to_string(),
+                    Raw::Text(t) => t,
+                };
+                text.parse().map_err(serde::de::Error::custom)
+            }
+        }
+    };
+}
+deserialize_from_str_or_int!(Seconds);
+deserialize_from_str_or_int!(ByteSize);
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn units() {
+        assert_eq!("500ms".parse(), Ok(Seconds(Duration::from_millis(500))));
+        assert_eq!("10".parse(), Ok(Seconds(Duration::from_secs(10))));
+        assert_eq!("2m".parse(), Ok(Seconds(Duration::from_secs(120))));
+        assert!("ten".parse::<Seconds>().is_err());
+        assert!("10x".parse::<Seconds>().is_err());
+        assert_eq!("128K".parse(), Ok(ByteSize(128 * 1024)));
+        assert_eq!("1MiB".parse(), Ok(ByteSize(1 << 20)));
+        assert_eq!("4096".parse(), Ok(ByteSize(4096)));
+        assert!("1T".parse::<ByteSize>().is_err());
+        assert!("99999999999G".parse::<ByteSize>().is_err());
+    }
+
+    #[test]
+    fn defaults() {
+        let config = Settings::default().resolve().unwrap();
+        assert_eq!(config.listen.to_string(), "127.0.0.1:8080");
+        assert_eq!(config.strategy, StrategyKind::Sendfile);
+        assert_eq!(config.chunk_size, 128 * 1024);
+        assert!(config.access_log && config.listing && !config.follow_symlinks);
+        assert_eq!(config.root, PathBuf::from("."));
+    }
+
+    #[test]
+    fn cli_wins_over_file() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("ioserve.toml");
+        std::fs::write(
+            &path,
+            "strategy = \"mmap\"\nworkers = 3\nchunk-size = \"1M\"\nidle-timeout = 5\naccess-log = false\nno-listing = true\n",
+        )
+        .unwrap();
+        let cli = Settings::try_parse_from([
+            "ioserve",
+            "--config",
+            path.to_str().unwrap(),
+            "--workers",
+            "2",
+            "/srv",
+        ])
+        .unwrap();
+        let config = Config::load(cli).unwrap();
+        assert_eq!(config.strategy, StrategyKind::Mmap);
+        assert_eq!(config.workers, 2);
+        assert_eq!(config.chunk_size, 1 << 20);
+        assert_eq!(config.idle_timeout, Duration::from_secs(5));
+        assert!(!config.access_log && !config.listing);
+        assert_eq!(config.root, PathBuf::from("/srv"));
+    }
+
+    #[test]
+    fn bad_values_name_the_input() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("bad.toml");
+        std::fs::write(&path, "strategy = \"zerocopy\"\n").unwrap();
+        let error = Settings::from_file(&path).unwrap_err().to_string();
+        assert!(
+            error.contains("bad.toml") && error.contains("zerocopy"),
+            "{error}"
+        );
+
+        std::fs::write(&path, "listen-on = \"x\"\n").unwrap();
+        let error = Settings::from_file(&path).unwrap_err().to_string();
+        assert!(error.contains("listen-on"), "{error}");
+
+        let cli = Settings::try_parse_from(["ioserve", "--chunk-size", "1K"]).unwrap();
+        let error = Config::load(cli).unwrap_err().to_string();
+        assert_eq!(error, "invalid --chunk-size 1024: allowed: 4K to 64M");
+
+        assert!(Settings::try_parse_from(["ioserve", "--strategy", "nope"]).is_err());
+        assert!(Settings::try_parse_from(["ioserve", "--access-log", "maybe"]).is_err());
+    }
+}

@@ -1,0 +1,26 @@
+//! ioserve: a download daemon for large files.
+//!
+//! A request goes: listener ([`server`]) → connection ([`conn`]) → head parse
+//! ([`request`]) → the shared HTTP semantics ([`handler`]: [`path`] safety, validators
+//! and preconditions in [`conditional`], the [`range`] plan, directory [`listing`]) →
+//! the body moved by the selected IO [`strategy`] through [`output`] → access log and
+//! [`metrics`].
+//!
+//! The HTTP semantics are implemented once; a strategy only moves the bytes of
+//! `(file, offset, len)` to the socket, so every strategy answers identically.
+
+pub mod conditional;
+pub mod config;
+pub mod conn;
+#[doc(hidden)]
+pub mod fuzzing;
+pub mod handler;
+pub mod listing;
+pub mod metrics;
+pub mod output;
+pub mod path;
+pub mod range;
+pub mod request;
+pub mod response;
+pub mod server;
+pub mod strategy;

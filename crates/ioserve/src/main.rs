@@ -1,0 +1,53 @@
+//! The `ioserve` binary: parse the configuration, set up logging, serve.
+
+use std::io::Write as _;
+use std::process::ExitCode;
+
+use anyhow::Context as _;
+use clap::Parser as _;
+use ioserve::config::{Config, Settings};
+use ioserve::server::Server;
+
+fn main() -> ExitCode {
+    match run() {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(error) => {
+            eprintln!("ioserve: {error:#}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
+fn run() -> anyhow::Result<()> {
+    let config = Config::load(Settings::parse())?;
+    // Log lines go to stderr through a background writer, so a slow terminal or pipe
+    // never stalls a worker; lines are dropped rather than blocking when it falls behind.
+    let (writer, _flush_guard) = tracing_appender::non_blocking(std::io::stderr());
+    tracing_subscriber::fmt()
+        .with_writer(writer)
+        .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
+        .with_env_filter(
+            tracing_subscriber::EnvFilter::try_from_default_env()
+                .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info")),
+        )
+        .init();
+
+    let server = Server::bind(&config)?;
+    let mut stdout = std::io::stdout().lock();
+    writeln!(
+        stdout,
+        "ioserve: serving {} at http://{}/ (strategy {}, {} worker{})",
+        server.root().display(),
+        server.local_addr(),
+        config.strategy.name(),
+        config.workers,
+        if config.workers == 1 { "" } else { "s" },
+    )?;
+    if let Some(addr) = server.metrics_addr() {
+        writeln!(stdout, "ioserve: metrics at http://{addr}/metrics")?;
+    }
+    stdout.flush().context("cannot write to stdout")?;
+    drop(stdout);
+    server.run()?;
+    Ok(())
+}

@@ -1,0 +1,202 @@
+//! Prometheus metrics: counters kept per worker (no shared cache line on the hot path),
+//! summed when scraped, and served over HTTP by hyper on `--metrics-listen`.
+
+use std::fmt::Write as _;
+use std::net::SocketAddr;
+use std::sync::atomic::{AtomicI64, AtomicU64, Ordering::Relaxed};
+use std::sync::Arc;
+
+use http_body_util::Full;
+use hyper::body::Bytes;
+use hyper::{Request, Response, StatusCode};
+use hyper_util::rt::TokioIo;
+use tokio::net::TcpListener;
+
+/// The statuses counted by code; any other lands in `other`.
+const STATUSES: [u16; 15] = [
+    200, 206, 301, 304, 400, 403, 404, 405, 408, 412, 416, 431, 500, 503, 505,
+];
+
+/// One worker's counters, alone on its cache lines.
+#[derive(Debug, Default)]
+#[repr(align(128))]
+struct Shard {
+    requests: [AtomicU64; STATUSES.len() + 1],
+    sent_bytes: AtomicU64,
+    connections_total: AtomicU64,
+    connections_open: AtomicI64,
+    downloads_in_flight: AtomicI64,
+}
+
+/// The server's metrics.
+#[derive(Debug)]
+pub struct Metrics {
+    strategy: &'static str,
+    shards: Box<[Shard]>,
+}
+
+impl Metrics {
+    /// Metrics for `workers` workers of a server using `strategy`.
+    pub fn new(workers: usize, strategy: &'static str) -> Metrics {
+        Metrics {
+            strategy,
+            shards: (0..workers.max(1)).map(|_| Shard::default()).collect(),
+        }
+    }
+
+    fn shard(&self, worker: usize) -> &Shard {
+        &self.shards[worker % self.shards.len()]
+    }
+
+    /// Counts one answered request and the bytes written for it.
+    pub fn request(&self, worker: usize, status: u16, bytes: u64) {
+        let shard = self.shard(worker);
+        let slot = STATUSES
+            .iter()
+            .position(|&s| s == status)
+            .unwrap_or(STATUSES.len());
+        shard.requests[slot].fetch_add(1, Relaxed);
+        shard.sent_bytes.fetch_add(bytes, Relaxed);
+    }
+
+    /// Counts a connection opening (`+1`) or closing (`-1`).
+    pub fn connection(&self, worker: usize, delta: i64) {
+        let shard = self.shard(worker);
+        if delta > 0 {
+            shard.connections_total.fetch_add(1, Relaxed);
+        }
+        shard.connections_open.fetch_add(delta, Relaxed);
+    }
+
+    /// Counts a file body starting (`+1`) or ending (`-1`).
+    pub fn download(&self, worker: usize, delta: i64) {
+        self.shard(worker)
+            .downloads_in_flight
+            .fetch_add(delta, Relaxed);
+    }
+
+    /// The metrics in the Prometheus text exposition format.
+    pub fn render(&self) -> String {
+        let sum_u = |f: fn(&Shard) -> &AtomicU64| -> u64 {
+            self.shards.iter().map(|s| f(s).load(Relaxed)).sum()
+        };
+        let sum_i = |f: fn(&Shard) -> &AtomicI64| -> i64 {
+            self.shards.iter().map(|s| f(s).load(Relaxed)).sum()
+        };
+        let mut out = String::with_capacity(2048);
+        out.push_str("# HELP ioserve_requests_total Requests answered, by status code.\n");
+        out.push_str("# TYPE ioserve_requests_total counter\n");
+        for slot in 0..=STATUSES.len() {
+            let count: u64 = self
+                .shards
+                .iter()
+                .map(|s| s.requests[slot].load(Relaxed))
+                .sum();
+            let label = STATUSES
+                .get(slot)
+                .map_or_else(|| "other".to_string(), u16::to_string);
+            let _ = writeln!(out, "ioserve_requests_total{{status=\"{label}\"}} {count}");
+        }
+        let _ = write!(
+            out,
+            "# HELP ioserve_sent_bytes_total Bytes written to clients (heads and bodies), by IO strategy.\n\
+             # TYPE ioserve_sent_bytes_total counter\n\
+             ioserve_sent_bytes_total{{strategy=\"{}\"}} {}\n\
+             # HELP ioserve_connections_total Connections accepted.\n\
+             # TYPE ioserve_connections_total counter\n\
+             ioserve_connections_total {}\n\
+             # HELP ioserve_connections_open Connections open now.\n\
+             # TYPE ioserve_connections_open gauge\n\
+             ioserve_connections_open {}\n\
+             # HELP ioserve_downloads_in_flight File bodies being sent now.\n\
+             # TYPE ioserve_downloads_in_flight gauge\n\
+             ioserve_downloads_in_flight {}\n",
+            self.strategy,
+            sum_u(|s| &s.sent_bytes),
+            sum_u(|s| &s.connections_total),
+            sum_i(|s| &s.connections_open),
+            sum_i(|s| &s.downloads_in_flight),
+        );
+        out
+    }
+}
+
+/// Serves `GET /metrics` on `listener` until the future is dropped.
+pub async fn serve(listener: TcpListener, metrics: Arc<Metrics>) {
+    loop {
+        let (stream, _peer): (_, SocketAddr) = match listener.accept().await {
+            Ok(accepted) => accepted,
+            Err(error) => {
+                tracing::warn!(%error, "metrics listener cannot accept");
+                tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+                continue;
+            }
+        };
+        let metrics = Arc::clone(&metrics);
+        tokio::spawn(async move {
+            let service =
+                hyper::service::service_fn(move |request: Request<hyper::body::Incoming>| {
+                    let metrics = Arc::clone(&metrics);
+                    async move { Ok::<_, std::convert::Infallible>(answer(&request, &metrics)) }
+                });
+            let connection = hyper::server::conn::http1::Builder::new()
+                .timer(hyper_util::rt::TokioTimer::new())
+                .header_read_timeout(std::time::Duration::from_secs(10))
+                .serve_connection(TokioIo::new(stream), service);
+            if let Err(error) = connection.await {
+                tracing::debug!(%error, "metrics connection ended with an error");
+            }
+        });
+    }
+}
+
+fn answer(request: &Request<hyper::body::Incoming>, metrics: &Metrics) -> Response<Full<Bytes>> {
+    let (status, content_type, body) = match (request.method(), request.uri().path()) {
+        (&hyper::Method::GET, "/metrics") => (
+            StatusCode::OK,
+            "text/plain; version=0.0.4; charset=utf-8",
+            Bytes::from(metrics.render()),
+        ),
+        (_, "/metrics") => (
+            StatusCode::METHOD_NOT_ALLOWED,
+            "text/plain; charset=utf-8",
+            Bytes::from_static(b"405 Method Not Allowed\n"),
+        ),
+        _ => (
+            StatusCode::NOT_FOUND,
+            "text/plain; charset=utf-8",
+            Bytes::from_static(b"404 Not Found: metrics are at /metrics\n"),
+        ),
+    };
+    let mut response = Response::new(Full::new(body));
+    *response.status_mut() = status;
+    response.headers_mut().insert(
+        hyper::header::CONTENT_TYPE,
+        hyper::header::HeaderValue::from_static(content_type),
+    );
+    response
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn render_sums_shards() {
+        let metrics = Metrics::new(2, "sendfile");
+        metrics.request(0, 200, 100);
+        metrics.request(1, 200, 50);
+        metrics.request(1, 299, 1);
+        metrics.connection(0, 1);
+        metrics.connection(1, 1);
+        metrics.connection(1, -1);
+        metrics.download(0, 1);
+        let text = metrics.render();
+        assert!(text.contains("ioserve_requests_total{status=\"200\"} 2\n"));
+        assert!(text.contains("ioserve_requests_total{status=\"other\"} 1\n"));
+        assert!(text.contains("ioserve_sent_bytes_total{strategy=\"sendfile\"} 151\n"));
+        assert!(text.contains("ioserve_connections_total 2\n"));
+        assert!(text.contains("ioserve_connections_open 1\n"));
+        assert!(text.contains("ioserve_downloads_in_flight 1\n"));
+    }
+}

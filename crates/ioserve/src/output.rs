@@ -1,0 +1,139 @@
+//! Writing a response to the client socket: queued head bytes, then body bytes, with a
+//! send timeout that bounds how long the client may leave the socket unread.
+//!
+//! All writes go straight to the non-blocking socket (`writev`, `send`, `sendfile`) and
+//! wait for writability through tokio when the kernel says `EAGAIN`. The head is never a
+//! packet of its own: it goes out in the same `writev` as the first body bytes, or, before
+//! `sendfile`, with `MSG_MORE` so that the kernel merges it with the file's first bytes.
+
+use std::fs::File;
+use std::io;
+use std::time::Duration;
+
+use rustix::net::SendFlags;
+use tokio::io::Interest;
+use tokio::net::TcpStream;
+
+/// A response writer over one connection.
+#[derive(Debug)]
+pub struct Output<'a> {
+    stream: &'a TcpStream,
+    pending: Vec<u8>,
+    pending_sent: usize,
+    send_timeout: Duration,
+    sent: u64,
+}
+
+impl<'a> Output<'a> {
+    /// A writer whose every wait for the socket is bounded by `send_timeout`.
+    pub fn new(stream: &'a TcpStream, send_timeout: Duration) -> Self {
+        Output {
+            stream,
+            pending: Vec::new(),
+            pending_sent: 0,
+            send_timeout,
+            sent: 0,
+        }
+    }
+
+    /// Bytes written to the socket so far.
+    pub fn sent(&self) -> u64 {
+        self.sent
+    }
+
+    /// Queues bytes to go out before the next body bytes.
+    pub fn queue(&mut self, bytes: &[u8]) {
+        self.pending.extend_from_slice(bytes);
+    }
+
+    /// Writes the queued bytes and then all of `data`, in as few `writev` calls as the
+    /// socket allows. The kernel copies `data` without this process reading it, which is
+    /// what makes sending from a file mapping safe against truncation (`EFAULT`, not
+    /// `SIGBUS`).
+    pub async fn write(&mut self, data: &[u8]) -> io::Result<()> {
+        let mut data_sent = 0;
+        while self.pending_sent < self.pending.len() || data_sent < data.len() {
+            let pending = &self.pending[self.pending_sent..];
+            let rest = &data[data_sent..];
+            let n = self
+                .io(|| {
+                    let slices = [io::IoSlice::new(pending), io::IoSlice::new(rest)];
+                    Ok(rustix::io::writev(self.stream, &slices)?)
+                })
+                .await?;
+            if n == 0 {
+                return Err(io::ErrorKind::WriteZero.into());
+            }
+            let from_pending = n.min(pending.len());
+            self.pending_sent += from_pending;
+            data_sent += n - from_pending;
+            self.sent += n as u64;
+        }
+        self.clear_pending();
+        Ok(())
+    }
+
+    /// Writes the queued bytes. With `more`, the kernel is told that more data follows
+    /// (`MSG_MORE`), so a `sendfile` right after shares their packet.
+    pub async fn flush(&mut self, more: bool) -> io::Result<()> {
+        let flags = if more {
+            SendFlags::MORE | SendFlags::NOSIGNAL
+        } else {
+            SendFlags::NOSIGNAL
+        };
+        while self.pending_sent < self.pending.len() {
+            let pending = &self.pending[self.pending_sent..];
+            let n = self
+                .io(|| Ok(rustix::net::send(self.stream, pending, flags)?))
+                .await?;
+            self.pending_sent += n;
+            self.sent += n as u64;
+        }
+        self.clear_pending();
+        Ok(())
+    }
+
+    /// Sends up to `count` bytes of `file` from `*offset` with sendfile(2), advancing
+    /// `offset`. Returns the bytes sent: 0 means the file ended early.
+    pub async fn sendfile(
+        &mut self,
+        file: &File,
+        offset: &mut u64,
+        count: usize,
+    ) -> io::Result<usize> {
+        let n = self
+            .io(|| {
+                Ok(rustix::fs::sendfile(
+                    self.stream,
+                    file,
+                    Some(&mut *offset),
+                    count,
+                )?)
+            })
+            .await?;
+        self.sent += n as u64;
+        Ok(n)
+    }
+
+    fn clear_pending(&mut self) {
+        self.pending.clear();
+        self.pending_sent = 0;
+    }
+
+    /// Runs a non-blocking socket operation, waiting for writability on `EAGAIN`, for at
+    /// most the send timeout.
+    async fn io<R>(&self, f: impl FnMut() -> io::Result<R>) -> io::Result<R> {
+        match tokio::time::timeout(
+            self.send_timeout,
+            self.stream.async_io(Interest::WRITABLE, f),
+        )
+        .await
+        {
+            Ok(result) => result,
+            Err(_) => Err(io::Error::new(
+                io::ErrorKind::TimedOut,
+                "client did not read for the send timeout",
+            )),
+        }
+    }
+}

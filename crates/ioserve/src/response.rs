@@ -1,0 +1,197 @@
+//! Responses: the head as bytes, and a body described by what to send, not by its bytes.
+
+use std::cell::RefCell;
+use std::fmt::Write as _;
+use std::fs::File;
+use std::time::{SystemTime, UNIX_EPOCH};
+
+use crate::range::ByteRange;
+
+/// What follows the head.
+#[derive(Debug)]
+pub enum Body {
+    /// Nothing (HEAD, 304, or a 206/200 to HEAD).
+    Empty,
+    /// Small bytes made by the server: error texts, listings.
+    Bytes(Vec<u8>),
+    /// A range of an open file, sent by the IO strategy.
+    File {
+        /// The open file.
+        file: File,
+        /// Which bytes of it.
+        range: ByteRange,
+    },
+    /// `multipart/byteranges`: each part's header, then its range of the file; then the
+    /// closing delimiter.
+    Multipart {
+        /// The open file.
+        file: File,
+        /// The parts in the order they are sent.
+        parts: Vec<(Vec<u8>, ByteRange)>,
+        /// The closing delimiter line.
+        closing: Vec<u8>,
+    },
+}
+
+impl Body {
+    /// Bytes the body occupies on the wire.
+    pub fn len(&self) -> u64 {
+        match self {
+            Body::Empty => 0,
+            Body::Bytes(bytes) => bytes.len() as u64,
+            Body::File { range, .. } => range.len,
+            Body::Multipart { parts, closing, .. } => {
+                parts
+                    .iter()
+                    .map(|(head, range)| head.len() as u64 + range.len)
+                    .sum::<u64>()
+                    + closing.len() as u64
+            }
+        }
+    }
+
+    /// Whether the body is empty.
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+}
+
+/// A response ready to be sent: status, header lines, body.
+#[derive(Debug)]
+pub struct Reply {
+    /// The status code.
+    pub status: u16,
+    /// Header lines, each ending in CRLF, without `Connection` and the blank line: the
+    /// connection adds those once it knows whether it stays open.
+    pub headers: String,
+    /// The body.
+    pub body: Body,
+    /// The connection must close after this response (an error that left the request
+    /// stream in an unknown state).
+    pub close: bool,
+}
+
+impl Reply {
+    /// Starts a response with the status line and the headers every response carries.
+    pub fn new(status: u16) -> Reply {
+        let mut headers = String::with_capacity(256);
+        let _ = write!(headers, "HTTP/1.1 {status} {}\r\n", reason(status));
+        headers.push_str("Server: ioserve\r\n");
+        with_date(|date| {
+            headers.push_str("Date: ");
+            headers.push_str(date);
+            headers.push_str("\r\n");
+        });
+        Reply {
+            status,
+            headers,
+            body: Body::Empty,
+            close: false,
+        }
+    }
+
+    /// Adds a header line.
+    pub fn header(mut self, name: &str, value: impl std::fmt::Display) -> Reply {
+        let _ = write!(self.headers, "{name}: {value}\r\n");
+        self
+    }
+
+    /// A short plain-text response for an error status, with `Content-Length`.
+    pub fn error(status: u16) -> Reply {
+        let text = format!("{status} {}\n", reason(status));
+        Reply::new(status)
+            .header("Content-Type", "text/plain; charset=utf-8")
+            .with_bytes(text.into_bytes())
+    }
+
+    /// Sets a byte body and its `Content-Length`.
+    pub fn with_bytes(self, bytes: Vec<u8>) -> Reply {
+        let mut reply = self.header("Content-Length", bytes.len());
+        reply.body = Body::Bytes(bytes);
+        reply
+    }
+
+    /// Marks the connection for closing after this response.
+    pub fn closing(mut self) -> Reply {
+        self.close = true;
+        self
+    }
+
+    /// The head as sent: header lines, `Connection`, blank line.
+    pub fn finish_head(&self, keep_alive: bool, http10: bool) -> Vec<u8> {
+        let connection = match (keep_alive, http10) {
+            (false, _) => "Connection: close\r\n",
+            (true, true) => "Connection: keep-alive\r\n",
+            (true, false) => "",
+        };
+        let mut head = Vec::with_capacity(self.headers.len() + connection.len() + 2);
+        head.extend_from_slice(self.headers.as_bytes());
+        head.extend_from_slice(connection.as_bytes());
+        head.extend_from_slice(b"\r\n");
+        head
+    }
+}
+
+/// The reason phrase of the statuses this server sends.
+pub fn reason(status: u16) -> &'static str {
+    match status {
+        200 => "OK",
+        206 => "Partial Content",
+        301 => "Moved Permanently",
+        304 => "Not Modified",
+        400 => "Bad Request",
+        403 => "Forbidden",
+        404 => "Not Found",
+        405 => "Method Not Allowed",
+        408 => "Request Timeout",
+        412 => "Precondition Failed",
+        416 => "Range Not Satisfiable",
+        431 => "Request Header Fields Too Large",
+        500 => "Internal Server Error",
+        503 => "Service Unavailable",
+        505 => "HTTP Version Not Supported",
+        _ => "Unknown",
+    }
+}
+
+thread_local! {
+    /// The `Date` value, formatted once per second per thread.
+    static DATE: RefCell<(u64, String)> = const { RefCell::new((u64::MAX, String::new())) };
+}
+
+fn with_date(f: impl FnOnce(&str)) {
+    let now = SystemTime::now();
+    let secs = now.duration_since(UNIX_EPOCH).unwrap_or_default().as_secs();
+    DATE.with_borrow_mut(|(cached_secs, text)| {
+        if *cached_secs != secs {
+            *cached_secs = secs;
+            *text = httpdate::fmt_http_date(now);
+        }
+        f(text);
+    });
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn error_reply_has_length_and_date() {
+        let reply = Reply::error(404);
+        let head = String::from_utf8(reply.finish_head(true, false)).unwrap();
+        assert!(head.starts_with("HTTP/1.1 404 Not Found\r\nServer: ioserve\r\nDate: "));
+        assert!(head.contains("Content-Length: 14\r\n"));
+        assert!(head.ends_with("\r\n\r\n"));
+        assert!(!head.contains("Connection"));
+        assert_eq!(reply.body.len(), 14);
+    }
+
+    #[test]
+    fn connection_header() {
+        let reply = Reply::new(200);
+        let close = String::from_utf8(reply.finish_head(false, false)).unwrap();
+        assert!(close.ends_with("Connection: close\r\n\r\n"));
+        let ka10 = String::from_utf8(reply.finish_head(true, true)).unwrap();
+        assert!(ka10.ends_with("Connection: keep-alive\r\n\r\n"));
+    }
+}

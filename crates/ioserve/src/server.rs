@@ -1,0 +1,297 @@
+//! The server: listeners, worker threads, the connection limit and graceful shutdown.
+//!
+//! `--workers N` binds N listening sockets to the same address with SO_REUSEPORT and
+//! drives each with its own current-thread tokio runtime on its own thread: the kernel
+//! spreads connections over the sockets, and a connection never leaves its thread.
+//!
+//! Shutdown (SIGTERM, SIGINT, or [`Server::shutdown_token`]): every worker stops
+//! accepting and closes its listener, idle keep-alive connections close, responses in
+//! flight go on for at most `--shutdown-timeout`, then the process exits.
+
+use std::io;
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::Arc;
+use std::thread;
+use std::time::Duration;
+
+use socket2::{Domain, Protocol, Socket, Type};
+use tokio::net::TcpListener;
+use tokio_util::sync::CancellationToken;
+use tokio_util::task::TaskTracker;
+
+use crate::config::Config;
+use crate::conn;
+use crate::handler::Site;
+use crate::metrics::{self, Metrics};
+use crate::path::Root;
+use crate::strategy::Strategy;
+
+/// Why the server could not start.
+#[derive(Debug, thiserror::Error)]
+pub enum ServerError {
+    /// The root cannot be opened.
+    #[error("cannot serve {path}: {source}")]
+    Root {
+        /// The root as given.
+        path: PathBuf,
+        /// The cause.
+        source: io::Error,
+    },
+    /// A listening socket cannot be bound.
+    #[error("cannot listen on {addr}: {source}")]
+    Listen {
+        /// The address.
+        addr: SocketAddr,
+        /// The cause.
+        source: io::Error,
+    },
+    /// A runtime or thread could not be created.
+    #[error("cannot start a worker: {0}")]
+    Worker(io::Error),
+}
+
+/// Per-connection limits.
+#[derive(Clone, Debug)]
+pub struct Limits {
+    /// Time allowed for a complete request head.
+    pub header_timeout: Duration,
+    /// Time a keep-alive connection may wait for its next request.
+    pub idle_timeout: Duration,
+    /// Time a client may leave the socket unread.
+    pub send_timeout: Duration,
+    /// Whether each request is logged.
+    pub access_log: bool,
+}
+
+/// State shared by all workers and connections.
+#[derive(Debug)]
+pub struct Shared {
+    /// The served tree.
+    pub site: Site,
+    /// The IO strategy.
+    pub strategy: Strategy,
+    /// Timeouts and logging.
+    pub limits: Limits,
+    /// Counters.
+    pub metrics: Arc<Metrics>,
+    /// Cancelled when the server shuts down.
+    pub shutdown: CancellationToken,
+    open_connections: AtomicUsize,
+    max_connections: usize,
+}
+
+/// A bound, not yet running server.
+#[derive(Debug)]
+pub struct Server {
+    shared: Arc<Shared>,
+    listeners: Vec<std::net::TcpListener>,
+    metrics_listener: Option<std::net::TcpListener>,
+    local_addr: SocketAddr,
+    shutdown_timeout: Duration,
+}
+
+impl Server {
+    /// Opens the root and binds the listeners (one per worker) and the metrics listener.
+    pub fn bind(config: &Config) -> Result<Server, ServerError> {
+        let root = Root::open(&config.root, config.follow_symlinks).map_err(|source| {
+            ServerError::Root {
+                path: config.root.clone(),
+                source,
+            }
+        })?;
+        let listen_error = |addr| move |source| ServerError::Listen { addr, source };
+        let first = bind_reuseport(config.listen).map_err(listen_error(config.listen))?;
+        // With port 0 the kernel picked a port: the other workers join that one.
+        let local_addr = first.local_addr().map_err(listen_error(config.listen))?;
+        let mut listeners = vec![first];
+        for _ in 1..config.workers {
+            listeners.push(bind_reuseport(local_addr).map_err(listen_error(local_addr))?);
+        }
+        let metrics_listener = config
+            .metrics_listen
+            .map(|addr| bind_reuseport(addr).map_err(listen_error(addr)))
+            .transpose()?;
+        let strategy = Strategy::new(config.strategy, config.chunk_size);
+        let shared = Arc::new(Shared {
+            site: Site::new(root, config.listing),
+            metrics: Arc::new(Metrics::new(config.workers, config.strategy.name())),
+            strategy,
+            limits: Limits {
+                header_timeout: config.header_timeout,
+                idle_timeout: config.idle_timeout,
+                send_timeout: config.send_timeout,
+                access_log: config.access_log,
+            },
+            shutdown: CancellationToken::new(),
+            open_connections: AtomicUsize::new(0),
+            max_connections: config.max_connections,
+        });
+        Ok(Server {
+            shared,
+            listeners,
+            metrics_listener,
+            local_addr,
+            shutdown_timeout: config.shutdown_timeout,
+        })
+    }
+
+    /// The address the server listens on (the real port when 0 was asked for).
+    pub fn local_addr(&self) -> SocketAddr {
+        self.local_addr
+    }
+
+    /// The metrics address, if metrics are served.
+    pub fn metrics_addr(&self) -> Option<SocketAddr> {
+        self.metrics_listener
+            .as_ref()
+            .and_then(|l| l.local_addr().ok())
+    }
+
+    /// The canonical served root.
+    pub fn root(&self) -> &std::path::Path {
+        self.shared.site.root.path()
+    }
+
+    /// A token that shuts the server down when cancelled, as SIGTERM does.
+    pub fn shutdown_token(&self) -> CancellationToken {
+        self.shared.shutdown.clone()
+    }
+
+    /// Runs until SIGTERM, SIGINT or the shutdown token, then drains and returns.
+    pub fn run(self) -> Result<(), ServerError> {
+        let Server {
+            shared,
+            listeners,
+            metrics_listener,
+            shutdown_timeout,
+            ..
+        } = self;
+        let mut workers = Vec::with_capacity(listeners.len());
+        for (id, listener) in listeners.into_iter().enumerate() {
+            let runtime = tokio::runtime::Builder::new_current_thread()
+                .enable_all()
+                .build()
+                .map_err(ServerError::Worker)?;
+            let shared = Arc::clone(&shared);
+            let handle = thread::Builder::new()
+                .name(format!("ioserve-worker-{id}"))
+                .spawn(move || {
+                    runtime.block_on(worker(listener, shared, id, shutdown_timeout));
+                })
+                .map_err(ServerError::Worker)?;
+            workers.push(handle);
+        }
+
+        let control = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .map_err(ServerError::Worker)?;
+        control.block_on(async {
+            if let Some(listener) = metrics_listener {
+                match TcpListener::from_std(listener) {
+                    Ok(listener) => {
+                        tokio::spawn(metrics::serve(listener, Arc::clone(&shared.metrics)));
+                    }
+                    Err(error) => tracing::error!(%error, "metrics listener unusable"),
+                }
+            }
+            wait_for_shutdown(&shared.shutdown).await;
+        });
+        shared.shutdown.cancel();
+        for handle in workers {
+            if handle.join().is_err() {
+                tracing::error!("a worker thread panicked");
+            }
+        }
+        Ok(())
+    }
+}
+
+/// Waits for SIGTERM, SIGINT or the token.
+async fn wait_for_shutdown(token: &CancellationToken) {
+    use tokio::signal::unix::{signal, SignalKind};
+    let (mut term, mut int) = match (
+        signal(SignalKind::terminate()),
+        signal(SignalKind::interrupt()),
+    ) {
+        (Ok(term), Ok(int)) => (term, int),
+        _ => {
+            tracing::error!("cannot install signal handlers; stop the server with SIGKILL");
+            return token.cancelled().await;
+        }
+    };
+    tokio::select! {
+        _ = term.recv() => tracing::info!("SIGTERM: shutting down"),
+        _ = int.recv() => tracing::info!("SIGINT: shutting down"),
+        _ = token.cancelled() => {}
+    }
+}
+
+/// One worker: accepts on its listener until shutdown, then drains its connections.
+async fn worker(
+    listener: std::net::TcpListener,
+    shared: Arc<Shared>,
+    id: usize,
+    shutdown_timeout: Duration,
+) {
+    let listener = match TcpListener::from_std(listener) {
+        Ok(listener) => listener,
+        Err(error) => {
+            tracing::error!(%error, worker = id, "listener unusable");
+            return;
+        }
+    };
+    let connections = TaskTracker::new();
+    loop {
+        let accepted = tokio::select! {
+            _ = shared.shutdown.cancelled() => break,
+            accepted = listener.accept() => accepted,
+        };
+        let (stream, peer) = match accepted {
+            Ok(accepted) => accepted,
+            Err(error) => {
+                // EMFILE and friends: back off instead of spinning.
+                tracing::warn!(%error, worker = id, "accept failed");
+                tokio::time::sleep(Duration::from_millis(100)).await;
+                continue;
+            }
+        };
+        let shared = Arc::clone(&shared);
+        let admitted =
+            shared.open_connections.fetch_add(1, Ordering::Relaxed) < shared.max_connections;
+        connections.spawn(async move {
+            shared.metrics.connection(id, 1);
+            if admitted {
+                conn::serve(stream, peer, Arc::clone(&shared), id).await;
+            } else {
+                conn::refuse(stream, peer, &shared, id, 503).await;
+            }
+            shared.metrics.connection(id, -1);
+            shared.open_connections.fetch_sub(1, Ordering::Relaxed);
+        });
+    }
+    drop(listener);
+    connections.close();
+    if tokio::time::timeout(shutdown_timeout, connections.wait())
+        .await
+        .is_err()
+    {
+        tracing::warn!(
+            worker = id,
+            left = connections.len(),
+            "shutdown timeout: cutting the connections still open"
+        );
+    }
+}
+
+fn bind_reuseport(addr: SocketAddr) -> io::Result<std::net::TcpListener> {
+    let socket = Socket::new(Domain::for_address(addr), Type::STREAM, Some(Protocol::TCP))?;
+    socket.set_reuse_address(true)?;
+    socket.set_reuse_port(true)?;
+    socket.set_nonblocking(true)?;
+    socket.bind(&addr.into())?;
+    socket.listen(4096)?;
+    Ok(socket.into())
+}

@@ -1,0 +1,104 @@
+//! IO strategies: how the bytes of `(file, offset, len)` reach the socket.
+//!
+//! Every strategy gets the same [`ByteRange`]s from the handler and writes exactly those
+//! bytes after the queued head, or fails; a failure after the head has gone out closes
+//! the connection, so the client sees a short body, never wrong framing.
+//!
+//! | strategy | how | copies in user space |
+//! |---|---|---|
+//! | `sendfile` | sendfile(2) from the page cache to the socket | none |
+//! | `mmap` | maps the range (madvise SEQUENTIAL + WILLNEED) and writev(2)s from the mapping | none (the kernel copies from the mapping) |
+//! | `read` | pread(2) into a pooled, page-aligned buffer of `--chunk-size`, then writev(2) | one |
+//! | `buffered` | tokio::fs + a BufReader (reads on tokio's blocking pool) | two (the baseline of most Rust servers) |
+
+mod buffered;
+mod mmap;
+mod read;
+mod sendfile;
+
+use std::fs::File;
+use std::io;
+
+use serde::Deserialize;
+
+use crate::output::Output;
+use crate::range::ByteRange;
+
+pub use read::BufferPool;
+
+/// The strategy names accepted by `--strategy` and the config file.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Deserialize, clap::ValueEnum)]
+#[serde(rename_all = "kebab-case")]
+pub enum StrategyKind {
+    /// sendfile(2) from the page cache straight to the socket: no copy through user space.
+    Sendfile,
+    /// mmap(2) the file and write from the mapping: no read(2), the kernel copies once.
+    Mmap,
+    /// pread(2) into reused page-aligned buffers of --chunk-size, then write.
+    Read,
+    /// tokio::fs with a buffered reader: the plain async baseline, for comparison.
+    Buffered,
+}
+
+impl StrategyKind {
+    /// The name as written on the command line.
+    pub fn name(self) -> &'static str {
+        match self {
+            StrategyKind::Sendfile => "sendfile",
+            StrategyKind::Mmap => "mmap",
+            StrategyKind::Read => "read",
+            StrategyKind::Buffered => "buffered",
+        }
+    }
+}
+
+/// A configured strategy, shared by all connections of the server.
+#[derive(Debug)]
+pub struct Strategy {
+    kind: StrategyKind,
+    chunk_size: usize,
+    pool: BufferPool,
+}
+
+impl Strategy {
+    /// A strategy that moves at most `chunk_size` bytes per read or write call (sendfile
+    /// lets the kernel choose).
+    pub fn new(kind: StrategyKind, chunk_size: usize) -> Strategy {
+        Strategy {
+            kind,
+            chunk_size,
+            pool: BufferPool::new(chunk_size),
+        }
+    }
+
+    /// Which strategy this is.
+    pub fn kind(&self) -> StrategyKind {
+        self.kind
+    }
+
+    /// Writes the queued head of `out` and then `range` of `file`.
+    ///
+    /// Fails with `UnexpectedEof` when the file turns out shorter than the range (it was
+    /// truncated after the response head was made).
+    pub async fn send(
+        &self,
+        out: &mut Output<'_>,
+        file: &File,
+        range: ByteRange,
+    ) -> io::Result<()> {
+        if range.len == 0 {
+            return out.flush(false).await;
+        }
+        match self.kind {
+            StrategyKind::Sendfile => sendfile::send(out, file, range).await,
+            StrategyKind::Mmap => mmap::send(out, file, range, self.chunk_size).await,
+            StrategyKind::Read => read::send(out, file, range, &self.pool).await,
+            StrategyKind::Buffered => buffered::send(out, file, range, self.chunk_size).await,
+        }
+    }
+}
+
+/// The error for a file that ended before the range did.
+fn file_shrank() -> io::Error {
+    io::Error::new(io::ErrorKind::UnexpectedEof, "file shrank while being sent")
+}

@@ -1,0 +1,284 @@
+//! Operating the daemon: graceful shutdown, the connection limit, metrics, the access
+//! log and errors on bad configuration.
+
+use std::io::{BufRead, BufReader, Read, Write};
+use std::net::TcpStream;
+use std::process::Command;
+use std::time::{Duration, Instant};
+
+use crate::support::*;
+
+fn tree() -> (tempfile::TempDir, Vec<u8>) {
+    let dir = tempfile::tempdir().unwrap();
+    let data = random_bytes(32 << 20, 9);
+    std::fs::write(dir.path().join("big.bin"), &data).unwrap();
+    std::fs::write(dir.path().join("hello.txt"), b"hello").unwrap();
+    (dir, data)
+}
+
+#[test]
+fn sigterm_drains_downloads_then_exits_zero() {
+    let (dir, data) = tree();
+    for strategy in STRATEGIES {
+        let mut server = Server::start(strategy, dir.path(), &["--shutdown-timeout", "20s"]);
+        let mut download = connect(server.addr);
+        download
+            .write_all(request_bytes("GET", "/big.bin", &[]).as_bytes())
+            .unwrap();
+        let mut reader = BufReader::new(download.try_clone().unwrap());
+        let mut idle = connect(server.addr);
+        idle.write_all(b"GET /hello.txt HTTP/1.1\r\nHost: t\r\n\r\n")
+            .unwrap();
+        let mut idle_reader = BufReader::new(idle.try_clone().unwrap());
+        assert_eq!(read_response(&mut idle_reader, false).unwrap().status, 200);
+        let mut first = [0u8; 4096];
+        reader.read_exact(&mut first).unwrap();
+
+        server.signal("TERM");
+        // The idle keep-alive connection is closed at once.
+        let mut rest = Vec::new();
+        idle_reader.read_to_end(&mut rest).unwrap();
+        assert!(rest.is_empty());
+        // No new connections.
+        assert!(eventually(Duration::from_secs(5), || TcpStream::connect(
+            server.addr
+        )
+        .is_err()));
+        // The download in flight completes.
+        let mut whole = first.to_vec();
+        let response_tail = {
+            let mut tail = Vec::new();
+            reader.read_to_end(&mut tail).unwrap();
+            tail
+        };
+        whole.extend_from_slice(&response_tail);
+        let head_end = whole.windows(4).position(|w| w == b"\r\n\r\n").unwrap() + 4;
+        assert!(
+            whole[head_end..] == data[..],
+            "{strategy}: the download finished whole"
+        );
+        let status = server
+            .wait_exit(Duration::from_secs(10))
+            .expect("exits after draining");
+        assert!(status.success(), "{strategy}: {status}");
+    }
+}
+
+#[test]
+fn shutdown_timeout_cuts_stalled_downloads() {
+    let (dir, _) = tree();
+    let mut server = Server::start("sendfile", dir.path(), &["--shutdown-timeout", "1s"]);
+    let mut stalled = connect(server.addr);
+    stalled
+        .write_all(request_bytes("GET", "/big.bin", &[]).as_bytes())
+        .unwrap();
+    std::thread::sleep(Duration::from_millis(200));
+    let started = Instant::now();
+    server.signal("INT");
+    let status = server
+        .wait_exit(Duration::from_secs(10))
+        .expect("exits after the deadline");
+    assert!(status.success());
+    assert!(started.elapsed() < Duration::from_secs(5));
+}
+
+#[test]
+fn connection_limit_answers_503() {
+    let (dir, _) = tree();
+    let server = Server::start("sendfile", dir.path(), &["--max-connections", "2"]);
+    let held: Vec<TcpStream> = (0..2).map(|_| connect(server.addr)).collect();
+    std::thread::sleep(Duration::from_millis(200));
+    let refused = get(server.addr, "/hello.txt", &[]);
+    assert_eq!(refused.status, 503);
+    drop(held);
+    assert!(eventually(Duration::from_secs(5), || get(
+        server.addr,
+        "/hello.txt",
+        &[]
+    )
+    .status
+        == 200));
+}
+
+#[test]
+fn metrics_count_requests_bytes_and_connections() {
+    let (dir, _) = tree();
+    for strategy in STRATEGIES {
+        let server = Server::start(strategy, dir.path(), &["--metrics-listen", "127.0.0.1:0"]);
+        let metrics = server.metrics.unwrap();
+        assert_eq!(get(server.addr, "/hello.txt", &[]).status, 200);
+        assert_eq!(
+            get(server.addr, "/hello.txt", &[("Range", "bytes=0-1")]).status,
+            206
+        );
+        assert_eq!(get(server.addr, "/missing", &[]).status, 404);
+        let held = connect(server.addr);
+        let scrape = || {
+            let response = get(metrics, "/metrics", &[]);
+            assert_eq!(response.status, 200);
+            assert!(response
+                .header("Content-Type")
+                .unwrap()
+                .starts_with("text/plain; version=0.0.4"));
+            String::from_utf8(response.body).unwrap()
+        };
+        let value = |text: &str, name: &str| -> u64 {
+            text.lines()
+                .find_map(|l| l.strip_prefix(name).and_then(|v| v.strip_prefix(' ')))
+                .unwrap_or_else(|| panic!("{name} missing in\n{text}"))
+                .parse()
+                .unwrap()
+        };
+        // A request is counted once its response is written, which may be just after
+        // the client has read it.
+        let counted = |text: &str| {
+            ["200", "206", "404"]
+                .iter()
+                .all(|s| value(text, &format!("ioserve_requests_total{{status=\"{s}\"}}")) == 1)
+        };
+        assert!(
+            eventually(Duration::from_secs(5), || counted(&scrape())),
+            "{}",
+            scrape()
+        );
+        let text = scrape();
+        assert!(
+            value(
+                &text,
+                &format!("ioserve_sent_bytes_total{{strategy=\"{strategy}\"}}")
+            ) > 5 + 2
+        );
+        assert!(value(&text, "ioserve_connections_total") >= 4);
+        assert!(eventually(Duration::from_secs(5), || value(
+            &scrape(),
+            "ioserve_connections_open"
+        ) == 1));
+        assert_eq!(value(&text, "ioserve_downloads_in_flight"), 0);
+        drop(held);
+        assert_eq!(get(metrics, "/other", &[]).status, 404);
+    }
+}
+
+#[test]
+fn access_log_has_one_line_per_request() {
+    let (dir, _) = tree();
+    let mut server = Server::start_with("read", dir.path(), &[], true);
+    assert_eq!(get(server.addr, "/hello.txt", &[]).status, 200);
+    assert_eq!(get(server.addr, "/nope", &[]).status, 404);
+    let mut lines = BufReader::new(server.stderr.take().unwrap()).lines();
+    let mut found = Vec::new();
+    while found.len() < 2 {
+        let line = lines.next().unwrap().unwrap();
+        if line.contains("ioserve::access") {
+            found.push(line);
+        }
+    }
+    for (line, (path, status, bytes)) in found
+        .iter()
+        .zip([("/hello.txt", 200, 5), ("/nope", 404, 14)])
+    {
+        for field in [
+            "method=\"GET\"".to_string(),
+            format!("path=\"{path}\""),
+            format!("status={status}"),
+            format!("bytes={bytes}"),
+            "strategy=\"read\"".to_string(),
+            "micros=".to_string(),
+        ] {
+            assert!(line.contains(&field), "{field} missing in {line}");
+        }
+    }
+}
+
+fn ioserve(args: &[&str]) -> (i32, String) {
+    let output = Command::new(env!("CARGO_BIN_EXE_ioserve"))
+        .args(args)
+        .output()
+        .unwrap();
+    (
+        output.status.code().unwrap_or(-1),
+        String::from_utf8_lossy(&output.stderr).into_owned()
+            + &String::from_utf8_lossy(&output.stdout),
+    )
+}
+
+#[test]
+fn bad_configuration_is_named_and_refused() {
+    let (code, text) = ioserve(&["/no/such/dir", "--listen", "127.0.0.1:0"]);
+    assert_eq!(code, 1);
+    assert!(text.contains("cannot serve /no/such/dir"), "{text}");
+
+    let (code, text) = ioserve(&["--strategy", "zerocopy"]);
+    assert_eq!(code, 2);
+    assert!(
+        text.contains("zerocopy") && text.contains("sendfile"),
+        "{text}"
+    );
+
+    let (code, text) = ioserve(&["--chunk-size", "3"]);
+    assert_eq!(code, 1);
+    assert!(
+        text.contains("--chunk-size 3") && text.contains("4K to 64M"),
+        "{text}"
+    );
+
+    let dir = tempfile::tempdir().unwrap();
+    let config = dir.path().join("ioserve.toml");
+    std::fs::write(&config, "workers = \"many\"\n").unwrap();
+    let (code, text) = ioserve(&["--config", config.to_str().unwrap()]);
+    assert_eq!(code, 1);
+    assert!(
+        text.contains("ioserve.toml") && text.contains("workers"),
+        "{text}"
+    );
+
+    let file = dir.path().join("file");
+    std::fs::write(&file, b"x").unwrap();
+    let (code, text) = ioserve(&[file.to_str().unwrap(), "--listen", "127.0.0.1:0"]);
+    assert_eq!(code, 1);
+    assert!(
+        text.contains("cannot serve") && text.contains("Not a directory"),
+        "{text}"
+    );
+
+    let taken = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let addr = taken.local_addr().unwrap().to_string();
+    let (code, text) = ioserve(&[dir.path().to_str().unwrap(), "--listen", &addr]);
+    assert_eq!(code, 1);
+    assert!(text.contains(&format!("cannot listen on {addr}")), "{text}");
+
+    let (code, text) = ioserve(&["--help"]);
+    assert_eq!(code, 0);
+    for strategy in STRATEGIES {
+        assert!(
+            text.contains(&format!("  {strategy} ")),
+            "--help explains {strategy}"
+        );
+    }
+}
+
+#[test]
+fn config_file_sets_the_strategy() {
+    let (dir, _) = tree();
+    let config = dir.path().join("ioserve.toml");
+    std::fs::write(&config, "strategy = \"mmap\"\naccess-log = false\n").unwrap();
+    let mut child = Command::new(env!("CARGO_BIN_EXE_ioserve"))
+        .args([
+            dir.path().to_str().unwrap(),
+            "--listen",
+            "127.0.0.1:0",
+            "--config",
+            config.to_str().unwrap(),
+        ])
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    let mut line = String::new();
+    BufReader::new(child.stdout.take().unwrap())
+        .read_line(&mut line)
+        .unwrap();
+    let _ = child.kill();
+    let _ = child.wait();
+    assert!(line.contains("strategy mmap"), "{line}");
+}

@@ -1,0 +1,342 @@
+//! Test support: the real `ioserve` binary on 127.0.0.1:0, a raw HTTP/1.1 client that
+//! shows exactly what went over the wire, and file fixtures.
+
+use std::io::{self, BufRead, BufReader, Write};
+use std::net::{SocketAddr, TcpStream};
+use std::path::Path;
+use std::process::{Child, ChildStderr, Command, Stdio};
+use std::time::{Duration, Instant};
+
+/// Every IO strategy; each behaviour is checked under each.
+pub const STRATEGIES: [&str; 4] = ["sendfile", "mmap", "read", "buffered"];
+
+/// A running `ioserve` process, killed when dropped.
+pub struct Server {
+    pub child: Child,
+    pub addr: SocketAddr,
+    pub metrics: Option<SocketAddr>,
+    pub stderr: Option<ChildStderr>,
+}
+
+impl Server {
+    /// Starts `ioserve ROOT --strategy STRATEGY` with quiet logs, plus `extra` flags.
+    pub fn start(strategy: &str, root: &Path, extra: &[&str]) -> Server {
+        Self::start_with(strategy, root, extra, false)
+    }
+
+    /// As [`Server::start`]; with `capture_stderr` the access log can be read.
+    pub fn start_with(strategy: &str, root: &Path, extra: &[&str], capture_stderr: bool) -> Server {
+        let mut command = Command::new(env!("CARGO_BIN_EXE_ioserve"));
+        command
+            .arg(root)
+            .args([
+                "--listen",
+                "127.0.0.1:0",
+                "--workers",
+                "2",
+                "--strategy",
+                strategy,
+            ])
+            .args(if capture_stderr {
+                &[][..]
+            } else {
+                &["--access-log", "off"][..]
+            })
+            .args(extra)
+            .stdin(Stdio::null())
+            .stdout(Stdio::piped())
+            .stderr(if capture_stderr {
+                Stdio::piped()
+            } else {
+                Stdio::null()
+            });
+        let mut child = command.spawn().expect("ioserve starts");
+        let mut stdout = BufReader::new(child.stdout.take().unwrap());
+        let mut addr = None;
+        let mut metrics = None;
+        let wants_metrics = extra.contains(&"--metrics-listen");
+        let mut line = String::new();
+        while addr.is_none() || (wants_metrics && metrics.is_none()) {
+            line.clear();
+            if stdout.read_line(&mut line).unwrap() == 0 {
+                let status = child.wait().unwrap();
+                panic!("ioserve exited before listening: {status}");
+            }
+            let url = line
+                .split("http://")
+                .nth(1)
+                .and_then(|rest| rest.split('/').next());
+            let parsed: Option<SocketAddr> = url.and_then(|u| u.parse().ok());
+            if line.contains("metrics at") {
+                metrics = parsed;
+            } else {
+                addr = parsed;
+            }
+        }
+        let stderr = child.stderr.take();
+        Server {
+            child,
+            addr: addr.unwrap(),
+            metrics,
+            stderr,
+        }
+    }
+
+    /// The server's pid.
+    pub fn pid(&self) -> u32 {
+        self.child.id()
+    }
+
+    /// Sends a signal to the server.
+    pub fn signal(&self, signal: &str) {
+        let status = Command::new("kill")
+            .args([&format!("-{signal}"), &self.pid().to_string()])
+            .status()
+            .unwrap();
+        assert!(status.success());
+    }
+
+    /// Waits for the process to exit, at most `limit`.
+    pub fn wait_exit(&mut self, limit: Duration) -> Option<std::process::ExitStatus> {
+        let deadline = Instant::now() + limit;
+        while Instant::now() < deadline {
+            if let Some(status) = self.child.try_wait().unwrap() {
+                return Some(status);
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        None
+    }
+
+    /// Open file descriptors of the server process.
+    pub fn open_fds(&self) -> usize {
+        std::fs::read_dir(format!("/proc/{}/fd", self.pid()))
+            .unwrap()
+            .count()
+    }
+
+    /// Resident set size of the server process, in KiB.
+    pub fn rss_kib(&self) -> u64 {
+        let status = std::fs::read_to_string(format!("/proc/{}/status", self.pid())).unwrap();
+        status
+            .lines()
+            .find_map(|l| l.strip_prefix("VmRSS:"))
+            .and_then(|v| v.split_whitespace().next())
+            .and_then(|v| v.parse().ok())
+            .unwrap()
+    }
+}
+
+impl Drop for Server {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// A response as it came over the wire.
+#[derive(Debug)]
+pub struct Response {
+    pub status: u16,
+    pub headers: Vec<(String, String)>,
+    pub body: Vec<u8>,
+}
+
+impl Response {
+    /// The value of a header (case-insensitive name), if present once or more.
+    pub fn header(&self, name: &str) -> Option<&str> {
+        self.headers
+            .iter()
+            .find(|(n, _)| n.eq_ignore_ascii_case(name))
+            .map(|(_, v)| v.as_str())
+    }
+}
+
+/// Connects with generous timeouts so that a hung server fails the test, not CI.
+pub fn connect(addr: SocketAddr) -> TcpStream {
+    let stream = TcpStream::connect(addr).unwrap();
+    stream
+        .set_read_timeout(Some(Duration::from_secs(30)))
+        .unwrap();
+    stream
+        .set_write_timeout(Some(Duration::from_secs(30)))
+        .unwrap();
+    stream
+}
+
+/// Reads one response; `head_only` for answers to HEAD.
+pub fn read_response(reader: &mut impl BufRead, head_only: bool) -> io::Result<Response> {
+    let mut line = String::new();
+    if reader.read_line(&mut line)? == 0 {
+        return Err(io::ErrorKind::UnexpectedEof.into());
+    }
+    let status: u16 = line
+        .strip_prefix("HTTP/1.1 ")
+        .and_then(|rest| rest.get(..3))
+        .and_then(|code| code.parse().ok())
+        .unwrap_or_else(|| panic!("bad status line {line:?}"));
+    let mut headers = Vec::new();
+    loop {
+        line.clear();
+        reader.read_line(&mut line)?;
+        let trimmed = line.trim_end_matches("\r\n");
+        if trimmed.is_empty() {
+            break;
+        }
+        let (name, value) = trimmed.split_once(':').expect("header line has a colon");
+        headers.push((name.to_string(), value.trim().to_string()));
+    }
+    let mut response = Response {
+        status,
+        headers,
+        body: Vec::new(),
+    };
+    if head_only || status == 304 {
+        return Ok(response);
+    }
+    match response.header("Content-Length") {
+        Some(len) => {
+            let len: usize = len.parse().unwrap();
+            response.body = vec![0; len];
+            reader.read_exact(&mut response.body)?;
+        }
+        None => {
+            reader.read_to_end(&mut response.body)?;
+        }
+    }
+    Ok(response)
+}
+
+/// Sends raw bytes on a new connection and reads one response.
+pub fn raw(addr: SocketAddr, request: &[u8]) -> Response {
+    let mut stream = connect(addr);
+    stream.write_all(request).unwrap();
+    let head_only = request.starts_with(b"HEAD ");
+    read_response(&mut BufReader::new(stream), head_only).unwrap()
+}
+
+/// `GET path` with extra header lines, on a new connection.
+pub fn get(addr: SocketAddr, path: &str, headers: &[(&str, &str)]) -> Response {
+    raw(addr, request_bytes("GET", path, headers).as_bytes())
+}
+
+/// A request head with `Host` and `Connection: close`.
+pub fn request_bytes(method: &str, path: &str, headers: &[(&str, &str)]) -> String {
+    let mut head = format!("{method} {path} HTTP/1.1\r\nHost: test\r\nConnection: close\r\n");
+    for (name, value) in headers {
+        head.push_str(&format!("{name}: {value}\r\n"));
+    }
+    head.push_str("\r\n");
+    head
+}
+
+/// Deterministic pseudo-random bytes (xorshift64*), so a failure can be replayed.
+pub fn random_bytes(len: usize, seed: u64) -> Vec<u8> {
+    let mut state = seed | 1;
+    let mut out = Vec::with_capacity(len + 8);
+    while out.len() < len {
+        state ^= state >> 12;
+        state ^= state << 25;
+        state ^= state >> 27;
+        out.extend_from_slice(&state.wrapping_mul(0x2545_f491_4f6c_dd1d).to_le_bytes());
+    }
+    out.truncate(len);
+    out
+}
+
+/// A small deterministic generator for offsets and lengths.
+pub struct Rng(pub u64);
+
+impl Rng {
+    pub fn below(&mut self, bound: u64) -> u64 {
+        self.0 ^= self.0 << 13;
+        self.0 ^= self.0 >> 7;
+        self.0 ^= self.0 << 17;
+        self.0 % bound.max(1)
+    }
+}
+
+/// One part of a `multipart/byteranges` body.
+#[derive(Debug)]
+pub struct Part {
+    pub content_range: String,
+    pub content_type: String,
+    pub data: Vec<u8>,
+}
+
+/// Parses a `multipart/byteranges` body strictly: each part's length comes from its
+/// Content-Range, and the delimiters must be exactly where they belong.
+pub fn parse_multipart(response: &Response) -> Vec<Part> {
+    let content_type = response.header("Content-Type").unwrap();
+    let boundary = content_type
+        .strip_prefix("multipart/byteranges; boundary=")
+        .unwrap_or_else(|| panic!("not multipart: {content_type}"));
+    let body = &response.body;
+    let mut at = 0;
+    let mut parts = Vec::new();
+    let delimiter = format!("--{boundary}");
+    loop {
+        if at > 0 {
+            assert_eq!(&body[at..at + 2], b"\r\n", "CRLF before a delimiter");
+            at += 2;
+        }
+        assert_eq!(&body[at..at + delimiter.len()], delimiter.as_bytes());
+        at += delimiter.len();
+        if &body[at..at + 2] == b"--" {
+            assert_eq!(&body[at + 2..], b"\r\n", "closing delimiter ends the body");
+            return parts;
+        }
+        assert_eq!(&body[at..at + 2], b"\r\n");
+        at += 2;
+        let head_end = at
+            + body[at..]
+                .windows(4)
+                .position(|w| w == b"\r\n\r\n")
+                .unwrap();
+        let head = std::str::from_utf8(&body[at..head_end]).unwrap();
+        at = head_end + 4;
+        let mut content_range = String::new();
+        let mut part_type = String::new();
+        for line in head.split("\r\n") {
+            let (name, value) = line.split_once(": ").unwrap();
+            match name {
+                "Content-Range" => content_range = value.to_string(),
+                "Content-Type" => part_type = value.to_string(),
+                other => panic!("unexpected part header {other}"),
+            }
+        }
+        let (first, last) = parse_content_range(&content_range).0;
+        let len = (last - first + 1) as usize;
+        parts.push(Part {
+            content_range,
+            content_type: part_type,
+            data: body[at..at + len].to_vec(),
+        });
+        at += len;
+    }
+}
+
+/// `bytes A-B/LEN` → ((A, B), LEN).
+pub fn parse_content_range(value: &str) -> ((u64, u64), u64) {
+    let rest = value.strip_prefix("bytes ").unwrap();
+    let (range, len) = rest.split_once('/').unwrap();
+    let (a, b) = range.split_once('-').unwrap();
+    (
+        (a.parse().unwrap(), b.parse().unwrap()),
+        len.parse().unwrap(),
+    )
+}
+
+/// Polls `check` until it holds or `limit` passes.
+pub fn eventually(limit: Duration, mut check: impl FnMut() -> bool) -> bool {
+    let deadline = Instant::now() + limit;
+    loop {
+        if check() {
+            return true;
+        }
+        if Instant::now() > deadline {
+            return false;
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}
