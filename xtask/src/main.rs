@@ -75,9 +75,74 @@ fn ci() -> Result<()> {
             "warnings",
         ]),
     )?;
-    step("cargo test", cargo(&["test", "--workspace"]))?;
+    let totals = cargo_test(&["test", "--workspace"])?;
     eprintln!("xtask ci: all checks passed in {:.0?}", started.elapsed());
+    // The closing line: the sum over every test binary and doc-test run.
+    println!(
+        "tests: {} passed, {} failed, {} skipped",
+        totals.passed, totals.failed, totals.ignored
+    );
     Ok(())
+}
+
+/// Test counts summed over the `test result:` lines of a cargo test run.
+#[derive(Debug, Default, PartialEq, Eq)]
+struct TestTotals {
+    passed: u64,
+    failed: u64,
+    ignored: u64,
+}
+
+impl TestTotals {
+    /// Adds the counts of one `test result: ok. 3 passed; 0 failed; 1 ignored; ...` line.
+    fn add_line(&mut self, line: &str) {
+        let Some(counts) = line.strip_prefix("test result: ") else {
+            return;
+        };
+        for field in counts.split(['.', ';']) {
+            let mut words = field.split_whitespace();
+            if let (Some(n), Some(what)) = (words.next(), words.next()) {
+                let Ok(n) = n.parse::<u64>() else { continue };
+                match what {
+                    "passed" => self.passed += n,
+                    "failed" => self.failed += n,
+                    "ignored" => self.ignored += n,
+                    _ => {}
+                }
+            }
+        }
+    }
+}
+
+/// Runs cargo test, echoing its output, and sums its results.
+fn cargo_test(args: &[&str]) -> Result<TestTotals> {
+    use std::io::BufRead as _;
+    eprintln!("xtask: cargo {}", args.join(" "));
+    let started = Instant::now();
+    let mut child = cargo(args)
+        .stdout(std::process::Stdio::piped())
+        .spawn()
+        .context("cannot start cargo test")?;
+    let mut totals = TestTotals::default();
+    let stdout = child.stdout.take().expect("stdout is piped");
+    for line in std::io::BufReader::new(stdout).lines() {
+        let line = line.context("reading cargo test output")?;
+        println!("{line}");
+        totals.add_line(&line);
+    }
+    let status = child.wait()?;
+    if !status.success() {
+        bail!(
+            "cargo test failed ({status}): {} passed, {} failed",
+            totals.passed,
+            totals.failed
+        );
+    }
+    if totals.passed == 0 {
+        bail!("cargo test ran no test");
+    }
+    eprintln!("xtask: cargo test ok ({:.1?})", started.elapsed());
+    Ok(totals)
 }
 
 fn fuzz(seconds: u64) -> Result<()> {
@@ -199,4 +264,27 @@ fn project_root() -> PathBuf {
         .parent()
         .expect("xtask lives one level below the workspace root")
         .to_path_buf()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn sums_test_result_lines() {
+        let mut totals = TestTotals::default();
+        totals.add_line("test result: ok. 37 passed; 0 failed; 2 ignored; 0 measured; 0 filtered out; finished in 0.45s");
+        totals.add_line(
+            "test result: FAILED. 1 passed; 3 failed; 0 ignored; 0 measured; 0 filtered out",
+        );
+        totals.add_line("running 4 tests");
+        assert_eq!(
+            totals,
+            TestTotals {
+                passed: 38,
+                failed: 3,
+                ignored: 2
+            }
+        );
+    }
 }

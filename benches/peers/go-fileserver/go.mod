@@ -1,0 +1,3 @@
+module ioserve.invalid/peers/go-fileserver
+
+go 1.21
