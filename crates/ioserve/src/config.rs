@@ -75,6 +75,20 @@ pub struct Settings {
     /// Worker threads, each with its own SO_REUSEPORT listener [default: one per CPU]
     #[arg(long, value_name = "N")]
     pub workers: Option<usize>,
+    /// per-core: one current-thread runtime per worker, each with its own SO_REUSEPORT
+    /// listener; multi: one work-stealing runtime with one listener [default: per-core]
+    #[arg(long, value_enum)]
+    pub runtime: Option<RuntimeKind>,
+    /// Pin worker i to the i-th CPU this process may run on
+    #[arg(long, num_args = 0..=1, default_missing_value = "true", value_name = "BOOL")]
+    pub pin: Option<bool>,
+    /// Open files kept per worker for reuse, 0 to disable [default: 1024]
+    #[arg(long, value_name = "N")]
+    pub open_file_cache: Option<usize>,
+    /// How long a cached open file's path is trusted before it is resolved again
+    /// [default: 1s]
+    #[arg(long, value_name = "DURATION")]
+    pub open_file_cache_valid: Option<Seconds>,
     /// Bytes per read/write for the mmap, read and buffered strategies [default: 128K]
     #[arg(long, value_name = "SIZE")]
     pub chunk_size: Option<ByteSize>,
@@ -122,6 +136,14 @@ pub struct Config {
     pub strategy: StrategyKind,
     /// Worker threads.
     pub workers: usize,
+    /// How workers are run.
+    pub runtime: RuntimeKind,
+    /// Pin workers to CPUs.
+    pub pin: bool,
+    /// Open-file cache entries per worker.
+    pub open_file_cache: usize,
+    /// Open-file cache validity.
+    pub open_file_cache_valid: Duration,
     /// Chunk size in bytes.
     pub chunk_size: usize,
     /// Metrics address.
@@ -175,6 +197,12 @@ impl Settings {
             listen: self.listen.or(fallback.listen),
             strategy: self.strategy.or(fallback.strategy),
             workers: self.workers.or(fallback.workers),
+            runtime: self.runtime.or(fallback.runtime),
+            pin: self.pin.or(fallback.pin),
+            open_file_cache: self.open_file_cache.or(fallback.open_file_cache),
+            open_file_cache_valid: self
+                .open_file_cache_valid
+                .or(fallback.open_file_cache_valid),
             chunk_size: self.chunk_size.or(fallback.chunk_size),
             metrics_listen: self.metrics_listen.or(fallback.metrics_listen),
             access_log: self.access_log.or(fallback.access_log),
@@ -223,6 +251,12 @@ impl Settings {
                 .unwrap_or_else(|| SocketAddr::from(([127, 0, 0, 1], 8080))),
             strategy: self.strategy.unwrap_or(StrategyKind::Sendfile),
             workers,
+            runtime: self.runtime.unwrap_or(RuntimeKind::PerCore),
+            pin: self.pin.unwrap_or(false),
+            open_file_cache: self.open_file_cache.unwrap_or(1024),
+            open_file_cache_valid: self
+                .open_file_cache_valid
+                .map_or(Duration::from_secs(1), |s| s.0),
             chunk_size: chunk_size as usize,
             metrics_listen: self.metrics_listen,
             access_log: self.access_log.unwrap_or(true),
@@ -235,6 +269,18 @@ impl Settings {
             listing: !self.no_listing.unwrap_or(false),
         })
     }
+}
+
+/// How worker threads run connections.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Deserialize, clap::ValueEnum)]
+#[serde(rename_all = "kebab-case")]
+pub enum RuntimeKind {
+    /// One current-thread tokio runtime per worker thread, each with its own
+    /// SO_REUSEPORT listener: a connection never leaves its thread.
+    PerCore,
+    /// One multi-thread (work-stealing) tokio runtime with `--workers` threads and one
+    /// listener.
+    Multi,
 }
 
 fn invalid(key: &'static str, value: impl fmt::Display, allowed: impl Into<String>) -> ConfigError {

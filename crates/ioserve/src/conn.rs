@@ -105,7 +105,7 @@ async fn answer(
     request: &Request<'_>,
 ) -> io::Result<bool> {
     let started = Instant::now();
-    let reply = handler::respond(&shared.site, request);
+    let reply = handler::respond(&shared.site, worker, request);
     let keep_alive =
         request.keep_alive && !request.has_body && !reply.close && !shared.shutdown.is_cancelled();
     let head = reply.finish_head(keep_alive, request.version == Version::Http10);

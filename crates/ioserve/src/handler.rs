@@ -4,11 +4,12 @@
 //! strategy sends them. So every strategy answers with the same status, headers and
 //! framing.
 
-use std::fs::File;
 use std::io;
 use std::os::unix::fs::MetadataExt;
 use std::path::Path;
+use std::time::Duration;
 
+use crate::cache::{OpenFile, OpenFileCache, Opened};
 use crate::conditional::{self, Outcome, Validators};
 use crate::listing;
 use crate::path::{self, PathError, Root};
@@ -25,11 +26,24 @@ pub struct Site {
     pub listing: bool,
     /// The `multipart/byteranges` boundary, random per process.
     pub boundary: String,
+    /// Open files kept for reuse.
+    pub files: OpenFileCache,
+}
+
+/// Settings of the open-file cache.
+#[derive(Clone, Copy, Debug)]
+pub struct CacheSettings {
+    /// Shards (one per worker).
+    pub workers: usize,
+    /// Files per shard; 0 disables the cache.
+    pub capacity: usize,
+    /// How long a cached path is trusted before it is resolved again.
+    pub validity: Duration,
 }
 
 impl Site {
     /// A site serving `root`.
-    pub fn new(root: Root, listing: bool) -> Site {
+    pub fn new(root: Root, listing: bool, cache: CacheSettings) -> Site {
         use std::hash::{BuildHasher, Hasher};
         // RandomState is seeded from the OS's randomness: good enough for a boundary
         // that must not be guessable from the file contents.
@@ -40,41 +54,36 @@ impl Site {
             root,
             listing,
             boundary: format!("ioserve-{random:016x}"),
+            files: OpenFileCache::new(cache.workers, cache.capacity, cache.validity),
         }
     }
 }
 
-/// Answers a request.
-pub fn respond(site: &Site, request: &Request<'_>) -> Reply {
+/// Answers a request on behalf of `worker` (which picks the open-file cache shard).
+pub fn respond(site: &Site, worker: usize, request: &Request<'_>) -> Reply {
     let head_only = match request.method {
         Method::Get => false,
         Method::Head => true,
         Method::Other(_) => return Reply::error(405).header("Allow", "GET, HEAD"),
     };
-    let mut reply = respond_get(site, request);
+    let mut reply = respond_get(site, worker, request);
     if head_only {
         reply.body = Body::Empty;
     }
     reply
 }
 
-fn respond_get(site: &Site, request: &Request<'_>) -> Reply {
+fn respond_get(site: &Site, worker: usize, request: &Request<'_>) -> Reply {
     let safe = match path::sanitize(request.target) {
         Ok(safe) => safe,
         Err(PathError::Malformed) => return Reply::error(400),
         Err(PathError::Forbidden(_)) => return Reply::error(403),
     };
-    let file = match site.root.open_file(&safe.relative) {
-        Ok(file) => file,
+    let (dir, meta) = match site.files.open(worker, &site.root, &safe.relative) {
+        Ok(Opened::File(open)) => return file_reply(site, request, open, &safe.relative),
+        Ok(Opened::Other(file, meta)) => (file, meta),
         Err(e) => return io_error_reply(&e),
     };
-    let meta = match file.metadata() {
-        Ok(meta) => meta,
-        Err(e) => return io_error_reply(&e),
-    };
-    if meta.is_file() {
-        return file_reply(site, request, file, &meta, &safe.relative);
-    }
     if !meta.is_dir() {
         // FIFOs, sockets, devices: never served.
         return Reply::error(403);
@@ -86,21 +95,17 @@ fn respond_get(site: &Site, request: &Request<'_>) -> Reply {
         };
         return Reply::error(301).header("Location", format!("{path}/{query}"));
     }
-    match site.root.open_in(&file, Path::new("index.html")) {
-        Ok(index) => match index.metadata() {
-            Ok(meta) if meta.is_file() => {
-                return file_reply(site, request, index, &meta, Path::new("index.html"))
-            }
-            Ok(_) => {}
-            Err(e) => return io_error_reply(&e),
-        },
+    let index = safe.relative.join("index.html");
+    match site.files.open(worker, &site.root, &index) {
+        Ok(Opened::File(open)) => return file_reply(site, request, open, &index),
+        Ok(Opened::Other(..)) => {}
         Err(e) if e.kind() == io::ErrorKind::NotFound => {}
         Err(e) => return io_error_reply(&e),
     }
     if !site.listing {
         return Reply::error(403);
     }
-    match listing::render(&file, &safe.relative, request.wants_json) {
+    match listing::render(&dir, &safe.relative, request.wants_json) {
         Ok((content_type, bytes)) => Reply::new(200)
             .header("Content-Type", content_type)
             .header("Cache-Control", "no-cache")
@@ -109,13 +114,8 @@ fn respond_get(site: &Site, request: &Request<'_>) -> Reply {
     }
 }
 
-fn file_reply(
-    site: &Site,
-    request: &Request<'_>,
-    file: File,
-    meta: &std::fs::Metadata,
-    name: &Path,
-) -> Reply {
+fn file_reply(site: &Site, request: &Request<'_>, open: OpenFile, name: &Path) -> Reply {
+    let OpenFile { file, meta } = open;
     let len = meta.len();
     let validators = Validators::new(
         meta.ino(),

@@ -9,6 +9,7 @@
 //! The HTTP semantics are implemented once; a strategy only moves the bytes of
 //! `(file, offset, len)` to the socket, so every strategy answers identically.
 
+pub mod cache;
 pub mod conditional;
 pub mod config;
 pub mod conn;

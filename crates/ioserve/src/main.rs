@@ -32,6 +32,7 @@ fn run() -> anyhow::Result<()> {
         )
         .init();
 
+    raise_fd_limit();
     let server = Server::bind(&config)?;
     let mut stdout = std::io::stdout().lock();
     writeln!(
@@ -50,4 +51,18 @@ fn run() -> anyhow::Result<()> {
     drop(stdout);
     server.run()?;
     Ok(())
+}
+
+/// Raises the soft limit on open files to the hard limit, as nginx's
+/// `worker_rlimit_nofile` and Go's runtime do: every connection and every cached open
+/// file holds a descriptor, and Debian's default soft limit is 1024.
+fn raise_fd_limit() {
+    use rustix::process::{getrlimit, setrlimit, Resource};
+    let mut limit = getrlimit(Resource::Nofile);
+    if limit.current < limit.maximum {
+        limit.current = limit.maximum;
+        if let Err(error) = setrlimit(Resource::Nofile, limit) {
+            tracing::warn!(%error, "cannot raise the open-file limit");
+        }
+    }
 }

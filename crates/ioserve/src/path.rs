@@ -14,7 +14,7 @@
 use std::ffi::OsStr;
 use std::fs::File;
 use std::io;
-use std::os::fd::{AsFd, OwnedFd};
+use std::os::fd::OwnedFd;
 use std::os::unix::ffi::OsStrExt;
 use std::path::{Path, PathBuf};
 
@@ -133,15 +133,6 @@ impl Root {
     /// `PermissionDenied` for a symlink leaving the root (without `--follow-symlinks`)
     /// or a file the server may not read.
     pub fn open_file(&self, relative: &Path) -> io::Result<File> {
-        self.open_at(&self.dir, relative)
-    }
-
-    /// Opens `name` inside an already open directory of the tree, with the same rules.
-    pub fn open_in(&self, dir: &File, name: &Path) -> io::Result<File> {
-        self.open_at(dir, name)
-    }
-
-    fn open_at(&self, dir: impl AsFd, relative: &Path) -> io::Result<File> {
         let relative = if relative.as_os_str().is_empty() {
             Path::new(".")
         } else {
@@ -153,7 +144,7 @@ impl Root {
         } else {
             ResolveFlags::BENEATH | ResolveFlags::NO_MAGICLINKS
         };
-        match rustix::fs::openat2(dir, relative, flags, Mode::empty(), resolve) {
+        match rustix::fs::openat2(&self.dir, relative, flags, Mode::empty(), resolve) {
             Ok(fd) => Ok(File::from(fd)),
             // EXDEV: the walk would have left the root; ELOOP: a link loop.
             Err(rustix::io::Errno::XDEV | rustix::io::Errno::LOOP) => Err(io::Error::new(

@@ -3,6 +3,7 @@
 use std::cell::RefCell;
 use std::fmt::Write as _;
 use std::fs::File;
+use std::sync::Arc;
 use std::time::{SystemTime, UNIX_EPOCH};
 
 use crate::range::ByteRange;
@@ -16,16 +17,16 @@ pub enum Body {
     Bytes(Vec<u8>),
     /// A range of an open file, sent by the IO strategy.
     File {
-        /// The open file.
-        file: File,
+        /// The open file (shared with the open-file cache).
+        file: Arc<File>,
         /// Which bytes of it.
         range: ByteRange,
     },
     /// `multipart/byteranges`: each part's header, then its range of the file; then the
     /// closing delimiter.
     Multipart {
-        /// The open file.
-        file: File,
+        /// The open file (shared with the open-file cache).
+        file: Arc<File>,
         /// The parts in the order they are sent.
         parts: Vec<(Vec<u8>, ByteRange)>,
         /// The closing delimiter line.

@@ -1,8 +1,10 @@
 //! The server: listeners, worker threads, the connection limit and graceful shutdown.
 //!
-//! `--workers N` binds N listening sockets to the same address with SO_REUSEPORT and
-//! drives each with its own current-thread tokio runtime on its own thread: the kernel
-//! spreads connections over the sockets, and a connection never leaves its thread.
+//! `--runtime per-core` (the default) binds `--workers` listening sockets to the same
+//! address with SO_REUSEPORT and drives each with its own current-thread tokio runtime
+//! on its own thread: the kernel spreads connections over the sockets, and a connection
+//! never leaves its thread. `--runtime multi` runs one work-stealing runtime with
+//! `--workers` threads and one listener. `--pin` pins worker threads to CPUs.
 //!
 //! Shutdown (SIGTERM, SIGINT, or [`Server::shutdown_token`]): every worker stops
 //! accepting and closes its listener, idle keep-alive connections close, responses in
@@ -21,9 +23,9 @@ use tokio::net::TcpListener;
 use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 
-use crate::config::Config;
+use crate::config::{Config, RuntimeKind};
 use crate::conn;
-use crate::handler::Site;
+use crate::handler::{CacheSettings, Site};
 use crate::metrics::{self, Metrics};
 use crate::path::Root;
 use crate::strategy::Strategy;
@@ -90,6 +92,9 @@ pub struct Server {
     metrics_listener: Option<std::net::TcpListener>,
     local_addr: SocketAddr,
     shutdown_timeout: Duration,
+    runtime: RuntimeKind,
+    workers: usize,
+    pin: bool,
 }
 
 impl Server {
@@ -106,7 +111,11 @@ impl Server {
         // With port 0 the kernel picked a port: the other workers join that one.
         let local_addr = first.local_addr().map_err(listen_error(config.listen))?;
         let mut listeners = vec![first];
-        for _ in 1..config.workers {
+        let sockets = match config.runtime {
+            RuntimeKind::PerCore => config.workers,
+            RuntimeKind::Multi => 1,
+        };
+        for _ in 1..sockets {
             listeners.push(bind_reuseport(local_addr).map_err(listen_error(local_addr))?);
         }
         let metrics_listener = config
@@ -115,7 +124,15 @@ impl Server {
             .transpose()?;
         let strategy = Strategy::new(config.strategy, config.chunk_size);
         let shared = Arc::new(Shared {
-            site: Site::new(root, config.listing),
+            site: Site::new(
+                root,
+                config.listing,
+                CacheSettings {
+                    workers: config.workers,
+                    capacity: config.open_file_cache,
+                    validity: config.open_file_cache_valid,
+                },
+            ),
             metrics: Arc::new(Metrics::new(config.workers, config.strategy.name())),
             strategy,
             limits: Limits {
@@ -134,6 +151,9 @@ impl Server {
             metrics_listener,
             local_addr,
             shutdown_timeout: config.shutdown_timeout,
+            runtime: config.runtime,
+            workers: config.workers,
+            pin: config.pin,
         })
     }
 
@@ -166,23 +186,15 @@ impl Server {
             listeners,
             metrics_listener,
             shutdown_timeout,
+            runtime,
+            workers,
+            pin,
             ..
         } = self;
-        let mut workers = Vec::with_capacity(listeners.len());
-        for (id, listener) in listeners.into_iter().enumerate() {
-            let runtime = tokio::runtime::Builder::new_current_thread()
-                .enable_all()
-                .build()
-                .map_err(ServerError::Worker)?;
-            let shared = Arc::clone(&shared);
-            let handle = thread::Builder::new()
-                .name(format!("ioserve-worker-{id}"))
-                .spawn(move || {
-                    runtime.block_on(worker(listener, shared, id, shutdown_timeout));
-                })
-                .map_err(ServerError::Worker)?;
-            workers.push(handle);
-        }
+        let threads = match runtime {
+            RuntimeKind::PerCore => spawn_per_core(listeners, &shared, shutdown_timeout, pin)?,
+            RuntimeKind::Multi => spawn_multi(listeners, &shared, shutdown_timeout, workers, pin)?,
+        };
 
         let control = tokio::runtime::Builder::new_current_thread()
             .enable_all()
@@ -200,12 +212,98 @@ impl Server {
             wait_for_shutdown(&shared.shutdown).await;
         });
         shared.shutdown.cancel();
-        for handle in workers {
+        for handle in threads {
             if handle.join().is_err() {
                 tracing::error!("a worker thread panicked");
             }
         }
         Ok(())
+    }
+}
+
+/// One thread per listener, each with a current-thread runtime; connections of worker
+/// `id` use shard `id` of the metrics and of the open-file cache.
+fn spawn_per_core(
+    listeners: Vec<std::net::TcpListener>,
+    shared: &Arc<Shared>,
+    shutdown_timeout: Duration,
+    pin: bool,
+) -> Result<Vec<thread::JoinHandle<()>>, ServerError> {
+    let mut threads = Vec::with_capacity(listeners.len());
+    for (id, listener) in listeners.into_iter().enumerate() {
+        let runtime = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .map_err(ServerError::Worker)?;
+        let shared = Arc::clone(shared);
+        let handle = thread::Builder::new()
+            .name(format!("ioserve-worker-{id}"))
+            .spawn(move || {
+                if pin {
+                    pin_current_thread(id);
+                }
+                runtime.block_on(accept_loop(listener, shared, shutdown_timeout, || id));
+            })
+            .map_err(ServerError::Worker)?;
+        threads.push(handle);
+    }
+    Ok(threads)
+}
+
+/// One work-stealing runtime of `workers` threads behind one listener; connections are
+/// given shards round-robin.
+fn spawn_multi(
+    listeners: Vec<std::net::TcpListener>,
+    shared: &Arc<Shared>,
+    shutdown_timeout: Duration,
+    workers: usize,
+    pin: bool,
+) -> Result<Vec<thread::JoinHandle<()>>, ServerError> {
+    let next_thread = AtomicUsize::new(0);
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(workers)
+        .thread_name("ioserve-worker")
+        .on_thread_start(move || {
+            if pin {
+                pin_current_thread(next_thread.fetch_add(1, Ordering::Relaxed));
+            }
+        })
+        .enable_all()
+        .build()
+        .map_err(ServerError::Worker)?;
+    let shared = Arc::clone(shared);
+    let listener = listeners.into_iter().next().expect("one listener is bound");
+    let handle = thread::Builder::new()
+        .name("ioserve-accept".into())
+        .spawn(move || {
+            let mut next = 0;
+            runtime.block_on(accept_loop(listener, shared, shutdown_timeout, || {
+                next = (next + 1) % workers;
+                next
+            }));
+        })
+        .map_err(ServerError::Worker)?;
+    Ok(vec![handle])
+}
+
+/// Pins the calling thread to the `index`-th CPU of those the process may use.
+fn pin_current_thread(index: usize) {
+    use rustix::thread::{sched_getaffinity, sched_setaffinity, CpuSet};
+    let allowed = match sched_getaffinity(None) {
+        Ok(allowed) => allowed,
+        Err(error) => return tracing::warn!(%error, "cannot read the CPU affinity; not pinning"),
+    };
+    let cpus: Vec<usize> = (0..CpuSet::MAX_CPU)
+        .filter(|&cpu| allowed.is_set(cpu))
+        .collect();
+    let Some(&cpu) = cpus.get(index % cpus.len().max(1)) else {
+        return;
+    };
+    let mut only = CpuSet::new();
+    only.set(cpu);
+    match sched_setaffinity(None, &only) {
+        Ok(()) => tracing::debug!(cpu, "worker thread pinned"),
+        Err(error) => tracing::warn!(%error, cpu, "cannot pin a worker thread"),
     }
 }
 
@@ -229,13 +327,15 @@ async fn wait_for_shutdown(token: &CancellationToken) {
     }
 }
 
-/// One worker: accepts on its listener until shutdown, then drains its connections.
-async fn worker(
+/// Accepts on `listener` until shutdown, then drains the connections it started.
+/// `shard` names the metrics and cache shard of each new connection.
+async fn accept_loop(
     listener: std::net::TcpListener,
     shared: Arc<Shared>,
-    id: usize,
     shutdown_timeout: Duration,
+    mut shard: impl FnMut() -> usize,
 ) {
+    let id = shard();
     let listener = match TcpListener::from_std(listener) {
         Ok(listener) => listener,
         Err(error) => {

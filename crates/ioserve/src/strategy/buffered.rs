@@ -1,6 +1,10 @@
 //! `buffered`: the plain tokio path, kept as the baseline that most Rust file servers
 //! use. Each read hops to tokio's blocking pool and copies into a `BufReader`, then the
 //! bytes are written from there.
+//!
+//! A tokio file reads at its own offset, and the descriptor may be shared with other
+//! responses through the open-file cache (a `dup` would share the offset too), so the
+//! cached inode is opened anew through `/proc/self/fd`: same file, private offset.
 
 use std::fs::File;
 use std::io::{self, SeekFrom};
@@ -16,8 +20,10 @@ pub(super) async fn send(
     range: ByteRange,
     chunk_size: usize,
 ) -> io::Result<()> {
+    use std::os::fd::AsRawFd;
+    let own = tokio::fs::File::open(format!("/proc/self/fd/{}", file.as_raw_fd()));
+    let mut file = own.await?;
     out.flush(false).await?;
-    let mut file = tokio::fs::File::from_std(file.try_clone()?);
     file.seek(SeekFrom::Start(range.start)).await?;
     let mut reader = BufReader::with_capacity(chunk_size, file).take(range.len);
     let mut sent = 0;

@@ -282,3 +282,37 @@ fn config_file_sets_the_strategy() {
     let _ = child.wait();
     assert!(line.contains("strategy mmap"), "{line}");
 }
+
+#[test]
+fn multi_runtime_and_pinning_serve_the_same_bytes() {
+    let (dir, data) = tree();
+    for strategy in STRATEGIES {
+        let server = Server::start(
+            strategy,
+            dir.path(),
+            &["--runtime", "multi", "--workers", "3", "--pin"],
+        );
+        std::thread::scope(|scope| {
+            for i in 0..6u64 {
+                let (addr, data) = (server.addr, &data);
+                scope.spawn(move || {
+                    let start = i * 1_000_000;
+                    let range = format!("bytes={start}-");
+                    let response = get(addr, "/big.bin", &[("Range", &range)]);
+                    assert!(response.body == data[start as usize..], "{strategy} {i}");
+                });
+            }
+        });
+    }
+}
+
+#[test]
+fn without_the_open_file_cache_a_rename_is_seen_at_once() {
+    let (dir, _) = tree();
+    let server = Server::start("sendfile", dir.path(), &["--open-file-cache", "0"]);
+    assert_eq!(get(server.addr, "/hello.txt", &[]).body, b"hello");
+    let staged = dir.path().join("staged");
+    std::fs::write(&staged, b"replaced").unwrap();
+    std::fs::rename(&staged, dir.path().join("hello.txt")).unwrap();
+    assert_eq!(get(server.addr, "/hello.txt", &[]).body, b"replaced");
+}

@@ -88,7 +88,11 @@ fn rename_mid_download_keeps_sending_the_old_file() {
         std::fs::rename(&staged, &path).unwrap();
         reader.read_to_end(&mut body).unwrap();
         assert!(body == old, "{strategy}: the old file, whole");
-        assert!(get(server.addr, "/release.bin", &[]).body == new);
+        // New requests see the new file once the open-file cache re-resolves the path
+        // (--open-file-cache-valid, 1 s by default).
+        assert!(eventually(Duration::from_millis(1500), || {
+            get(server.addr, "/release.bin", &[]).body == new
+        }));
         assert_alive(&mut server);
     }
 }

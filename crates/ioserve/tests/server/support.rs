@@ -29,14 +29,12 @@ impl Server {
         let mut command = Command::new(env!("CARGO_BIN_EXE_ioserve"));
         command
             .arg(root)
-            .args([
-                "--listen",
-                "127.0.0.1:0",
-                "--workers",
-                "2",
-                "--strategy",
-                strategy,
-            ])
+            .args(["--listen", "127.0.0.1:0", "--strategy", strategy])
+            .args(if extra.contains(&"--workers") {
+                &[][..]
+            } else {
+                &["--workers", "2"][..]
+            })
             .args(if capture_stderr {
                 &[][..]
             } else {
