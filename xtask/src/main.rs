@@ -13,7 +13,7 @@ use std::time::Instant;
 use anyhow::{bail, Context as _, Result};
 
 /// Debian packages the checks need, with the command each provides.
-const SYSTEM_PACKAGES: &[(&str, &str)] = &[("curl", "curl"), ("strace", "strace")];
+const SYSTEM_PACKAGES: &[(&str, &str)] = &[("strace", "strace")];
 
 /// The cargo-fuzz targets: (crate directory, target).
 const FUZZ_TARGETS: &[(&str, &str)] = &[

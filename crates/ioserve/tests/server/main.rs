@@ -5,3 +5,4 @@ mod operations;
 mod robustness;
 mod semantics;
 mod support;
+mod zero_copy;

@@ -16,6 +16,8 @@ pub struct Server {
     pub addr: SocketAddr,
     pub metrics: Option<SocketAddr>,
     pub stderr: Option<ChildStderr>,
+    /// Started under a tracer: the server is the tracer's child.
+    traced: bool,
 }
 
 impl Server {
@@ -26,7 +28,33 @@ impl Server {
 
     /// As [`Server::start`]; with `capture_stderr` the access log can be read.
     pub fn start_with(strategy: &str, root: &Path, extra: &[&str], capture_stderr: bool) -> Server {
-        let mut command = Command::new(env!("CARGO_BIN_EXE_ioserve"));
+        Self::launch(&[], strategy, root, extra, capture_stderr)
+    }
+
+    /// As [`Server::start`], under `strace -f -y` writing the syscalls in `trace` to
+    /// `log`. The server's pid is then strace's child.
+    pub fn start_traced(strategy: &str, root: &Path, trace: &str, log: &Path) -> Server {
+        let log = log.to_str().unwrap();
+        let wrapper = ["strace", "-f", "-y", "-qq", "-e", trace, "-o", log];
+        Self::launch(&wrapper, strategy, root, &[], false)
+    }
+
+    fn launch(
+        wrapper: &[&str],
+        strategy: &str,
+        root: &Path,
+        extra: &[&str],
+        capture_stderr: bool,
+    ) -> Server {
+        let binary = env!("CARGO_BIN_EXE_ioserve");
+        let mut command = match wrapper.split_first() {
+            Some((program, args)) => {
+                let mut command = Command::new(program);
+                command.args(args).arg(binary);
+                command
+            }
+            None => Command::new(binary),
+        };
         command
             .arg(root)
             .args(["--listen", "127.0.0.1:0", "--strategy", strategy])
@@ -48,7 +76,9 @@ impl Server {
             } else {
                 Stdio::null()
             });
-        let mut child = command.spawn().expect("ioserve starts");
+        let mut child = command
+            .spawn()
+            .unwrap_or_else(|e| panic!("cannot start {:?}: {e}", command.get_program()));
         let mut stdout = BufReader::new(child.stdout.take().unwrap());
         let mut addr = None;
         let mut metrics = None;
@@ -72,17 +102,37 @@ impl Server {
             }
         }
         let stderr = child.stderr.take();
+        let traced = !wrapper.is_empty();
         Server {
             child,
             addr: addr.unwrap(),
             metrics,
             stderr,
+            traced,
         }
     }
 
-    /// The server's pid.
+    /// The server's pid (the tracer's child when traced).
     pub fn pid(&self) -> u32 {
-        self.child.id()
+        self.server_pid().expect("the server is running")
+    }
+
+    fn server_pid(&self) -> Option<u32> {
+        if !self.traced {
+            return Some(self.child.id());
+        }
+        // /proc/PID/task/PID/children needs CONFIG_PROC_CHILDREN: scan parents instead.
+        let tracer = self.child.id();
+        std::fs::read_dir("/proc")
+            .unwrap()
+            .filter_map(|entry| entry.ok()?.file_name().to_str()?.parse::<u32>().ok())
+            .find(|pid| {
+                let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
+                // "pid (comm) state ppid ...": comm may hold spaces, so split after ')'.
+                stat.rsplit_once(')')
+                    .and_then(|(_, rest)| rest.split_whitespace().nth(1)?.parse::<u32>().ok())
+                    == Some(tracer)
+            })
     }
 
     /// Sends a signal to the server.
@@ -127,6 +177,12 @@ impl Server {
 
 impl Drop for Server {
     fn drop(&mut self) {
+        if let (true, Some(pid)) = (self.traced, self.server_pid()) {
+            // Killing the tracer alone would leave the server running, detached.
+            let _ = Command::new("kill")
+                .args(["-KILL", &pid.to_string()])
+                .status();
+        }
         let _ = self.child.kill();
         let _ = self.child.wait();
     }
