@@ -3,7 +3,10 @@
 //! ```text
 //! cargo xtask ci                 every check CI runs: system packages, fmt, clippy, tests
 //! cargo xtask fuzz [SECONDS]     a short run of every cargo-fuzz target (nightly)
+//! cargo xtask loadtest [--quick]  ioserve against nginx and Go's FileServer (wrk)
 //! ```
+
+mod loadtest;
 
 use std::env;
 use std::path::{Path, PathBuf};
@@ -34,6 +37,7 @@ fn main() -> ExitCode {
             };
             seconds.and_then(fuzz)
         }
+        Some("loadtest") => loadtest::Options::parse(&args[1..]).and_then(|o| loadtest::run(&o)),
         Some("help" | "--help" | "-h") | None => {
             print!("{}", HELP);
             Ok(())
@@ -57,11 +61,16 @@ tasks:
                   clippy -D warnings and cargo test for the whole workspace
   fuzz [SECONDS]  run each cargo-fuzz target for SECONDS (default 30); needs nightly,
                   installs cargo-fuzz when missing
+  loadtest [--duration S] [--rounds N] [--only NAMES] [--quick]
+                  ioserve (every strategy) against nginx and Go's FileServer with wrk on
+                  127.0.0.1: 8 MiB and 4 KiB files at 100 connections, random 1 MiB
+                  ranges at 16; medians over rounds (default 3 x 10 s), ratios to nginx;
+                  writes target/loadtest/{report.md,results.json,chart.svg}
 ";
 
 fn ci() -> Result<()> {
     let started = Instant::now();
-    ensure_system_packages()?;
+    ensure_packages(SYSTEM_PACKAGES)?;
     ensure_rustup_components(&["rustfmt", "clippy"])?;
     step("cargo fmt", cargo(&["fmt", "--all", "--", "--check"]))?;
     step(
@@ -170,9 +179,10 @@ fn fuzz(seconds: u64) -> Result<()> {
     Ok(())
 }
 
-/// Installs the missing packages with apt-get when running as root; otherwise names them.
-fn ensure_system_packages() -> Result<()> {
-    let missing: Vec<&str> = SYSTEM_PACKAGES
+/// Installs the Debian packages whose command is missing, with apt-get when running as
+/// root; otherwise names them. `packages` pairs a package with the command it provides.
+pub(crate) fn ensure_packages(packages: &[(&str, &str)]) -> Result<()> {
+    let missing: Vec<&str> = packages
         .iter()
         .filter(|(_, command)| !on_path(command))
         .map(|(package, _)| *package)
@@ -213,14 +223,14 @@ fn ensure_rustup_components(components: &[&str]) -> Result<()> {
     Ok(())
 }
 
-fn cargo(args: &[&str]) -> Command {
+pub(crate) fn cargo(args: &[&str]) -> Command {
     let mut command = Command::new(env::var("CARGO").unwrap_or_else(|_| "cargo".into()));
     command.current_dir(project_root()).args(args);
     command
 }
 
 /// Runs a command with inherited output; an error names the step and its exit status.
-fn step(name: &str, mut command: Command) -> Result<()> {
+pub(crate) fn step(name: &str, mut command: Command) -> Result<()> {
     eprintln!("xtask: {name}");
     let started = Instant::now();
     let status = command
@@ -241,7 +251,7 @@ fn succeeds(command: &mut Command) -> bool {
         .is_ok_and(|s| s.success())
 }
 
-fn on_path(program: &str) -> bool {
+pub(crate) fn on_path(program: &str) -> bool {
     env::var_os("PATH")
         .is_some_and(|paths| env::split_paths(&paths).any(|dir| dir.join(program).is_file()))
 }
@@ -259,7 +269,7 @@ fn is_root() -> bool {
         .unwrap_or(false)
 }
 
-fn project_root() -> PathBuf {
+pub(crate) fn project_root() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR"))
         .parent()
         .expect("xtask lives one level below the workspace root")

@@ -13,11 +13,70 @@
 use std::collections::HashMap;
 use std::fs::{File, Metadata};
 use std::io;
+use std::ops::Deref;
+use std::os::unix::fs::MetadataExt;
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
+use memmap2::{Mmap, MmapOptions};
+
 use crate::path::Root;
+
+/// An open file that responses share: the descriptor and, made on first use by the
+/// `mmap` strategy, one read-only mapping of the whole file.
+///
+/// Sharing the mapping matters: page-table entries are filled once per file instead of
+/// once per response, and mapped page-cache pages count once in the server's RSS
+/// instead of once per connection.
+#[derive(Debug)]
+pub struct SharedFile {
+    file: File,
+    mapping: Mutex<Option<Arc<Mmap>>>,
+}
+
+impl SharedFile {
+    /// Wraps an open file.
+    pub fn new(file: File) -> SharedFile {
+        SharedFile {
+            file,
+            mapping: Mutex::new(None),
+        }
+    }
+
+    /// A read-only mapping of at least the first `len` (> 0) bytes of the file, made
+    /// again when the file has grown past the current one.
+    ///
+    /// The bytes must never be read by this process (only handed to the kernel, as
+    /// writev does): the file may shrink under the mapping, and touching a page past
+    /// its new end would raise SIGBUS.
+    pub fn mapping(&self, len: u64) -> io::Result<Arc<Mmap>> {
+        let mut mapping = self.mapping.lock().unwrap_or_else(|e| e.into_inner());
+        if let Some(map) = mapping.as_ref().filter(|m| m.len() as u64 >= len) {
+            return Ok(Arc::clone(map));
+        }
+        let len = usize::try_from(len).map_err(|_| {
+            io::Error::new(
+                io::ErrorKind::InvalidInput,
+                "file larger than the address space",
+            )
+        })?;
+        // SAFETY: a read-only private mapping. Its bytes are never read by Rust code in
+        // this process (see above), so later changes to the file cannot break Rust's
+        // aliasing rules or fault in our code; the kernel reports EFAULT to writev.
+        let map = Arc::new(unsafe { MmapOptions::new().len(len).map(&self.file)? });
+        *mapping = Some(Arc::clone(&map));
+        Ok(map)
+    }
+}
+
+impl Deref for SharedFile {
+    type Target = File;
+
+    fn deref(&self) -> &File {
+        &self.file
+    }
+}
 
 /// What a path opened to.
 #[derive(Debug)]
@@ -31,15 +90,15 @@ pub enum Opened {
 /// An open regular file and its metadata, as of this request.
 #[derive(Clone, Debug)]
 pub struct OpenFile {
-    /// The descriptor, shared with the cache.
-    pub file: Arc<File>,
+    /// The descriptor (and mapping), shared with the cache.
+    pub file: Arc<SharedFile>,
     /// Its `fstat`, taken for this request.
     pub meta: Metadata,
 }
 
 #[derive(Debug)]
 struct Entry {
-    file: Arc<File>,
+    file: Arc<SharedFile>,
     resolved: Instant,
 }
 
@@ -69,32 +128,51 @@ impl OpenFileCache {
         }
         let shard = &self.shards[worker % self.shards.len()];
         let now = Instant::now();
-        let cached = {
+        let (cached, fresh) = {
             let entries = shard.lock().unwrap_or_else(|e| e.into_inner());
-            entries
-                .get(relative)
-                .filter(|entry| now.duration_since(entry.resolved) < self.validity)
-                .map(|entry| Arc::clone(&entry.file))
+            match entries.get(relative) {
+                Some(entry) => (
+                    Some(Arc::clone(&entry.file)),
+                    now.duration_since(entry.resolved) < self.validity,
+                ),
+                None => (None, false),
+            }
         };
-        if let Some(file) = cached {
+        if let (Some(file), true) = (&cached, fresh) {
             let meta = file.metadata()?;
-            return Ok(Opened::File(OpenFile { file, meta }));
+            return Ok(Opened::File(OpenFile {
+                file: Arc::clone(file),
+                meta,
+            }));
         }
         let opened = Self::open_uncached(root, relative)?;
-        if let Opened::File(open) = &opened {
-            let mut entries = shard.lock().unwrap_or_else(|e| e.into_inner());
-            if entries.len() >= self.capacity && !entries.contains_key(relative) {
-                self.evict(&mut entries, now);
+        let Opened::File(mut open) = opened else {
+            shard
+                .lock()
+                .unwrap_or_else(|e| e.into_inner())
+                .remove(relative);
+            return Ok(opened);
+        };
+        // The path still names the cached inode: keep the cached descriptor and its
+        // mapping, and drop the new descriptor.
+        if let Some(file) = cached {
+            let same = file.metadata()?;
+            if (same.dev(), same.ino()) == (open.meta.dev(), open.meta.ino()) {
+                open = OpenFile { file, meta: same };
             }
-            entries.insert(
-                relative.to_path_buf(),
-                Entry {
-                    file: Arc::clone(&open.file),
-                    resolved: now,
-                },
-            );
         }
-        Ok(opened)
+        let mut entries = shard.lock().unwrap_or_else(|e| e.into_inner());
+        if entries.len() >= self.capacity && !entries.contains_key(relative) {
+            self.evict(&mut entries, now);
+        }
+        entries.insert(
+            relative.to_path_buf(),
+            Entry {
+                file: Arc::clone(&open.file),
+                resolved: now,
+            },
+        );
+        Ok(Opened::File(open))
     }
 
     fn open_uncached(root: &Root, relative: &Path) -> io::Result<Opened> {
@@ -102,7 +180,7 @@ impl OpenFileCache {
         let meta = file.metadata()?;
         Ok(if meta.is_file() {
             Opened::File(OpenFile {
-                file: Arc::new(file),
+                file: Arc::new(SharedFile::new(file)),
                 meta,
             })
         } else {
@@ -153,7 +231,7 @@ mod tests {
 
     fn read(open: &OpenFile) -> String {
         let mut text = String::new();
-        (&*open.file).read_to_string(&mut text).unwrap();
+        (&**open.file).read_to_string(&mut text).unwrap();
         text
     }
 
@@ -182,6 +260,23 @@ mod tests {
         let fresh = file(cache.open(0, &root, Path::new("a")));
         assert_ne!(fresh.meta.ino(), first.meta.ino());
         assert_eq!(read(&fresh), "renamed");
+    }
+
+    #[test]
+    fn an_unchanged_inode_keeps_its_entry_past_the_validity() {
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::write(dir.path().join("a"), b"same").unwrap();
+        let root = Root::open(dir.path(), false).unwrap();
+        let cache = OpenFileCache::new(1, 8, Duration::from_millis(50));
+        let first = file(cache.open(0, &root, Path::new("a")));
+        let mapped = first.file.mapping(4).unwrap();
+        std::thread::sleep(Duration::from_millis(80));
+        let again = file(cache.open(0, &root, Path::new("a")));
+        assert!(Arc::ptr_eq(&first.file, &again.file), "same descriptor");
+        assert!(
+            Arc::ptr_eq(&mapped, &again.file.mapping(4).unwrap()),
+            "same mapping"
+        );
     }
 
     #[test]

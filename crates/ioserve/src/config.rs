@@ -89,7 +89,7 @@ pub struct Settings {
     /// [default: 1s]
     #[arg(long, value_name = "DURATION")]
     pub open_file_cache_valid: Option<Seconds>,
-    /// Bytes per read/write for the mmap, read and buffered strategies [default: 128K]
+    /// Read buffer size of the read and buffered strategies [default: 128K]
     #[arg(long, value_name = "SIZE")]
     pub chunk_size: Option<ByteSize>,
     /// Serve Prometheus metrics at http://ADDR/metrics [default: off]

@@ -2,10 +2,10 @@
 
 use std::cell::RefCell;
 use std::fmt::Write as _;
-use std::fs::File;
 use std::sync::Arc;
 use std::time::{SystemTime, UNIX_EPOCH};
 
+use crate::cache::SharedFile;
 use crate::range::ByteRange;
 
 /// What follows the head.
@@ -18,7 +18,7 @@ pub enum Body {
     /// A range of an open file, sent by the IO strategy.
     File {
         /// The open file (shared with the open-file cache).
-        file: Arc<File>,
+        file: Arc<SharedFile>,
         /// Which bytes of it.
         range: ByteRange,
     },
@@ -26,7 +26,7 @@ pub enum Body {
     /// closing delimiter.
     Multipart {
         /// The open file (shared with the open-file cache).
-        file: Arc<File>,
+        file: Arc<SharedFile>,
         /// The parts in the order they are sent.
         parts: Vec<(Vec<u8>, ByteRange)>,
         /// The closing delimiter line.

@@ -6,17 +6,17 @@
 //! responses through the open-file cache (a `dup` would share the offset too), so the
 //! cached inode is opened anew through `/proc/self/fd`: same file, private offset.
 
-use std::fs::File;
 use std::io::{self, SeekFrom};
 
 use tokio::io::{AsyncBufReadExt, AsyncReadExt, AsyncSeekExt, BufReader};
 
+use crate::cache::SharedFile;
 use crate::output::Output;
 use crate::range::ByteRange;
 
 pub(super) async fn send(
     out: &mut Output<'_>,
-    file: &File,
+    file: &SharedFile,
     range: ByteRange,
     chunk_size: usize,
 ) -> io::Result<()> {

@@ -1,65 +1,50 @@
-//! `mmap`: the range is mapped and written to the socket from the mapping.
+//! `mmap`: the range is written to the socket from the file's shared mapping.
 //!
 //! This process never reads the mapped bytes itself: it hands the mapping's addresses to
 //! writev(2), and the kernel copies from them. A page beyond the end of a file truncated
 //! meanwhile then makes writev fail with `EFAULT` instead of raising SIGBUS in the
 //! server. Before each chunk the file's size is checked again, so a truncation stops the
 //! body at the chunk boundary; only a truncation inside the chunk being written races.
+//!
+//! The mapping is made once per open file and shared by all its responses through the
+//! open-file cache ([`SharedFile::mapping`]).
 
-use std::fs::File;
 use std::io;
 
-use memmap2::{Advice, MmapOptions};
+use memmap2::Advice;
 
+use crate::cache::SharedFile;
+
+/// Bytes handed to one writev(2). There is no buffer to size here (the mapping is the
+/// buffer), so the window only bounds how stale the size check before it can be; 1 MiB
+/// measured as fast as sendfile on 8 MiB downloads, where 128 KiB was 17% slower.
+const WRITE_WINDOW: usize = 1 << 20;
 use crate::output::Output;
 use crate::range::ByteRange;
 
 pub(super) async fn send(
     out: &mut Output<'_>,
-    file: &File,
+    file: &SharedFile,
     range: ByteRange,
-    chunk_size: usize,
 ) -> io::Result<()> {
-    let page = rustix::param::page_size() as u64;
-    let map_start = range.start - range.start % page;
-    let lead = (range.start - map_start) as usize;
-    let map_len = usize::try_from(range.len)
-        .ok()
-        .and_then(|len| len.checked_add(lead))
-        .ok_or_else(|| {
-            io::Error::new(
-                io::ErrorKind::InvalidInput,
-                "range larger than the address space",
-            )
-        })?;
-    // SAFETY: the mapping is read-only and private to this call. Its bytes are never read
-    // by this process, only passed to writev(2), so a concurrent truncation or rewrite of
-    // the file cannot fault in (or be observed by) Rust code; the kernel reports EFAULT.
-    let map = unsafe {
-        MmapOptions::new()
-            .offset(map_start)
-            .len(map_len)
-            .map(file)?
-    };
-    // Advice is a hint: a kernel that ignores it serves the same bytes.
-    let _ = map.advise(Advice::Sequential);
-    let _ = map.advise(Advice::WillNeed);
-
-    let body = &map[lead..];
-    let mut done = 0;
-    while done < body.len() {
-        let end = (done + chunk_size).min(body.len());
-        if file.metadata()?.len() < range.start + end as u64 {
+    let map = file.mapping(range.end())?;
+    let (start, end) = (range.start as usize, range.end() as usize);
+    // A hint: readahead of the range into the page cache.
+    let _ = map.advise_range(Advice::WillNeed, start, end - start);
+    let mut done = start;
+    while done < end {
+        let next = (done + WRITE_WINDOW).min(end);
+        if file.metadata()?.len() < next as u64 {
             return Err(super::file_shrank());
         }
-        out.write(&body[done..end]).await.map_err(|e| {
+        out.write(&map[done..next]).await.map_err(|e| {
             if e.raw_os_error() == Some(libc::EFAULT) {
                 super::file_shrank()
             } else {
                 e
             }
         })?;
-        done = end;
+        done = next;
     }
     Ok(())
 }

@@ -7,7 +7,7 @@
 //! | strategy | how | copies in user space |
 //! |---|---|---|
 //! | `sendfile` | sendfile(2) from the page cache to the socket | none |
-//! | `mmap` | maps the range (madvise SEQUENTIAL + WILLNEED) and writev(2)s from the mapping | none (the kernel copies from the mapping) |
+//! | `mmap` | writev(2)s from one shared read-only mapping of the file (madvise WILLNEED on the range) | none (the kernel copies from the mapping) |
 //! | `read` | pread(2) into a pooled, page-aligned buffer of `--chunk-size`, then writev(2) | one |
 //! | `buffered` | tokio::fs + a BufReader (reads on tokio's blocking pool) | two (the baseline of most Rust servers) |
 
@@ -16,11 +16,11 @@ mod mmap;
 mod read;
 mod sendfile;
 
-use std::fs::File;
 use std::io;
 
 use serde::Deserialize;
 
+use crate::cache::SharedFile;
 use crate::output::Output;
 use crate::range::ByteRange;
 
@@ -61,8 +61,8 @@ pub struct Strategy {
 }
 
 impl Strategy {
-    /// A strategy that moves at most `chunk_size` bytes per read or write call (sendfile
-    /// lets the kernel choose).
+    /// A strategy whose `read` and `buffered` variants read `chunk_size` bytes at a
+    /// time (sendfile and mmap hand the kernel larger spans).
     pub fn new(kind: StrategyKind, chunk_size: usize) -> Strategy {
         Strategy {
             kind,
@@ -83,7 +83,7 @@ impl Strategy {
     pub async fn send(
         &self,
         out: &mut Output<'_>,
-        file: &File,
+        file: &SharedFile,
         range: ByteRange,
     ) -> io::Result<()> {
         if range.len == 0 {
@@ -91,7 +91,7 @@ impl Strategy {
         }
         match self.kind {
             StrategyKind::Sendfile => sendfile::send(out, file, range).await,
-            StrategyKind::Mmap => mmap::send(out, file, range, self.chunk_size).await,
+            StrategyKind::Mmap => mmap::send(out, file, range).await,
             StrategyKind::Read => read::send(out, file, range, &self.pool).await,
             StrategyKind::Buffered => buffered::send(out, file, range, self.chunk_size).await,
         }

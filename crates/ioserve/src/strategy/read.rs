@@ -6,11 +6,11 @@
 //! pread runs on the worker thread; for files in the page cache it is a memcpy.
 
 use std::alloc::{self, Layout};
-use std::fs::File;
 use std::io;
 use std::ptr::NonNull;
 use std::sync::Mutex;
 
+use crate::cache::SharedFile;
 use crate::output::Output;
 use crate::range::ByteRange;
 
@@ -21,7 +21,7 @@ const MAX_IDLE: usize = 256;
 
 pub(super) async fn send(
     out: &mut Output<'_>,
-    file: &File,
+    file: &SharedFile,
     range: ByteRange,
     pool: &BufferPool,
 ) -> io::Result<()> {
@@ -29,7 +29,7 @@ pub(super) async fn send(
     let mut offset = range.start;
     while offset < range.end() {
         let want = (range.end() - offset).min(buffer.len() as u64) as usize;
-        let n = rustix::io::pread(file, &mut buffer[..want], offset)?;
+        let n = rustix::io::pread(&**file, &mut buffer[..want], offset)?;
         if n == 0 {
             return Err(super::file_shrank());
         }

@@ -1,9 +1,9 @@
 //! `sendfile`: the kernel moves page-cache pages to the socket; no byte of the file
 //! passes through this process.
 
-use std::fs::File;
 use std::io;
 
+use crate::cache::SharedFile;
 use crate::output::Output;
 use crate::range::ByteRange;
 
@@ -11,7 +11,11 @@ use crate::range::ByteRange;
 /// and on a non-blocking socket a call returns once the send buffer is full.
 const MAX_PER_CALL: u64 = 1 << 30;
 
-pub(super) async fn send(out: &mut Output<'_>, file: &File, range: ByteRange) -> io::Result<()> {
+pub(super) async fn send(
+    out: &mut Output<'_>,
+    file: &SharedFile,
+    range: ByteRange,
+) -> io::Result<()> {
     out.flush(true).await?;
     let mut offset = range.start;
     while offset < range.end() {

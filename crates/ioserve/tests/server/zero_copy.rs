@@ -51,8 +51,10 @@ fn trace_downloads(strategy: &str) -> (Vec<Call>, u64) {
         .lines()
         .filter(|line| line.contains(&marker))
         .filter_map(|line| {
-            // "PID name(args...) = RESULT"
-            let call = line.split_once(' ').map_or(line, |(_, rest)| rest);
+            // "PID name(args...) = RESULT", the PID padded with spaces.
+            let call = line
+                .split_once(' ')
+                .map_or(line, |(_, rest)| rest.trim_start());
             let name = call.split('(').next()?.to_string();
             let result = call
                 .rsplit_once(" = ")?

@@ -1,0 +1,882 @@
+//! `cargo xtask loadtest`: ioserve beside nginx and Go's FileServer, same files, same
+//! load, alternating, on 127.0.0.1 only.
+//!
+//! Every server is started once and stays up; each round runs every workload against
+//! every server in turn (the order rotates between rounds), and the report gives the
+//! median over rounds with ratios to nginx. Server CPU comes from /proc/PID/stat of the
+//! server's processes, peak RSS from VmHWM after resetting it (clear_refs 5) before
+//! each run.
+
+use std::fmt::Write as _;
+use std::fs;
+use std::io::Write as _;
+use std::net::{SocketAddr, TcpListener, TcpStream};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use anyhow::{bail, Context as _, Result};
+use serde::Serialize;
+
+use crate::{cargo, ensure_packages, on_path, project_root, step};
+
+/// Options of one load test.
+#[derive(Debug)]
+pub struct Options {
+    /// Seconds per wrk run.
+    pub duration: u64,
+    /// Rounds over all servers and workloads.
+    pub rounds: usize,
+    /// Only the servers whose name contains one of these.
+    pub only: Vec<String>,
+}
+
+impl Options {
+    /// Parses `[--duration S] [--rounds N] [--only a,b] [--quick]`.
+    pub fn parse(args: &[String]) -> Result<Options> {
+        let mut options = Options {
+            duration: 10,
+            rounds: 3,
+            only: Vec::new(),
+        };
+        let mut args = args.iter();
+        while let Some(arg) = args.next() {
+            let mut value = |name: &str| {
+                args.next()
+                    .with_context(|| format!("{name} needs a value"))
+                    .cloned()
+            };
+            match arg.as_str() {
+                "--duration" => {
+                    let v = value("--duration")?;
+                    options.duration = v.parse().ok().filter(|&d| (1..=600).contains(&d)).with_context(
+                        || format!("invalid --duration '{v}': expected whole seconds, 1 to 600"),
+                    )?;
+                }
+                "--rounds" => {
+                    let v = value("--rounds")?;
+                    options.rounds = v.parse().ok().filter(|&r| (1..=20).contains(&r)).with_context(
+                        || format!("invalid --rounds '{v}': expected 1 to 20"),
+                    )?;
+                }
+                "--only" => options.only = value("--only")?.split(',').map(String::from).collect(),
+                "--quick" => {
+                    options.duration = 3;
+                    options.rounds = 1;
+                }
+                other => bail!(
+                    "unknown loadtest option '{other}': expected --duration S, --rounds N, --only NAMES, --quick"
+                ),
+            }
+        }
+        Ok(options)
+    }
+}
+
+/// One workload of the seed's download service.
+struct Workload {
+    key: &'static str,
+    title: &'static str,
+    path: &'static str,
+    connections: u32,
+    /// A wrk Lua script generating the requests, if not a plain GET of `path`.
+    script: Option<&'static str>,
+    /// Whether throughput (MB/s) rather than requests/s is the headline.
+    bulk: bool,
+}
+
+const WORKLOADS: [Workload; 3] = [
+    Workload {
+        key: "a",
+        title: "8 MiB file, 100 connections",
+        path: "/8m.bin",
+        connections: 100,
+        script: None,
+        bulk: true,
+    },
+    Workload {
+        key: "b",
+        title: "4 KiB file, 100 connections",
+        path: "/4k.bin",
+        connections: 100,
+        script: None,
+        bulk: false,
+    },
+    Workload {
+        key: "c",
+        title: "random 1 MiB ranges of a 1 GiB file, 16 connections",
+        path: "/1g.bin",
+        connections: 16,
+        script: Some(RANGES_LUA),
+        bulk: true,
+    },
+];
+
+const RANGES_LUA: &str = r#"-- Random 1 MiB ranges of /1g.bin; each wrk thread has its own seed.
+local size, len = 1073741824, 1048576
+local counter = 0
+function setup(thread)
+  counter = counter + 1
+  thread:set("seed", counter)
+end
+function init(args)
+  math.randomseed(seed * 7919)
+end
+function request()
+  local first = math.random(0, size - len)
+  return wrk.format("GET", "/1g.bin", { ["Range"] = "bytes=" .. first .. "-" .. (first + len - 1) })
+end
+"#;
+
+/// How a server under test is started.
+#[derive(Clone, Debug)]
+enum Kind {
+    Nginx,
+    Go,
+    Ioserve {
+        strategy: &'static str,
+        runtime: &'static str,
+    },
+}
+
+struct ServerSpec {
+    name: String,
+    kind: Kind,
+}
+
+fn servers() -> Vec<ServerSpec> {
+    let mut specs = vec![
+        ServerSpec {
+            name: "nginx".into(),
+            kind: Kind::Nginx,
+        },
+        ServerSpec {
+            name: "go-fileserver".into(),
+            kind: Kind::Go,
+        },
+    ];
+    for strategy in ["sendfile", "mmap", "read", "buffered"] {
+        specs.push(ServerSpec {
+            name: format!("ioserve-{strategy}"),
+            kind: Kind::Ioserve {
+                strategy,
+                runtime: "per-core",
+            },
+        });
+    }
+    specs.push(ServerSpec {
+        name: "ioserve-sendfile-multi".into(),
+        kind: Kind::Ioserve {
+            strategy: "sendfile",
+            runtime: "multi",
+        },
+    });
+    specs
+}
+
+/// A started server; stopped when dropped.
+struct Running {
+    name: String,
+    child: Child,
+    addr: SocketAddr,
+}
+
+impl Running {
+    /// The server's processes: the child and, for nginx, its workers.
+    fn pids(&self) -> Vec<u32> {
+        let main = self.child.id();
+        let mut pids = vec![main];
+        pids.extend(children_of(main));
+        pids
+    }
+}
+
+impl Drop for Running {
+    fn drop(&mut self) {
+        let _ = Command::new("kill")
+            .args(["-TERM", &self.child.id().to_string()])
+            .status();
+        let deadline = Instant::now() + Duration::from_secs(5);
+        while Instant::now() < deadline {
+            if let Ok(Some(_)) = self.child.try_wait() {
+                return;
+            }
+            std::thread::sleep(Duration::from_millis(50));
+        }
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// One wrk run against one server.
+#[derive(Clone, Debug, Serialize)]
+struct Sample {
+    server: String,
+    workload: &'static str,
+    round: usize,
+    requests_per_s: f64,
+    mb_per_s: f64,
+    p50_ms: f64,
+    p99_ms: f64,
+    cpu_s_per_gb: f64,
+    peak_rss_mib: f64,
+    errors: u64,
+}
+
+/// What the report says about one server under one workload.
+#[derive(Clone, Debug, Serialize)]
+struct Median {
+    server: String,
+    workload: &'static str,
+    requests_per_s: f64,
+    mb_per_s: f64,
+    p50_ms: f64,
+    p99_ms: f64,
+    cpu_s_per_gb: f64,
+    peak_rss_mib: f64,
+    errors: u64,
+    /// The headline figure (MB/s or requests/s) over nginx's.
+    ratio_to_nginx: Option<f64>,
+}
+
+#[derive(Serialize)]
+struct Report<'a> {
+    duration_s: u64,
+    rounds: usize,
+    cpus: usize,
+    kernel: String,
+    workloads: Vec<(&'static str, &'static str)>,
+    medians: &'a [Median],
+    samples: &'a [Sample],
+}
+
+/// Runs the load test and writes target/loadtest/{report.md,results.json,chart.svg}.
+pub fn run(options: &Options) -> Result<()> {
+    ensure_packages(&[("nginx", "nginx"), ("wrk", "wrk")])?;
+    let out = project_root().join("target/loadtest");
+    fs::create_dir_all(&out)?;
+    let go = find_go()?;
+    step(
+        "build ioserve (release)",
+        cargo(&["build", "--release", "-p", "ioserve"]),
+    )?;
+    let mut build_go = Command::new(&go);
+    build_go
+        .current_dir(project_root().join("benches/peers/go-fileserver"))
+        .args(["build", "-o"])
+        .arg(out.join("go-fileserver"));
+    step("build the Go FileServer peer", build_go)?;
+
+    let www = out.join("www");
+    prepare_files(&www)?;
+    fs::write(out.join("ranges.lua"), RANGES_LUA)?;
+
+    let specs: Vec<ServerSpec> = servers()
+        .into_iter()
+        .filter(|s| {
+            options.only.is_empty() || options.only.iter().any(|o| s.name.contains(o.as_str()))
+        })
+        .collect();
+    if specs.is_empty() {
+        bail!(
+            "--only matches no server; servers: {}",
+            servers()
+                .iter()
+                .map(|s| s.name.clone())
+                .collect::<Vec<_>>()
+                .join(", ")
+        );
+    }
+    let mut running = Vec::new();
+    for spec in &specs {
+        running.push(start(spec, &www, &out)?);
+        eprintln!(
+            "xtask loadtest: {} on {}",
+            spec.name,
+            running.last().unwrap().addr
+        );
+    }
+
+    let total = running.len() * WORKLOADS.len() * options.rounds;
+    eprintln!(
+        "xtask loadtest: {total} runs of {} s ({} servers, {} workloads, {} rounds), about {} min",
+        options.duration,
+        running.len(),
+        WORKLOADS.len(),
+        options.rounds,
+        (total as u64 * (options.duration + 1)).div_ceil(60)
+    );
+    // Warm-up, not recorded: page cache, connection pools, the open-file caches.
+    for server in &running {
+        for workload in &WORKLOADS {
+            wrk(server, workload, 1, &out)?;
+        }
+    }
+    let mut samples = Vec::new();
+    for round in 0..options.rounds {
+        for workload in &WORKLOADS {
+            for i in 0..running.len() {
+                // Alternate: each round starts with the next server.
+                let server = &running[(i + round) % running.len()];
+                let sample = measure(server, workload, round, options.duration, &out)?;
+                eprintln!(
+                    "  round {} {} {:<24} {:>9.0} req/s {:>8.0} MB/s p99 {:>8.2} ms",
+                    round + 1,
+                    workload.key,
+                    sample.server,
+                    sample.requests_per_s,
+                    sample.mb_per_s,
+                    sample.p99_ms
+                );
+                samples.push(sample);
+            }
+        }
+    }
+    drop(running);
+
+    let medians = medians(&samples, &specs);
+    let table = render_table(&medians, options);
+    println!("{table}");
+    let report = Report {
+        duration_s: options.duration,
+        rounds: options.rounds,
+        cpus: std::thread::available_parallelism().map_or(1, |n| n.get()),
+        kernel: fs::read_to_string("/proc/sys/kernel/osrelease")
+            .unwrap_or_default()
+            .trim()
+            .to_string(),
+        workloads: WORKLOADS.iter().map(|w| (w.key, w.title)).collect(),
+        medians: &medians,
+        samples: &samples,
+    };
+    fs::write(
+        out.join("results.json"),
+        serde_json::to_string_pretty(&report)?,
+    )?;
+    fs::write(out.join("report.md"), &table)?;
+    fs::write(out.join("chart.svg"), render_chart(&medians, &specs))?;
+    eprintln!(
+        "xtask loadtest: wrote {}/{{report.md,results.json,chart.svg}}",
+        out.display()
+    );
+    Ok(())
+}
+
+fn find_go() -> Result<PathBuf> {
+    if on_path("go") {
+        return Ok(PathBuf::from("go"));
+    }
+    let local = PathBuf::from("/usr/local/go/bin/go");
+    if local.is_file() {
+        return Ok(local);
+    }
+    ensure_packages(&[("golang-go", "go")])?;
+    Ok(PathBuf::from("go"))
+}
+
+/// The served files: pseudo-random bytes, so that nothing is sparse or compressible.
+fn prepare_files(www: &Path) -> Result<()> {
+    fs::create_dir_all(www)?;
+    for (name, len) in [
+        ("4k.bin", 4096u64),
+        ("8m.bin", 8 << 20),
+        ("1g.bin", 1 << 30),
+    ] {
+        let path = www.join(name);
+        if fs::metadata(&path).is_ok_and(|m| m.len() == len) {
+            continue;
+        }
+        eprintln!("xtask loadtest: writing {}", path.display());
+        let mut block = vec![0u8; (len as usize).min(1 << 20)];
+        let mut state = 0x9e37_79b9_7f4a_7c15u64 ^ len;
+        for chunk in block.chunks_mut(8) {
+            state ^= state << 13;
+            state ^= state >> 7;
+            state ^= state << 17;
+            chunk.copy_from_slice(&state.to_le_bytes()[..chunk.len()]);
+        }
+        let mut file = std::io::BufWriter::new(fs::File::create(&path)?);
+        for i in 0..len / block.len() as u64 {
+            // Every MiB differs from the others.
+            block[..8].copy_from_slice(&i.to_le_bytes());
+            file.write_all(&block)?;
+        }
+        file.flush()?;
+    }
+    // Warm the page cache.
+    for entry in fs::read_dir(www)? {
+        std::io::copy(&mut fs::File::open(entry?.path())?, &mut std::io::sink())?;
+    }
+    Ok(())
+}
+
+fn start(spec: &ServerSpec, www: &Path, out: &Path) -> Result<Running> {
+    let port = TcpListener::bind("127.0.0.1:0")?.local_addr()?.port();
+    let addr = SocketAddr::from(([127, 0, 0, 1], port));
+    let mut command = match &spec.kind {
+        Kind::Nginx => {
+            let dir = out.join("nginx");
+            fs::create_dir_all(dir.join("tmp"))?;
+            let conf = dir.join("nginx.conf");
+            fs::write(&conf, nginx_conf(&dir, www, addr))?;
+            let mut command = Command::new("nginx");
+            command.arg("-c").arg(&conf).arg("-p").arg(&dir);
+            command
+        }
+        Kind::Go => {
+            let mut command = Command::new(out.join("go-fileserver"));
+            command
+                .arg("-root")
+                .arg(www)
+                .arg("-listen")
+                .arg(addr.to_string());
+            command
+        }
+        Kind::Ioserve { strategy, runtime } => {
+            let mut command = Command::new(project_root().join("target/release/ioserve"));
+            command.arg(www).args([
+                "--listen",
+                &addr.to_string(),
+                "--strategy",
+                strategy,
+                "--runtime",
+                runtime,
+                "--access-log",
+                "off",
+            ]);
+            command
+        }
+    };
+    let child = command
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .with_context(|| format!("cannot start {}", spec.name))?;
+    let running = Running {
+        name: spec.name.clone(),
+        child,
+        addr,
+    };
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while TcpStream::connect(addr).is_err() {
+        if Instant::now() > deadline {
+            bail!("{} did not listen on {addr} within 10 s", spec.name);
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    Ok(running)
+}
+
+/// nginx as the issue asks: sendfile on, tcp_nopush on, access_log off, 2 workers.
+fn nginx_conf(dir: &Path, www: &Path, addr: SocketAddr) -> String {
+    let tmp = dir.join("tmp");
+    let tmp = tmp.display();
+    format!(
+        "worker_processes 2;\ndaemon off;\npid {dir}/nginx.pid;\nerror_log {dir}/error.log warn;\n\
+         events {{ worker_connections 4096; }}\n\
+         http {{\n  access_log off;\n  sendfile on;\n  tcp_nopush on;\n  keepalive_requests 1000000;\n  \
+         default_type application/octet-stream;\n  client_body_temp_path {tmp};\n  proxy_temp_path {tmp};\n  \
+         fastcgi_temp_path {tmp};\n  uwsgi_temp_path {tmp};\n  scgi_temp_path {tmp};\n  \
+         server {{ listen {addr} reuseport; root {www}; }}\n}}\n",
+        dir = dir.display(),
+        www = www.display(),
+    )
+}
+
+fn measure(
+    server: &Running,
+    workload: &Workload,
+    round: usize,
+    seconds: u64,
+    out: &Path,
+) -> Result<Sample> {
+    let pids = server.pids();
+    for pid in &pids {
+        // Resets VmHWM, so the peak is this run's.
+        let _ = fs::write(format!("/proc/{pid}/clear_refs"), "5");
+    }
+    let cpu_before = cpu_seconds(&pids);
+    let wrk = wrk(server, workload, seconds, out)?;
+    let cpu = cpu_seconds(&pids) - cpu_before;
+    let peak_rss_kib: u64 = pids.iter().map(|pid| status_kib(*pid, "VmHWM:")).sum();
+    let gb = wrk.bytes_per_s * wrk.seconds / 1e9;
+    Ok(Sample {
+        server: server.name.clone(),
+        workload: workload.key,
+        round,
+        requests_per_s: wrk.requests_per_s,
+        mb_per_s: wrk.bytes_per_s / 1e6,
+        p50_ms: wrk.p50_ms,
+        p99_ms: wrk.p99_ms,
+        cpu_s_per_gb: if gb > 0.0 { cpu / gb } else { f64::NAN },
+        peak_rss_mib: peak_rss_kib as f64 / 1024.0,
+        errors: wrk.errors,
+    })
+}
+
+/// What wrk printed.
+struct WrkResult {
+    requests_per_s: f64,
+    bytes_per_s: f64,
+    p50_ms: f64,
+    p99_ms: f64,
+    errors: u64,
+    seconds: f64,
+}
+
+fn wrk(server: &Running, workload: &Workload, seconds: u64, out: &Path) -> Result<WrkResult> {
+    let mut command = Command::new("wrk");
+    command.args([
+        "-t2",
+        &format!("-c{}", workload.connections),
+        &format!("-d{seconds}s"),
+        "--timeout",
+        "10s",
+        "--latency",
+    ]);
+    if workload.script.is_some() {
+        command.arg("-s").arg(out.join("ranges.lua"));
+    }
+    command.arg(format!("http://{}{}", server.addr, workload.path));
+    let output = command.output().context("cannot run wrk")?;
+    let text = String::from_utf8_lossy(&output.stdout);
+    if !output.status.success() {
+        bail!(
+            "wrk against {} failed: {}{}",
+            server.name,
+            text,
+            String::from_utf8_lossy(&output.stderr)
+        );
+    }
+    parse_wrk(&text, seconds as f64).with_context(|| format!("unexpected wrk output:\n{text}"))
+}
+
+fn parse_wrk(text: &str, seconds: f64) -> Option<WrkResult> {
+    let field = |prefix: &str| {
+        text.lines()
+            .map(str::trim)
+            .find_map(|l| l.strip_prefix(prefix))
+            .map(str::trim)
+    };
+    let requests_per_s = field("Requests/sec:")?.parse().ok()?;
+    let bytes_per_s = parse_size(field("Transfer/sec:")?)?;
+    let p50_ms = parse_latency(field("50%")?)?;
+    let p99_ms = parse_latency(field("99%")?)?;
+    let non_2xx: u64 = field("Non-2xx or 3xx responses:")
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(0);
+    let socket: u64 = field("Socket errors:").map_or(0, |v| {
+        v.split(',')
+            .filter_map(|p| p.split_whitespace().last()?.parse::<u64>().ok())
+            .sum()
+    });
+    Some(WrkResult {
+        requests_per_s,
+        bytes_per_s,
+        p50_ms,
+        p99_ms,
+        errors: non_2xx + socket,
+        seconds,
+    })
+}
+
+/// wrk's sizes: `3.24GB`, `512.00KB` (binary multiples).
+fn parse_size(text: &str) -> Option<f64> {
+    let split = text.find(|c: char| c.is_ascii_alphabetic())?;
+    let value: f64 = text[..split].parse().ok()?;
+    let scale = match &text[split..] {
+        "B" => 1.0,
+        "KB" => 1024.0,
+        "MB" => 1024.0 * 1024.0,
+        "GB" => 1024.0 * 1024.0 * 1024.0,
+        _ => return None,
+    };
+    Some(value * scale)
+}
+
+/// wrk's latencies: `812.00us`, `1.23ms`, `2.01s`, `1.00m`.
+fn parse_latency(text: &str) -> Option<f64> {
+    let split = text.find(|c: char| c.is_ascii_alphabetic())?;
+    let value: f64 = text[..split].parse().ok()?;
+    let to_ms = match &text[split..] {
+        "us" => 0.001,
+        "ms" => 1.0,
+        "s" => 1000.0,
+        "m" => 60_000.0,
+        _ => return None,
+    };
+    Some(value * to_ms)
+}
+
+fn cpu_seconds(pids: &[u32]) -> f64 {
+    let ticks_per_s = 100.0; // USER_HZ, fixed at 100 on Linux for /proc/PID/stat.
+    pids.iter()
+        .filter_map(|pid| {
+            let stat = fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+            let rest = stat.rsplit_once(')')?.1;
+            let fields: Vec<&str> = rest.split_whitespace().collect();
+            // After ')': state is field 3; utime and stime are fields 14 and 15.
+            let utime: f64 = fields.get(11)?.parse().ok()?;
+            let stime: f64 = fields.get(12)?.parse().ok()?;
+            Some((utime + stime) / ticks_per_s)
+        })
+        .sum()
+}
+
+fn status_kib(pid: u32, key: &str) -> u64 {
+    fs::read_to_string(format!("/proc/{pid}/status"))
+        .ok()
+        .and_then(|s| {
+            s.lines()
+                .find_map(|l| l.strip_prefix(key))
+                .and_then(|v| v.split_whitespace().next()?.parse().ok())
+        })
+        .unwrap_or(0)
+}
+
+fn children_of(parent: u32) -> Vec<u32> {
+    let Ok(entries) = fs::read_dir("/proc") else {
+        return Vec::new();
+    };
+    entries
+        .filter_map(|e| e.ok()?.file_name().to_str()?.parse::<u32>().ok())
+        .filter(|pid| {
+            fs::read_to_string(format!("/proc/{pid}/stat"))
+                .ok()
+                .and_then(|s| {
+                    s.rsplit_once(')')?
+                        .1
+                        .split_whitespace()
+                        .nth(1)?
+                        .parse::<u32>()
+                        .ok()
+                })
+                == Some(parent)
+        })
+        .collect()
+}
+
+fn median(mut values: Vec<f64>) -> f64 {
+    values.retain(|v| v.is_finite());
+    if values.is_empty() {
+        return f64::NAN;
+    }
+    values.sort_by(f64::total_cmp);
+    let mid = values.len() / 2;
+    if values.len() % 2 == 1 {
+        values[mid]
+    } else {
+        (values[mid - 1] + values[mid]) / 2.0
+    }
+}
+
+fn medians(samples: &[Sample], specs: &[ServerSpec]) -> Vec<Median> {
+    let mut out = Vec::new();
+    for workload in &WORKLOADS {
+        let of = |server: &str, f: fn(&Sample) -> f64| {
+            median(
+                samples
+                    .iter()
+                    .filter(|s| s.server == server && s.workload == workload.key)
+                    .map(f)
+                    .collect(),
+            )
+        };
+        let headline = |server: &str| {
+            if workload.bulk {
+                of(server, |s| s.mb_per_s)
+            } else {
+                of(server, |s| s.requests_per_s)
+            }
+        };
+        let nginx = specs
+            .iter()
+            .any(|s| s.name == "nginx")
+            .then(|| headline("nginx"));
+        for spec in specs {
+            let name = spec.name.as_str();
+            out.push(Median {
+                server: spec.name.clone(),
+                workload: workload.key,
+                requests_per_s: of(name, |s| s.requests_per_s),
+                mb_per_s: of(name, |s| s.mb_per_s),
+                p50_ms: of(name, |s| s.p50_ms),
+                p99_ms: of(name, |s| s.p99_ms),
+                cpu_s_per_gb: of(name, |s| s.cpu_s_per_gb),
+                peak_rss_mib: of(name, |s| s.peak_rss_mib),
+                errors: samples
+                    .iter()
+                    .filter(|s| s.server == name && s.workload == workload.key)
+                    .map(|s| s.errors)
+                    .sum(),
+                ratio_to_nginx: nginx.map(|n| headline(name) / n),
+            });
+        }
+    }
+    out
+}
+
+fn render_table(medians: &[Median], options: &Options) -> String {
+    let mut text = String::new();
+    let _ = writeln!(
+        text,
+        "Medians of {} round(s) of {} s per server and workload; wrk -t2 on the same {} CPUs; ratio = headline figure / nginx's.\n",
+        options.rounds,
+        options.duration,
+        std::thread::available_parallelism().map_or(1, |n| n.get())
+    );
+    for workload in &WORKLOADS {
+        let _ = writeln!(text, "({}) {}\n", workload.key, workload.title);
+        let _ = writeln!(
+            text,
+            "| server | req/s | MB/s | p50 ms | p99 ms | CPU s/GB | peak RSS MiB | errors | {} vs nginx |",
+            if workload.bulk { "MB/s" } else { "req/s" }
+        );
+        let _ = writeln!(text, "|---|---:|---:|---:|---:|---:|---:|---:|---:|");
+        for m in medians.iter().filter(|m| m.workload == workload.key) {
+            let _ = writeln!(
+                text,
+                "| {} | {:.0} | {:.0} | {:.2} | {:.2} | {:.3} | {:.1} | {} | {} |",
+                m.server,
+                m.requests_per_s,
+                m.mb_per_s,
+                m.p50_ms,
+                m.p99_ms,
+                m.cpu_s_per_gb,
+                m.peak_rss_mib,
+                m.errors,
+                m.ratio_to_nginx
+                    .map_or("-".to_string(), |r| format!("{r:.2}x")),
+            );
+        }
+        text.push('\n');
+    }
+    text
+}
+
+/// A grouped bar chart: per workload, each server's headline figure relative to nginx.
+fn render_chart(medians: &[Median], specs: &[ServerSpec]) -> String {
+    const COLORS: [&str; 8] = [
+        "#4e79a7", "#f28e2b", "#e15759", "#76b7b2", "#59a14f", "#edc948", "#b07aa1", "#9c755f",
+    ];
+    let (bar, gap, height, top, left) = (18.0, 30.0, 260.0, 40.0, 50.0);
+    let group = bar * specs.len() as f64 + gap;
+    let width = left + group * WORKLOADS.len() as f64 + 200.0;
+    let max = medians
+        .iter()
+        .filter_map(|m| m.ratio_to_nginx)
+        .filter(|r| r.is_finite())
+        .fold(1.5f64, f64::max);
+    let mut svg = format!(
+        "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"{width}\" height=\"{}\" font-family=\"sans-serif\" font-size=\"12\">\n\
+         <text x=\"{left}\" y=\"20\" font-size=\"14\">Load test: headline figure relative to nginx (1.0 = nginx)</text>\n",
+        top + height + 60.0
+    );
+    let y_of = |ratio: f64| top + height - ratio / max * height;
+    let _ = writeln!(
+        svg,
+        "<line x1=\"{left}\" x2=\"{}\" y1=\"{y}\" y2=\"{y}\" stroke=\"#888\" stroke-dasharray=\"4\"/><text x=\"5\" y=\"{y}\">1.0x</text>",
+        left + group * WORKLOADS.len() as f64,
+        y = y_of(1.0)
+    );
+    for (w, workload) in WORKLOADS.iter().enumerate() {
+        let x0 = left + w as f64 * group;
+        for (i, spec) in specs.iter().enumerate() {
+            let ratio = medians
+                .iter()
+                .find(|m| m.workload == workload.key && m.server == spec.name)
+                .and_then(|m| m.ratio_to_nginx)
+                .filter(|r| r.is_finite())
+                .unwrap_or(0.0);
+            let x = x0 + i as f64 * bar;
+            let y = y_of(ratio);
+            let _ = writeln!(
+                svg,
+                "<rect x=\"{x}\" y=\"{y}\" width=\"{}\" height=\"{}\" fill=\"{}\"><title>{} ({}): {ratio:.2}x</title></rect>",
+                bar - 2.0,
+                top + height - y,
+                COLORS[i % COLORS.len()],
+                spec.name,
+                workload.key
+            );
+        }
+        let _ = writeln!(
+            svg,
+            "<text x=\"{x0}\" y=\"{}\">({}) {}</text>",
+            top + height + 16.0,
+            workload.key,
+            if workload.bulk { "MB/s" } else { "req/s" }
+        );
+    }
+    let legend_x = left + group * WORKLOADS.len() as f64 + 10.0;
+    for (i, spec) in specs.iter().enumerate() {
+        let y = top + 16.0 * i as f64;
+        let _ = writeln!(
+            svg,
+            "<rect x=\"{legend_x}\" y=\"{y}\" width=\"10\" height=\"10\" fill=\"{}\"/><text x=\"{}\" y=\"{}\">{}</text>",
+            COLORS[i % COLORS.len()],
+            legend_x + 14.0,
+            y + 10.0,
+            spec.name
+        );
+    }
+    svg.push_str("</svg>\n");
+    svg
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const WRK: &str = "Running 3s test @ http://127.0.0.1:1/4k.bin
+  2 threads and 100 connections
+  Thread Stats   Avg      Stdev     Max   +/- Stdev
+    Latency     1.44ms    1.74ms  19.84ms   85.47%
+  Latency Distribution
+     50%  812.00us
+     75%    1.50ms
+     90%    3.00ms
+     99%    9.51ms
+  245000 requests in 3.00s, 1.01GB read
+  Socket errors: connect 0, read 2, write 0, timeout 1
+  Non-2xx or 3xx responses: 4
+Requests/sec:  81965.23
+Transfer/sec:    345.50MB
+";
+
+    #[test]
+    fn parses_wrk_output() {
+        let r = parse_wrk(WRK, 3.0).unwrap();
+        assert_eq!(r.requests_per_s, 81965.23);
+        assert_eq!(r.bytes_per_s, 345.5 * 1024.0 * 1024.0);
+        assert!((r.p50_ms - 0.812).abs() < 1e-9);
+        assert_eq!(r.p99_ms, 9.51);
+        assert_eq!(r.errors, 7);
+    }
+
+    #[test]
+    fn medians_and_units() {
+        assert_eq!(median(vec![3.0, 1.0, 2.0]), 2.0);
+        assert_eq!(median(vec![4.0, 1.0, 2.0, 3.0]), 2.5);
+        assert!(median(vec![]).is_nan());
+        assert!((parse_latency("2.01s").unwrap() - 2010.0).abs() < 1e-9);
+        assert_eq!(parse_size("1.5GB"), Some(1.5 * 1024.0 * 1024.0 * 1024.0));
+        assert_eq!(parse_size("12XB"), None);
+    }
+
+    #[test]
+    fn options() {
+        let args: Vec<String> = ["--quick", "--only", "nginx,ioserve-sendfile"]
+            .iter()
+            .map(|s| s.to_string())
+            .collect();
+        let o = Options::parse(&args).unwrap();
+        assert_eq!((o.duration, o.rounds, o.only.len()), (3, 1, 2));
+        let bad: Vec<String> = ["--duration", "0"].iter().map(|s| s.to_string()).collect();
+        assert!(Options::parse(&bad)
+            .unwrap_err()
+            .to_string()
+            .contains("--duration '0'"));
+    }
+}
