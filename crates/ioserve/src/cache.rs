@@ -44,7 +44,7 @@ impl SharedFile {
         }
     }
 
-    /// A read-only mapping of at least the first `len` (> 0) bytes of the file, made
+    /// A read-only mapping of the whole file, at least `len` (> 0) bytes long, made
     /// again when the file has grown past the current one.
     ///
     /// The bytes must never be read by this process (only handed to the kernel, as
@@ -55,7 +55,7 @@ impl SharedFile {
         if let Some(map) = mapping.as_ref().filter(|m| m.len() as u64 >= len) {
             return Ok(Arc::clone(map));
         }
-        let len = usize::try_from(len).map_err(|_| {
+        let len = usize::try_from(len.max(self.file.metadata()?.len())).map_err(|_| {
             io::Error::new(
                 io::ErrorKind::InvalidInput,
                 "file larger than the address space",

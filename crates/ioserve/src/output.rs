@@ -46,6 +46,18 @@ impl<'a> Output<'a> {
         self.pending.extend_from_slice(bytes);
     }
 
+    /// Queues `len` bytes of `file` from `offset` (pread), so that a small body goes out
+    /// in the same write as the head. Returns the bytes read: fewer than `len` means the
+    /// file ended early.
+    pub fn queue_from_file(&mut self, file: &File, offset: u64, len: usize) -> io::Result<usize> {
+        let start = self.pending.len();
+        self.pending.resize(start + len, 0);
+        let read = rustix::io::pread(file, &mut self.pending[start..], offset);
+        let n = *read.as_ref().unwrap_or(&0);
+        self.pending.truncate(start + n);
+        Ok(read?)
+    }
+
     /// Writes the queued bytes and then all of `data`, in as few `writev` calls as the
     /// socket allows. The kernel copies `data` without this process reading it, which is
     /// what makes sending from a file mapping safe against truncation (`EFAULT`, not

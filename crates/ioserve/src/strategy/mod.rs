@@ -6,7 +6,7 @@
 //!
 //! | strategy | how | copies in user space |
 //! |---|---|---|
-//! | `sendfile` | sendfile(2) from the page cache to the socket | none |
+//! | `sendfile` | sendfile(2) from the page cache to the socket; bodies and parts of at most 16 KiB are pread into the head's buffer and sent with it in one write | none (above 16 KiB) |
 //! | `mmap` | writev(2)s from one shared read-only mapping of the file (madvise WILLNEED on the range) | none (the kernel copies from the mapping) |
 //! | `read` | pread(2) into a pooled, page-aligned buffer of `--chunk-size`, then writev(2) | one |
 //! | `buffered` | tokio::fs + a BufReader (reads on tokio's blocking pool) | two (the baseline of most Rust servers) |
@@ -25,6 +25,7 @@ use crate::output::Output;
 use crate::range::ByteRange;
 
 pub use read::BufferPool;
+pub use sendfile::SMALL_BODY;
 
 /// The strategy names accepted by `--strategy` and the config file.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Deserialize, clap::ValueEnum)]

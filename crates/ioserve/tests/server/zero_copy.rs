@@ -1,6 +1,7 @@
 //! Zero-copy, proven with a syscall trace: under `sendfile` the file's bytes leave
-//! through sendfile(2) and are never read into the process. The same trace under `read`
-//! shows the preads, so the check can tell the difference.
+//! through sendfile(2) and are never read into the process, except bodies and parts of
+//! at most 16 KiB, which are copied on purpose (sent with the head in one write). The
+//! same trace under `read` shows the preads, so the check can tell the difference.
 
 use std::time::Duration;
 
@@ -79,21 +80,26 @@ fn is_read(call: &Call) -> bool {
 #[test]
 fn sendfile_never_reads_the_file_into_the_process() {
     let (calls, received) = trace_downloads("sendfile");
-    let reads: Vec<&Call> = calls.iter().filter(|c| is_read(c)).collect();
-    assert!(reads.is_empty(), "file bytes were read: {reads:?}");
+    // Only the two 100-byte parts of the multipart response are small enough to copy.
+    let read: i64 = calls
+        .iter()
+        .filter(|c| is_read(c))
+        .map(|c| c.result.max(0))
+        .sum();
+    assert_eq!(read, 200, "only the small parts were read: {calls:?}");
     let sent: i64 = calls
         .iter()
         .filter(|c| c.name == "sendfile")
         .map(|c| c.result.max(0))
         .sum();
-    let file_bytes = (6 << 20) + 2_000_000 + 200;
+    let large_bodies = (6 << 20) + 2_000_000;
     assert_eq!(
-        sent as u64, file_bytes,
-        "every file byte went through sendfile"
+        sent as u64, large_bodies,
+        "the large bodies went through sendfile"
     );
     assert!(
-        received > file_bytes,
-        "the client also got heads and multipart delimiters"
+        received > large_bodies + 200,
+        "the client also got the multipart delimiters"
     );
 }
 
