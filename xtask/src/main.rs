@@ -16,7 +16,7 @@ use std::time::Instant;
 use anyhow::{bail, Context as _, Result};
 
 /// Debian packages the checks need, with the command each provides.
-const SYSTEM_PACKAGES: &[(&str, &str)] = &[("strace", "strace")];
+const SYSTEM_PACKAGES: &[(&str, &str)] = &[("strace", "strace"), ("numactl", "numactl")];
 
 /// The cargo-fuzz targets: (crate directory, target).
 const FUZZ_TARGETS: &[(&str, &str)] = &[

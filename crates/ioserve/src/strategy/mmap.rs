@@ -38,7 +38,11 @@ pub(super) async fn send(
             return Err(super::file_shrank());
         }
         let written = out.write(&map[done..next]).await;
-        release(&map, done, next);
+        // A small file's pages are bounded by the file: keeping them mapped saves a
+        // fault per response (mapped small files are at most the cache's size times this).
+        if map.len() as u64 > KEEP_MAPPED {
+            release(&map, done, next);
+        }
         written.map_err(|e| {
             if e.raw_os_error() == Some(libc::EFAULT) {
                 super::file_shrank()
@@ -50,6 +54,9 @@ pub(super) async fn send(
     }
     Ok(())
 }
+
+/// Files up to this size stay mapped between responses.
+const KEEP_MAPPED: u64 = 16 << 10;
 
 /// How far a fault may map around the faulting page, and the size of a write window: the kernel maps a whole large
 /// folio of the page cache (up to the PMD size, 2 MiB on x86_64 and on arm64 with 4 KiB

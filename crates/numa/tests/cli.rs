@@ -1,0 +1,87 @@
+//! The `numa` binary against numactl: on the fixtures (snapshots of multi-node guests)
+//! and on this host.
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+fn numa(args: &[&str]) -> (i32, String, String) {
+    let output = Command::new(env!("CARGO_BIN_EXE_numa"))
+        .args(args)
+        .output()
+        .unwrap();
+    (
+        output.status.code().unwrap_or(-1),
+        String::from_utf8(output.stdout).unwrap(),
+        String::from_utf8(output.stderr).unwrap(),
+    )
+}
+
+fn fixture(name: &str) -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("../../../shared/fixtures")
+        .join(name)
+}
+
+#[test]
+fn hardware_on_the_fixtures_is_numactls_text() {
+    for name in ["sysfs-4node", "sysfs-3node-cpuless"] {
+        let root = fixture(name);
+        let (code, out, err) = numa(&["--hardware", "--root", root.to_str().unwrap()]);
+        assert_eq!(code, 0, "{err}");
+        // The snapshot's numactl text and its meminfo were read moments apart.
+        same_report(
+            &out,
+            &std::fs::read_to_string(root.join("numactl-hardware.txt")).unwrap(),
+            8,
+        );
+        let (_, json, _) = numa(&["-H", "--json", "--root", root.to_str().unwrap()]);
+        let value: serde_json::Value = serde_json::from_str(&json).unwrap();
+        assert!(value["nodes"].as_array().unwrap().len() >= 3);
+    }
+}
+
+#[test]
+fn hardware_on_this_host_matches_debians_numactl() {
+    let Ok(output) = Command::new("numactl").arg("--hardware").output() else {
+        panic!("numactl is not installed: `cargo xtask ci` installs it (apt-get install numactl)");
+    };
+    let theirs = String::from_utf8(output.stdout).unwrap();
+    let (code, ours, err) = numa(&["--hardware"]);
+    assert_eq!(code, 0, "{err}");
+    same_report(&ours, &theirs, 64);
+}
+
+/// Equal line for line, except that free memory may differ by `free_mb_tolerance`: it
+/// moves between two readings.
+fn same_report(ours: &str, theirs: &str, free_mb_tolerance: u64) {
+    assert_eq!(
+        ours.lines().count(),
+        theirs.lines().count(),
+        "ours:\n{ours}\ntheirs:\n{theirs}"
+    );
+    for (a, b) in ours.lines().zip(theirs.lines()) {
+        if let (Some(x), Some(y)) = (free_mb(a), free_mb(b)) {
+            assert!(x.abs_diff(y) <= free_mb_tolerance, "{a} vs {b}");
+        } else {
+            assert_eq!(a, b);
+        }
+    }
+}
+
+fn free_mb(line: &str) -> Option<u64> {
+    line.split_once(" free: ")?
+        .1
+        .strip_suffix(" MB")?
+        .parse()
+        .ok()
+}
+
+#[test]
+fn a_missing_tree_is_an_error_naming_it() {
+    let (code, _, err) = numa(&["--hardware", "--root", "/no/such/root"]);
+    assert_eq!(code, 1);
+    assert!(
+        err.contains("/no/such/root/sys/devices/system/node"),
+        "{err}"
+    );
+}
