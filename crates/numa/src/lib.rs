@@ -7,13 +7,18 @@
 //! - [`Topology`]: nodes, CPUs, memory, distances and counters from sysfs, read from a
 //!   root path so that tests can use snapshots of other machines; [`Allowed`]: what the
 //!   process may use.
-//! - [`hardware::report`]: `numactl --hardware`, line for line.
+//! - [`policy`]: memory policies and CPU binding through the kernel's syscalls
+//!   (set_mempolicy, get_mempolicy, move_pages, sched_setaffinity), failures explained.
+//! - [`hardware::report`] and [`show::report`]: `numactl --hardware` and `--show`, line
+//!   for line.
 //!
-//! Binding (set_mempolicy, mbind, move_pages), numastat, the sharded map and the rest
-//! of the `numa` CLI are the subject of the numa issue's next steps.
+//! mbind-backed allocations, numastat, the sharded map and the multi-node VM test are
+//! the numa issue's next steps.
 
 pub mod hardware;
 mod idset;
+pub mod policy;
+pub mod show;
 pub mod topology;
 
 pub use idset::{IdSet, IdSetError};

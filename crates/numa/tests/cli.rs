@@ -85,3 +85,72 @@ fn a_missing_tree_is_an_error_naming_it() {
         "{err}"
     );
 }
+
+fn numactl(args: &[&str]) -> String {
+    let output = Command::new("numactl")
+        .args(args)
+        .output()
+        .expect("numactl is installed (cargo xtask ci installs it)");
+    String::from_utf8(output.stdout).unwrap()
+}
+
+#[test]
+fn show_under_each_policy_matches_numactl() {
+    let numa_bin = env!("CARGO_BIN_EXE_numa");
+    for option in [
+        None,
+        Some("--preferred=0"),
+        Some("--membind=0"),
+        Some("--localalloc"),
+        Some("--preferred-many=0"),
+        Some("--interleave=all"),
+        Some("--physcpubind=0"),
+        Some("--cpunodebind=0"),
+        Some("-m0"),
+    ] {
+        // Each tool applies the option, then runs itself with --show.
+        let (ours, theirs) = match option {
+            Some(option) => (
+                numa(&[option, numa_bin, "--show"]).1,
+                numactl(&[option, "numactl", "--show"]),
+            ),
+            None => (numa(&["--show"]).1, numactl(&["--show"])),
+        };
+        assert_eq!(ours, theirs, "{option:?}");
+    }
+}
+
+#[test]
+fn bad_lists_name_the_input_and_the_valid_nodes() {
+    let valid = numactl(&["--show"])
+        .lines()
+        .find_map(|l| l.strip_prefix("membind: "))
+        .unwrap()
+        .trim()
+        .replace(' ', ",");
+    let (code, _, err) = numa(&["--membind=7", "true"]);
+    assert_eq!(code, 1);
+    assert!(
+        err.starts_with("numa: invalid node specification '7': node 7 is not available"),
+        "{err}"
+    );
+    assert!(err.contains(&format!("valid nodes: {valid}")), "{err}");
+    let (code, _, err) = numa(&["--cpunodebind=x", "true"]);
+    assert_eq!(code, 1);
+    assert!(err.contains("'x'") && err.contains("valid nodes"), "{err}");
+    let (code, _, err) = numa(&["--membind=0", "--interleave=0", "true"]);
+    assert_eq!(code, 1);
+    assert!(err.contains("at most one memory policy"), "{err}");
+    let (code, _, err) = numa(&["--membind=0", "/no/such/program"]);
+    assert_eq!(code, 1);
+    assert!(err.contains("cannot run /no/such/program"), "{err}");
+}
+
+#[test]
+fn the_command_runs_with_the_policy() {
+    // `numa --membind=0 numa --show` shows the policy the child inherited.
+    let numa_bin = env!("CARGO_BIN_EXE_numa");
+    let (code, out, _) = numa(&["--membind=0", "--", numa_bin, "--show"]);
+    assert_eq!(code, 0);
+    assert!(out.starts_with("policy: bind\n"), "{out}");
+}

@@ -1,49 +1,173 @@
-//! `numa`: a numactl-compatible command line (so far `--hardware`, with `--json`).
+//! `numa`: numactl's command line in Rust. Run a command under a NUMA memory policy and
+//! CPU binding, or show the machine (`--hardware`) and the current state (`--show`).
+//!
+//! Spelled as numactl spells it, so that scripts keep working when `numa` is installed
+//! or linked as `numactl`; `--json` is added for programs.
 
+use std::ffi::OsString;
+use std::os::unix::process::CommandExt;
 use std::path::PathBuf;
 use std::process::ExitCode;
 
 use clap::Parser;
-use numa::{hardware, Topology};
+use numa::policy::{self, MemPolicy, Mode};
+use numa::{hardware, show, Allowed, IdSet, Topology};
 
-/// NUMA topology, numactl-compatible.
+/// Control NUMA policy for processes, numactl-compatible.
 #[derive(Debug, Parser)]
-#[command(name = "numa", version)]
+#[command(
+    name = "numa",
+    version,
+    after_help = "<nodes> and <cpus>: comma-separated numbers or A-B ranges, or all; a leading ! \
+                  inverts the list, a leading + makes numbers relative to the allowed set.\n\
+                  Example: numa --cpunodebind=0 --membind=0 -- ./server"
+)]
 struct Cli {
-    /// Show the nodes, their CPUs, memory and distances, as numactl --hardware does
+    /// Show the nodes, their CPUs, memory and distances
     #[arg(short = 'H', long)]
     hardware: bool,
-    /// Print JSON instead of numactl's text
+    /// Show the NUMA policy and bindings of this process
+    #[arg(short = 's', long)]
+    show: bool,
+    /// With --hardware: print JSON
     #[arg(long)]
     json: bool,
+    /// Interleave memory allocations over <nodes>
+    #[arg(short = 'i', long, value_name = "NODES")]
+    interleave: Option<String>,
+    /// Interleave weighted by the kernel's node weights (Linux 6.9+)
+    #[arg(short = 'w', long = "weighted-interleave", value_name = "NODES")]
+    weighted_interleave: Option<String>,
+    /// Prefer allocating memory on <node>
+    #[arg(short = 'p', long, value_name = "NODE")]
+    preferred: Option<String>,
+    /// Prefer allocating memory on <nodes> (Linux 5.15+)
+    #[arg(short = 'P', long = "preferred-many", value_name = "NODES")]
+    preferred_many: Option<String>,
+    /// Allocate memory only on <nodes>
+    #[arg(short = 'm', long, value_name = "NODES")]
+    membind: Option<String>,
+    /// Allocate memory on the node of the CPU that runs the thread
+    #[arg(short = 'l', long)]
+    localalloc: bool,
+    /// Run only on the CPUs of <nodes>
+    #[arg(short = 'N', long, value_name = "NODES")]
+    cpunodebind: Option<String>,
+    /// Deprecated spelling of --cpunodebind
+    #[arg(short = 'c', long, value_name = "NODES", hide = true)]
+    cpubind: Option<String>,
+    /// Run only on <cpus>
+    #[arg(short = 'C', long, value_name = "CPUS")]
+    physcpubind: Option<String>,
+    /// Ignore this process's cpuset: nodes and CPUs outside it may be named
+    #[arg(short = 'a', long)]
+    all: bool,
     /// Read sysfs and procfs under this directory instead of / (for snapshots)
     #[arg(long, value_name = "DIR", default_value = "/", hide = true)]
     root: PathBuf,
+    /// The command to run, and its arguments
+    #[arg(trailing_var_arg = true, value_name = "COMMAND")]
+    command: Vec<OsString>,
 }
 
 fn main() -> ExitCode {
-    let cli = Cli::parse();
-    if !cli.hardware {
-        eprintln!("numa: nothing to do; so far: numa --hardware [--json]");
-        return ExitCode::from(1);
+    match run(Cli::parse()) {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(message) => {
+            eprintln!("numa: {message}");
+            ExitCode::from(1)
+        }
     }
-    let topology = match Topology::read(&cli.root) {
-        Ok(topology) => topology,
-        Err(error) => {
-            eprintln!("numa: {error}");
-            return ExitCode::from(1);
+}
+
+fn run(cli: Cli) -> Result<(), String> {
+    let topology = Topology::read(&cli.root).map_err(|e| e.to_string())?;
+    if cli.hardware {
+        if cli.json {
+            let json = serde_json::to_string_pretty(&hardware::HardwareJson::new(&topology))
+                .map_err(|e| e.to_string())?;
+            println!("{json}");
+        } else {
+            print!("{}", hardware::report(&topology));
         }
-    };
-    if cli.json {
-        match serde_json::to_string_pretty(&hardware::HardwareJson::new(&topology)) {
-            Ok(text) => println!("{text}"),
-            Err(error) => {
-                eprintln!("numa: {error}");
-                return ExitCode::from(1);
-            }
-        }
+        return Ok(());
+    }
+    let allowed = Allowed::read(&cli.root).map_err(|e| e.to_string())?;
+    let present_nodes = topology.node_ids();
+    let present_cpus: IdSet = topology.nodes.iter().flat_map(|n| n.cpus.iter()).collect();
+    let (usable_nodes, usable_cpus) = if cli.all {
+        (present_nodes.clone(), present_cpus.clone())
     } else {
-        print!("{}", hardware::report(&topology));
+        (allowed.nodes.clone(), allowed.cpus.clone())
+    };
+    let nodes = |spec: &str| {
+        IdSet::parse_spec(spec, "node", &usable_nodes, &present_nodes).map_err(|e| e.to_string())
+    };
+
+    if cli.show {
+        let policy = policy::get_mempolicy().map_err(|e| e.to_string())?;
+        let next_interleave_node = match policy.mode {
+            Mode::Interleave | Mode::WeightedInterleave => policy::next_interleave_node().ok(),
+            _ => None,
+        };
+        let state = show::State {
+            policy,
+            next_interleave_node,
+            cpus: policy::cpu_affinity().map_err(|e| format!("sched_getaffinity: {e}"))?,
+            mems_allowed: allowed.nodes,
+        };
+        print!("{}", show::report(&topology, &state));
+        return Ok(());
     }
-    ExitCode::SUCCESS
+
+    // CPU binding first, then the memory policy, then exec: both are inherited.
+    if let Some(spec) = cli.cpunodebind.as_deref().or(cli.cpubind.as_deref()) {
+        let bound = nodes(spec)?;
+        policy::bind_cpus_to_nodes(&topology, &bound).map_err(|e| e.to_string())?;
+    }
+    if let Some(spec) = &cli.physcpubind {
+        let cpus = IdSet::parse_spec(spec, "cpu", &usable_cpus, &present_cpus)
+            .map_err(|e| e.to_string())?;
+        policy::set_cpu_affinity(&cpus).map_err(|e| e.to_string())?;
+    }
+    let mut policies = Vec::new();
+    if let Some(spec) = &cli.interleave {
+        policies.push((Mode::Interleave, nodes(spec)?));
+    }
+    if let Some(spec) = &cli.weighted_interleave {
+        policies.push((Mode::WeightedInterleave, nodes(spec)?));
+    }
+    if let Some(spec) = &cli.preferred {
+        let node = nodes(spec)?;
+        if node.len() != 1 {
+            return Err(format!(
+                "--preferred takes one node, not '{spec}'; use --preferred-many for several"
+            ));
+        }
+        policies.push((Mode::Preferred, node));
+    }
+    if let Some(spec) = &cli.preferred_many {
+        policies.push((Mode::PreferredMany, nodes(spec)?));
+    }
+    if let Some(spec) = &cli.membind {
+        policies.push((Mode::Bind, nodes(spec)?));
+    }
+    if cli.localalloc {
+        policies.push((Mode::Local, IdSet::new()));
+    }
+    if policies.len() > 1 {
+        return Err(
+            "give at most one memory policy: --interleave, --weighted-interleave, \
+                    --preferred, --preferred-many, --membind or --localalloc"
+                .into(),
+        );
+    }
+    if let Some((mode, nodes)) = policies.pop() {
+        policy::set_mempolicy(&MemPolicy { mode, nodes }).map_err(|e| e.to_string())?;
+    }
+    let Some((program, args)) = cli.command.split_first() else {
+        return Err("no command to run (see numa --help); --show and --hardware need none".into());
+    };
+    let error = std::process::Command::new(program).args(args).exec();
+    Err(format!("cannot run {}: {error}", program.to_string_lossy()))
 }
