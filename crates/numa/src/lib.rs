@@ -12,11 +12,14 @@
 //! - [`hardware::report`] and [`show::report`]: `numactl --hardware` and `--show`, line
 //!   for line.
 //!
-//! mbind-backed allocations, numastat, the sharded map and the multi-node VM test are
-//! the numa issue's next steps.
+//! - [`numastat`]: per-node counters and meminfo, a process's memory per node, deltas.
+//!
+//! mbind-backed allocations, the sharded map and the multi-node VM test are the numa
+//! issue's next steps.
 
 pub mod hardware;
 mod idset;
+pub mod numastat;
 pub mod policy;
 pub mod show;
 pub mod topology;

@@ -154,3 +154,64 @@ fn the_command_runs_with_the_policy() {
     assert_eq!(code, 0);
     assert!(out.starts_with("policy: bind\n"), "{out}");
 }
+
+#[test]
+fn stat_is_numastats_table() {
+    let output = Command::new("numastat")
+        .output()
+        .expect("numastat comes with numactl");
+    let theirs = String::from_utf8(output.stdout).unwrap();
+    let (code, ours, err) = numa(&["stat"]);
+    assert_eq!(code, 0, "{err}");
+    assert_eq!(
+        ours.lines().count(),
+        theirs.lines().count(),
+        "ours:\n{ours}\ntheirs:\n{theirs}"
+    );
+    for (a, b) in ours.lines().zip(theirs.lines()) {
+        // The counters move between the two readings; names and layout must not.
+        assert_eq!(a.len(), b.len(), "{a:?} vs {b:?}");
+        let (words_a, words_b): (Vec<&str>, Vec<&str>) = (
+            a.split_whitespace().collect(),
+            b.split_whitespace().collect(),
+        );
+        assert_eq!(words_a.len(), words_b.len());
+        assert_eq!(words_a[0], words_b[0]);
+    }
+}
+
+#[test]
+fn stat_intervals_json_and_processes() {
+    let (code, out, err) = numa(&["stat", "--interval", "0.1", "--count", "2", "--json"]);
+    assert_eq!(code, 0, "{err}");
+    let samples: Vec<serde_json::Value> = out
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    assert_eq!(samples.len(), 2);
+    for sample in &samples {
+        for row in sample["rows"].as_array().unwrap() {
+            assert!(
+                row[1]
+                    .as_array()
+                    .unwrap()
+                    .iter()
+                    .all(|v| v.as_f64().unwrap() >= 0.0),
+                "{row}"
+            );
+        }
+    }
+    let pid = std::process::id().to_string();
+    let (code, out, _) = numa(&["stat", "-p", &pid]);
+    assert_eq!(code, 0);
+    assert!(
+        out.contains(&format!("for PID {pid} (cli-")) && out.contains("Heap"),
+        "{out}"
+    );
+    let (code, _, err) = numa(&["stat", "--interval", "0"]);
+    assert_eq!(code, 1);
+    assert!(err.contains("invalid --interval 0"), "{err}");
+    let (code, out, _) = numa(&["stat", "-m"]);
+    assert_eq!(code, 0);
+    assert!(out.contains("MemTotal") && out.contains("Total"), "{out}");
+}

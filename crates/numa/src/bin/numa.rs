@@ -10,6 +10,7 @@ use std::path::PathBuf;
 use std::process::ExitCode;
 
 use clap::Parser;
+use numa::numastat::{self, Table};
 use numa::policy::{self, MemPolicy, Mode};
 use numa::{hardware, show, Allowed, IdSet, Topology};
 
@@ -70,14 +71,100 @@ struct Cli {
     command: Vec<OsString>,
 }
 
+/// Per-node memory statistics, as numastat shows them.
+#[derive(Debug, Parser)]
+#[command(name = "numa stat", version)]
+struct StatCli {
+    /// Per-node meminfo in MB (numastat -m)
+    #[arg(short = 'm')]
+    meminfo: bool,
+    /// Memory of process PID per node, in MB (numastat -p)
+    #[arg(short = 'p', value_name = "PID")]
+    pid: Option<u32>,
+    /// Print JSON
+    #[arg(long)]
+    json: bool,
+    /// Print the change over each interval of S seconds instead of the totals
+    #[arg(long, value_name = "S")]
+    interval: Option<f64>,
+    /// With --interval: how many intervals
+    #[arg(long, value_name = "N", default_value_t = 1)]
+    count: u32,
+    /// Read sysfs and procfs under this directory instead of /
+    #[arg(long, value_name = "DIR", default_value = "/", hide = true)]
+    root: PathBuf,
+}
+
 fn main() -> ExitCode {
-    match run(Cli::parse()) {
+    // `numa stat ...` is numastat; anything else is numactl's command line (use
+    // `numa -- stat FILE` to run the stat program).
+    let args: Vec<OsString> = std::env::args_os().collect();
+    let result = if args.get(1).is_some_and(|a| a == "stat") {
+        stat(StatCli::parse_from(&args[1..]))
+    } else {
+        run(Cli::parse_from(&args))
+    };
+    match result {
         Ok(()) => ExitCode::SUCCESS,
         Err(message) => {
             eprintln!("numa: {message}");
             ExitCode::from(1)
         }
     }
+}
+
+fn stat(cli: StatCli) -> Result<(), String> {
+    let sample = || -> Result<(Table, String), String> {
+        if let Some(pid) = cli.pid {
+            let comm = std::fs::read_to_string(cli.root.join(format!("proc/{pid}/comm")))
+                .map(|c| c.trim().to_string())
+                .unwrap_or_default();
+            let table = numastat::process(&cli.root, pid).map_err(|e| e.to_string())?;
+            return Ok((
+                table,
+                format!("Per-node process memory usage (in MBs) for PID {pid} ({comm})"),
+            ));
+        }
+        let topology = Topology::read(&cli.root).map_err(|e| e.to_string())?;
+        if cli.meminfo {
+            Ok((
+                Table::meminfo(&topology),
+                "Per-node system memory usage (in MBs):".into(),
+            ))
+        } else {
+            Ok((Table::counters(&topology), String::new()))
+        }
+    };
+    let print = |table: &Table, title: &str| -> Result<(), String> {
+        if cli.json {
+            println!(
+                "{}",
+                serde_json::to_string(table).map_err(|e| e.to_string())?
+            );
+        } else if cli.meminfo || cli.pid.is_some() {
+            print!("{}", table.text_with_total(title));
+        } else {
+            print!("{}", table.legacy_text());
+        }
+        Ok(())
+    };
+    let Some(seconds) = cli.interval else {
+        let (table, title) = sample()?;
+        return print(&table, &title);
+    };
+    if !(seconds.is_finite() && seconds > 0.0) {
+        return Err(format!(
+            "invalid --interval {seconds}: expected seconds above 0"
+        ));
+    }
+    let (mut earlier, _) = sample()?;
+    for _ in 0..cli.count {
+        std::thread::sleep(std::time::Duration::from_secs_f64(seconds));
+        let (later, title) = sample()?;
+        print(&later.delta(&earlier), &title)?;
+        earlier = later;
+    }
+    Ok(())
 }
 
 fn run(cli: Cli) -> Result<(), String> {
