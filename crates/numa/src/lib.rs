@@ -13,10 +13,12 @@
 //!   for line.
 //!
 //! - [`numastat`]: per-node counters and meminfo, a process's memory per node, deltas.
+//! - [`alloc::NodeBuffer`]: memory placed on chosen nodes (mmap + mbind).
 //!
-//! mbind-backed allocations, the sharded map and the multi-node VM test are the numa
-//! issue's next steps.
+//! The sharded map, padded counters and the multi-node VM test are the numa issue's
+//! next steps.
 
+pub mod alloc;
 pub mod hardware;
 mod idset;
 pub mod numastat;

@@ -94,7 +94,12 @@ pub struct PolicyError {
 }
 
 impl PolicyError {
-    fn new(call: &'static str, what: impl fmt::Display, source: io::Error, nodes: &IdSet) -> Self {
+    pub(crate) fn from_io(
+        call: &'static str,
+        what: impl fmt::Display,
+        source: io::Error,
+        nodes: &IdSet,
+    ) -> Self {
         let hint = match source.raw_os_error() {
             Some(libc::EINVAL) if !nodes.is_empty() => {
                 let (allowed, with_memory) = allowed_and_memory_nodes();
@@ -131,6 +136,24 @@ fn allowed_and_memory_nodes() -> (String, String) {
     (allowed, memory)
 }
 
+impl MemPolicy {
+    /// The mode as the kernel numbers it.
+    pub(crate) fn mode_raw(&self) -> libc::c_int {
+        self.mode.to_raw()
+    }
+}
+
+/// A node set as the kernel takes it: the bitmap and the `maxnode` argument (0 and no
+/// bits for an empty set).
+pub(crate) fn kernel_mask(nodes: &IdSet) -> ([u64; NODE_BITS / WORD_BITS], libc::c_ulong) {
+    let maxnode = if nodes.is_empty() {
+        0
+    } else {
+        NODE_BITS as libc::c_ulong + 1
+    };
+    (to_mask(nodes), maxnode)
+}
+
 /// A node set as the kernel's `unsigned long` bitmap.
 fn to_mask(nodes: &IdSet) -> [u64; NODE_BITS / WORD_BITS] {
     let mut mask = [0u64; NODE_BITS / WORD_BITS];
@@ -157,11 +180,11 @@ fn check(result: libc::c_long) -> io::Result<libc::c_long> {
 /// Sets the calling thread's memory policy (inherited by threads and processes it
 /// starts later).
 pub fn set_mempolicy(policy: &MemPolicy) -> Result<(), PolicyError> {
-    let mask = to_mask(&policy.nodes);
-    let (mask_ptr, maxnode) = if policy.nodes.is_empty() {
-        (std::ptr::null(), 0)
+    let (mask, maxnode) = kernel_mask(&policy.nodes);
+    let mask_ptr = if maxnode == 0 {
+        std::ptr::null()
     } else {
-        (mask.as_ptr(), NODE_BITS as libc::c_ulong + 1)
+        mask.as_ptr()
     };
     // SAFETY: the mask outlives the call and holds NODE_BITS bits; maxnode - 1 bits are read.
     let result = unsafe {
@@ -173,7 +196,7 @@ pub fn set_mempolicy(policy: &MemPolicy) -> Result<(), PolicyError> {
         )
     };
     check(result).map(drop).map_err(|e| {
-        PolicyError::new(
+        PolicyError::from_io(
             "set_mempolicy",
             format!("{}, nodes {}", policy.mode.name(), policy.nodes),
             e,
@@ -197,9 +220,9 @@ pub fn get_mempolicy() -> Result<MemPolicy, PolicyError> {
             0 as libc::c_ulong,
         )
     };
-    check(result).map_err(|e| PolicyError::new("get_mempolicy", "self", e, &IdSet::new()))?;
+    check(result).map_err(|e| PolicyError::from_io("get_mempolicy", "self", e, &IdSet::new()))?;
     let mode = Mode::from_raw(mode).ok_or_else(|| {
-        PolicyError::new(
+        PolicyError::from_io(
             "get_mempolicy",
             format!("unknown mode {mode}"),
             io::Error::from_raw_os_error(libc::EINVAL),
@@ -228,8 +251,9 @@ pub fn next_interleave_node() -> Result<u32, PolicyError> {
             MPOL_F_NODE,
         )
     };
-    check(result)
-        .map_err(|e| PolicyError::new("get_mempolicy", "next interleave node", e, &IdSet::new()))?;
+    check(result).map_err(|e| {
+        PolicyError::from_io("get_mempolicy", "next interleave node", e, &IdSet::new())
+    })?;
     Ok(node as u32)
 }
 
@@ -253,7 +277,7 @@ pub fn node_of(byte: &u8) -> Result<u32, PolicyError> {
         )
     };
     check(result).map_err(|e| {
-        PolicyError::new(
+        PolicyError::from_io(
             "get_mempolicy",
             format!("address {addr:p}"),
             e,
@@ -280,7 +304,7 @@ pub fn page_nodes(pages: &[*const u8]) -> Result<Vec<i32>, PolicyError> {
         )
     };
     check(result).map_err(|e| {
-        PolicyError::new(
+        PolicyError::from_io(
             "move_pages",
             format!("{} pages", pages.len()),
             e,
