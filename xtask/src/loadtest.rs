@@ -208,18 +208,25 @@ impl Drop for Running {
     }
 }
 
-/// One wrk run against one server.
+/// What one run measures (a sample) or the medians of several.
 #[derive(Clone, Debug, Serialize)]
-struct Sample {
-    server: String,
-    workload: &'static str,
-    round: usize,
+struct Figures {
     requests_per_s: f64,
     mb_per_s: f64,
     p50_ms: f64,
     p99_ms: f64,
     cpu_s_per_gb: f64,
     peak_rss_mib: f64,
+}
+
+/// One wrk run against one server.
+#[derive(Clone, Debug, Serialize)]
+struct Sample {
+    server: String,
+    workload: &'static str,
+    round: usize,
+    #[serde(flatten)]
+    figures: Figures,
     errors: u64,
 }
 
@@ -228,12 +235,10 @@ struct Sample {
 struct Median {
     server: String,
     workload: &'static str,
-    requests_per_s: f64,
-    mb_per_s: f64,
-    p50_ms: f64,
-    p99_ms: f64,
-    cpu_s_per_gb: f64,
-    peak_rss_mib: f64,
+    /// Each figure's median over the rounds.
+    #[serde(flatten)]
+    figures: Figures,
+    /// Errors summed over the rounds.
     errors: u64,
     /// The headline figure (MB/s or requests/s) over nginx's.
     ratio_to_nginx: Option<f64>,
@@ -324,9 +329,9 @@ pub fn run(options: &Options) -> Result<()> {
                     round + 1,
                     workload.key,
                     sample.server,
-                    sample.requests_per_s,
-                    sample.mb_per_s,
-                    sample.p99_ms
+                    sample.figures.requests_per_s,
+                    sample.figures.mb_per_s,
+                    sample.figures.p99_ms
                 );
                 samples.push(sample);
             }
@@ -505,12 +510,14 @@ fn measure(
         server: server.name.clone(),
         workload: workload.key,
         round,
-        requests_per_s: wrk.requests_per_s,
-        mb_per_s: wrk.bytes_per_s / 1e6,
-        p50_ms: wrk.p50_ms,
-        p99_ms: wrk.p99_ms,
-        cpu_s_per_gb: if gb > 0.0 { cpu / gb } else { f64::NAN },
-        peak_rss_mib: peak_rss_kib as f64 / 1024.0,
+        figures: Figures {
+            requests_per_s: wrk.requests_per_s,
+            mb_per_s: wrk.bytes_per_s / 1e6,
+            p50_ms: wrk.p50_ms,
+            p99_ms: wrk.p99_ms,
+            cpu_s_per_gb: if gb > 0.0 { cpu / gb } else { f64::NAN },
+            peak_rss_mib: peak_rss_kib as f64 / 1024.0,
+        },
         errors: wrk.errors,
     })
 }
@@ -685,9 +692,9 @@ fn medians(samples: &[Sample], specs: &[ServerSpec]) -> Vec<Median> {
         };
         let headline = |server: &str| {
             if workload.bulk {
-                of(server, |s| s.mb_per_s)
+                of(server, |s| s.figures.mb_per_s)
             } else {
-                of(server, |s| s.requests_per_s)
+                of(server, |s| s.figures.requests_per_s)
             }
         };
         let nginx = specs
@@ -699,12 +706,14 @@ fn medians(samples: &[Sample], specs: &[ServerSpec]) -> Vec<Median> {
             out.push(Median {
                 server: spec.name.clone(),
                 workload: workload.key,
-                requests_per_s: of(name, |s| s.requests_per_s),
-                mb_per_s: of(name, |s| s.mb_per_s),
-                p50_ms: of(name, |s| s.p50_ms),
-                p99_ms: of(name, |s| s.p99_ms),
-                cpu_s_per_gb: of(name, |s| s.cpu_s_per_gb),
-                peak_rss_mib: of(name, |s| s.peak_rss_mib),
+                figures: Figures {
+                    requests_per_s: of(name, |s| s.figures.requests_per_s),
+                    mb_per_s: of(name, |s| s.figures.mb_per_s),
+                    p50_ms: of(name, |s| s.figures.p50_ms),
+                    p99_ms: of(name, |s| s.figures.p99_ms),
+                    cpu_s_per_gb: of(name, |s| s.figures.cpu_s_per_gb),
+                    peak_rss_mib: of(name, |s| s.figures.peak_rss_mib),
+                },
                 errors: samples
                     .iter()
                     .filter(|s| s.server == name && s.workload == workload.key)
@@ -739,12 +748,12 @@ fn render_table(medians: &[Median], options: &Options) -> String {
                 text,
                 "| {} | {:.0} | {:.0} | {:.2} | {:.2} | {:.3} | {:.1} | {} | {} |",
                 m.server,
-                m.requests_per_s,
-                m.mb_per_s,
-                m.p50_ms,
-                m.p99_ms,
-                m.cpu_s_per_gb,
-                m.peak_rss_mib,
+                m.figures.requests_per_s,
+                m.figures.mb_per_s,
+                m.figures.p50_ms,
+                m.figures.p99_ms,
+                m.figures.cpu_s_per_gb,
+                m.figures.peak_rss_mib,
                 m.errors,
                 m.ratio_to_nginx
                     .map_or("-".to_string(), |r| format!("{r:.2}x")),

@@ -238,34 +238,28 @@ pub fn get_mempolicy() -> Result<MemPolicy, PolicyError> {
 /// For an interleave policy, the node the calling thread's next page goes to
 /// (get_mempolicy with MPOL_F_NODE and no address).
 pub fn next_interleave_node() -> Result<u32, PolicyError> {
-    const MPOL_F_NODE: libc::c_ulong = 1;
-    let mut node: libc::c_int = -1;
-    // SAFETY: node is valid for writes; no mask and no address are passed.
-    let result = unsafe {
-        libc::syscall(
-            libc::SYS_get_mempolicy,
-            &mut node as *mut libc::c_int,
-            std::ptr::null_mut::<u64>(),
-            0 as libc::c_ulong,
-            std::ptr::null::<u8>(),
-            MPOL_F_NODE,
-        )
-    };
-    check(result).map_err(|e| {
-        PolicyError::from_io("get_mempolicy", "next interleave node", e, &IdSet::new())
-    })?;
-    Ok(node as u32)
+    query_node(std::ptr::null(), "next interleave node")
 }
 
 /// The node that holds the page containing `byte`, as get_mempolicy(MPOL_F_NODE |
 /// MPOL_F_ADDR) reports it.
 pub fn node_of(byte: &u8) -> Result<u32, PolicyError> {
     let addr: *const u8 = byte;
+    query_node(addr, format!("address {addr:p}"))
+}
+
+/// get_mempolicy(MPOL_F_NODE), with MPOL_F_ADDR when `addr` is not null.
+fn query_node(addr: *const u8, what: impl fmt::Display) -> Result<u32, PolicyError> {
     const MPOL_F_NODE: libc::c_ulong = 1;
     const MPOL_F_ADDR: libc::c_ulong = 2;
+    let flags = if addr.is_null() {
+        MPOL_F_NODE
+    } else {
+        MPOL_F_NODE | MPOL_F_ADDR
+    };
     let mut node: libc::c_int = -1;
-    // SAFETY: node is valid for writes; no mask is passed; addr points into a live
-    // allocation (it comes from a reference) and the kernel only looks it up.
+    // SAFETY: node is valid for writes; no mask is passed; a non-null addr comes from a
+    // reference into a live allocation, and the kernel only looks it up.
     let result = unsafe {
         libc::syscall(
             libc::SYS_get_mempolicy,
@@ -273,17 +267,10 @@ pub fn node_of(byte: &u8) -> Result<u32, PolicyError> {
             std::ptr::null_mut::<u64>(),
             0 as libc::c_ulong,
             addr,
-            MPOL_F_NODE | MPOL_F_ADDR,
+            flags,
         )
     };
-    check(result).map_err(|e| {
-        PolicyError::from_io(
-            "get_mempolicy",
-            format!("address {addr:p}"),
-            e,
-            &IdSet::new(),
-        )
-    })?;
+    check(result).map_err(|e| PolicyError::from_io("get_mempolicy", what, e, &IdSet::new()))?;
     Ok(node as u32)
 }
 
