@@ -112,7 +112,7 @@ enum Comparison {
 /// any existing file.
 fn any_tag_matches(lines: &[&[u8]], etag: &str, comparison: Comparison) -> bool {
     lines.iter().any(|line| {
-        let line = trim(line);
+        let line = line.trim_ascii();
         if line == b"*" {
             return true;
         }
@@ -127,7 +127,7 @@ fn any_tag_matches(lines: &[&[u8]], etag: &str, comparison: Comparison) -> bool 
 
 /// `If-Range`: an entity-tag compared strongly, or an HTTP-date equal to Last-Modified.
 fn if_range_matches(value: &[u8], validators: &Validators) -> bool {
-    let value = trim(value);
+    let value = value.trim_ascii();
     if value.starts_with(b"\"") || value.starts_with(b"W/") {
         let mut tags = EntityTags(value);
         match (tags.next(), tags.next()) {
@@ -147,9 +147,9 @@ impl<'a> Iterator for EntityTags<'a> {
     type Item = Option<(bool, &'a [u8])>;
 
     fn next(&mut self) -> Option<Self::Item> {
-        let mut rest = trim(self.0);
+        let mut rest = self.0.trim_ascii();
         while let [b',', tail @ ..] = rest {
-            rest = trim(tail);
+            rest = tail.trim_ascii();
         }
         if rest.is_empty() {
             return None;
@@ -167,7 +167,7 @@ impl<'a> Iterator for EntityTags<'a> {
             return Some(None);
         };
         let (opaque, tail) = tagged.split_at(closing + 2);
-        let tail = trim(tail);
+        let tail = tail.trim_ascii();
         if !(tail.is_empty() || tail.starts_with(b",")) {
             self.0 = b"";
             return Some(None);
@@ -178,17 +178,7 @@ impl<'a> Iterator for EntityTags<'a> {
 }
 
 fn parse_date(value: &[u8]) -> Option<SystemTime> {
-    httpdate::parse_http_date(std::str::from_utf8(trim(value)).ok()?).ok()
-}
-
-fn trim(mut bytes: &[u8]) -> &[u8] {
-    while let [b' ' | b'\t', rest @ ..] = bytes {
-        bytes = rest;
-    }
-    while let [rest @ .., b' ' | b'\t'] = bytes {
-        bytes = rest;
-    }
-    bytes
+    httpdate::parse_http_date(std::str::from_utf8(value.trim_ascii()).ok()?).ok()
 }
 
 #[cfg(test)]

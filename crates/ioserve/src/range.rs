@@ -107,9 +107,9 @@ pub fn plan(header: Option<&[u8]>, len: u64) -> RangePlan {
 
 /// Parses `bytes=spec, spec, ...`; `None` for anything the server must ignore.
 fn parse(header: &[u8]) -> Option<Vec<RangeSpec>> {
-    let header = trim_ows(header);
+    let header = header.trim_ascii();
     let (unit, set) = split_once(header, b'=')?;
-    if !trim_ows(unit).eq_ignore_ascii_case(b"bytes") {
+    if !unit.trim_ascii().eq_ignore_ascii_case(b"bytes") {
         return None;
     }
     // Count first, so that a huge header is refused before any of it is validated.
@@ -118,7 +118,7 @@ fn parse(header: &[u8]) -> Option<Vec<RangeSpec>> {
     }
     let mut specs = Vec::new();
     for element in set.split(|&b| b == b',') {
-        let element = trim_ows(element);
+        let element = element.trim_ascii();
         if element.is_empty() {
             // RFC 9110 §5.6.1: empty list elements are allowed and do not count.
             continue;
@@ -193,16 +193,6 @@ fn coalesce(ranges: Vec<ByteRange>) -> Vec<ByteRange> {
 fn split_once(bytes: &[u8], sep: u8) -> Option<(&[u8], &[u8])> {
     let at = bytes.iter().position(|&b| b == sep)?;
     Some((&bytes[..at], &bytes[at + 1..]))
-}
-
-fn trim_ows(mut bytes: &[u8]) -> &[u8] {
-    while let [b' ' | b'\t', rest @ ..] = bytes {
-        bytes = rest;
-    }
-    while let [rest @ .., b' ' | b'\t'] = bytes {
-        bytes = rest;
-    }
-    bytes
 }
 
 #[cfg(test)]

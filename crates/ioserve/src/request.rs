@@ -134,7 +134,7 @@ pub fn parse(buf: &[u8]) -> Result<Parsed<'_>, RequestError> {
         if name.eq_ignore_ascii_case("host") {
             hosts += 1;
         } else if name.eq_ignore_ascii_case("connection") {
-            for option in value.split(|&b| b == b',').map(trim) {
+            for option in value.split(|&b| b == b',').map(<[u8]>::trim_ascii) {
                 if option.eq_ignore_ascii_case(b"close") {
                     request.keep_alive = false;
                 } else if option.eq_ignore_ascii_case(b"keep-alive") && version == Version::Http10 {
@@ -177,7 +177,7 @@ pub fn parse(buf: &[u8]) -> Result<Parsed<'_>, RequestError> {
         ));
     }
     if let Some(value) = content_length {
-        let digits = trim(value);
+        let digits = value.trim_ascii();
         if digits.is_empty() || !digits.iter().all(u8::is_ascii_digit) {
             return Err(RequestError::Bad("invalid Content-Length"));
         }
@@ -208,16 +208,6 @@ fn contains_ignore_case(haystack: &[u8], needle: &[u8]) -> bool {
     haystack
         .windows(needle.len())
         .any(|w| w.eq_ignore_ascii_case(needle))
-}
-
-fn trim(mut bytes: &[u8]) -> &[u8] {
-    while let [b' ' | b'\t', rest @ ..] = bytes {
-        bytes = rest;
-    }
-    while let [rest @ .., b' ' | b'\t'] = bytes {
-        bytes = rest;
-    }
-    bytes
 }
 
 #[cfg(test)]

@@ -24,7 +24,7 @@ use crate::cache::SharedFile;
 use crate::output::Output;
 use crate::range::ByteRange;
 
-pub use read::BufferPool;
+pub use read::{BufferPool, PooledBuf};
 pub use sendfile::SMALL_BODY;
 
 /// The strategy names accepted by `--strategy` and the config file.

@@ -25,6 +25,7 @@ pub(super) async fn send(
     range: ByteRange,
     pool: &BufferPool,
 ) -> io::Result<()> {
+    // Back to the pool however the response ends: aborted downloads are common.
     let mut buffer = pool.take();
     let mut offset = range.start;
     while offset < range.end() {
@@ -36,7 +37,6 @@ pub(super) async fn send(
         out.write(&buffer[..n]).await?;
         offset += n as u64;
     }
-    pool.give_back(buffer);
     Ok(())
 }
 
@@ -56,14 +56,16 @@ impl BufferPool {
         }
     }
 
-    /// A buffer from the pool, or a new one.
-    pub fn take(&self) -> AlignedBuf {
+    /// A buffer from the pool, or a new one; it goes back to the pool when dropped.
+    pub fn take(&self) -> PooledBuf<'_> {
         let reused = self.idle.lock().unwrap_or_else(|e| e.into_inner()).pop();
-        reused.unwrap_or_else(|| AlignedBuf::zeroed(self.size))
+        PooledBuf {
+            buffer: Some(reused.unwrap_or_else(|| AlignedBuf::zeroed(self.size))),
+            pool: self,
+        }
     }
 
-    /// Returns a buffer for reuse.
-    pub fn give_back(&self, buffer: AlignedBuf) {
+    fn give_back(&self, buffer: AlignedBuf) {
         let mut idle = self.idle.lock().unwrap_or_else(|e| e.into_inner());
         if idle.len() < MAX_IDLE {
             idle.push(buffer);
@@ -73,6 +75,34 @@ impl BufferPool {
     /// Buffers waiting for reuse.
     pub fn idle(&self) -> usize {
         self.idle.lock().unwrap_or_else(|e| e.into_inner()).len()
+    }
+}
+
+/// A buffer borrowed from a [`BufferPool`], returned to it on drop.
+#[derive(Debug)]
+pub struct PooledBuf<'a> {
+    buffer: Option<AlignedBuf>,
+    pool: &'a BufferPool,
+}
+
+impl std::ops::Deref for PooledBuf<'_> {
+    type Target = [u8];
+    fn deref(&self) -> &[u8] {
+        self.buffer.as_deref().unwrap_or_default()
+    }
+}
+
+impl std::ops::DerefMut for PooledBuf<'_> {
+    fn deref_mut(&mut self) -> &mut [u8] {
+        self.buffer.as_deref_mut().unwrap_or_default()
+    }
+}
+
+impl Drop for PooledBuf<'_> {
+    fn drop(&mut self) {
+        if let Some(buffer) = self.buffer.take() {
+            self.pool.give_back(buffer);
+        }
     }
 }
 
@@ -138,8 +168,8 @@ mod tests {
         assert_eq!(a.as_ptr() as usize % ALIGN, 0);
         a[0] = 7;
         let addr = a.as_ptr();
-        pool.give_back(a);
-        assert_eq!(pool.idle(), 1);
+        drop(a);
+        assert_eq!(pool.idle(), 1, "returned on drop");
         let b = pool.take();
         assert_eq!(b.as_ptr(), addr);
         assert_eq!(pool.idle(), 0);
