@@ -4,9 +4,12 @@
 //! cargo xtask ci                 every check CI runs: system packages, fmt, clippy, tests
 //! cargo xtask fuzz [SECONDS]     a short run of every cargo-fuzz target (nightly)
 //! cargo xtask loadtest [--quick]  ioserve against nginx and Go's FileServer (wrk)
+//! cargo xtask numa-vm            numa in 2- and 4-node qemu guests
 //! ```
 
+mod cpio;
 mod loadtest;
+mod numa_vm;
 
 use std::env;
 use std::path::{Path, PathBuf};
@@ -37,6 +40,7 @@ fn main() -> ExitCode {
             };
             seconds.and_then(fuzz)
         }
+        Some("numa-vm") => numa_vm::run(),
         Some("loadtest") => loadtest::Options::parse(&args[1..]).and_then(|o| loadtest::run(&o)),
         Some("help" | "--help" | "-h") | None => {
             print!("{}", HELP);
@@ -58,7 +62,7 @@ usage: cargo xtask <task>
 
 tasks:
   ci              install missing system packages (as root), then cargo fmt --check,
-                  clippy -D warnings and cargo test for the whole workspace
+                  clippy -D warnings, cargo test for the whole workspace and numa-vm
   fuzz [SECONDS]  run each cargo-fuzz target for SECONDS (default 30); needs nightly,
                   installs cargo-fuzz when missing
   loadtest [--duration S] [--rounds N] [--only NAMES] [--quick]
@@ -66,6 +70,9 @@ tasks:
                   127.0.0.1: 8 MiB and 4 KiB files at 100 connections, random 1 MiB
                   ranges at 16; medians over rounds (default 3 x 10 s), ratios to nginx;
                   writes target/loadtest/{report.md,results.json,chart.svg}
+  numa-vm         boot Debian's kernel under qemu-system-x86_64 (TCG) with 2 and 4 NUMA
+                  nodes and check numa's binding, --hardware/--show and stat inside
+                  (installs qemu-system-x86 and busybox-static; part of ci)
 ";
 
 fn ci() -> Result<()> {
@@ -85,6 +92,7 @@ fn ci() -> Result<()> {
         ]),
     )?;
     let totals = cargo_test(&["test", "--workspace"])?;
+    numa_vm::run()?;
     eprintln!("xtask ci: all checks passed in {:.0?}", started.elapsed());
     // The closing line: the sum over every test binary and doc-test run.
     println!(

@@ -69,8 +69,9 @@ impl NodeBuffer {
             len,
         };
         // From here on, an error unmaps through Drop.
-        let (mask, maxnode) = policy::kernel_mask(&policy.nodes);
-        // SAFETY: the range is the mapping made above; the mask holds maxnode - 1 bits.
+        let mask = policy::KernelMask::new(&policy.nodes);
+        // SAFETY: the range is the mapping made above; the mask holds maxnode - 1 bits
+        // (or is null with maxnode 0).
         let result = unsafe {
             libc::syscall(
                 libc::SYS_mbind,
@@ -78,7 +79,7 @@ impl NodeBuffer {
                 len as libc::c_ulong,
                 policy.mode_raw(),
                 mask.as_ptr(),
-                maxnode,
+                mask.maxnode(),
                 MPOL_MF_STRICT,
             )
         };
@@ -166,6 +167,18 @@ mod tests {
             .unwrap()
             .iter()
             .all(|&n| n == -libc::ENOENT));
+    }
+
+    #[test]
+    fn default_and_local_policies_take_no_nodes() {
+        for mode in [Mode::Default, Mode::Local] {
+            let policy = MemPolicy {
+                mode,
+                nodes: IdSet::new(),
+            };
+            let buffer = NodeBuffer::new_touched(1 << 20, &policy).unwrap();
+            assert!(buffer.page_nodes().unwrap().iter().all(|&n| n == 0));
+        }
     }
 
     #[test]

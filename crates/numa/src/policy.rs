@@ -143,15 +143,37 @@ impl MemPolicy {
     }
 }
 
-/// A node set as the kernel takes it: the bitmap and the `maxnode` argument (0 and no
-/// bits for an empty set).
-pub(crate) fn kernel_mask(nodes: &IdSet) -> ([u64; NODE_BITS / WORD_BITS], libc::c_ulong) {
-    let maxnode = if nodes.is_empty() {
-        0
-    } else {
-        NODE_BITS as libc::c_ulong + 1
-    };
-    (to_mask(nodes), maxnode)
+/// A node set as the kernel takes it: a bitmap pointer and the `maxnode` argument.
+pub(crate) struct KernelMask {
+    bits: [u64; NODE_BITS / WORD_BITS],
+    empty: bool,
+}
+
+impl KernelMask {
+    pub(crate) fn new(nodes: &IdSet) -> KernelMask {
+        KernelMask {
+            bits: to_mask(nodes),
+            empty: nodes.is_empty(),
+        }
+    }
+
+    /// The bitmap, or null for an empty set (which MPOL_DEFAULT and MPOL_LOCAL need).
+    pub(crate) fn as_ptr(&self) -> *const u64 {
+        if self.empty {
+            std::ptr::null()
+        } else {
+            self.bits.as_ptr()
+        }
+    }
+
+    /// The kernel reads `maxnode - 1` bits.
+    pub(crate) fn maxnode(&self) -> libc::c_ulong {
+        if self.empty {
+            0
+        } else {
+            NODE_BITS as libc::c_ulong + 1
+        }
+    }
 }
 
 /// A node set as the kernel's `unsigned long` bitmap.
@@ -180,19 +202,15 @@ fn check(result: libc::c_long) -> io::Result<libc::c_long> {
 /// Sets the calling thread's memory policy (inherited by threads and processes it
 /// starts later).
 pub fn set_mempolicy(policy: &MemPolicy) -> Result<(), PolicyError> {
-    let (mask, maxnode) = kernel_mask(&policy.nodes);
-    let mask_ptr = if maxnode == 0 {
-        std::ptr::null()
-    } else {
-        mask.as_ptr()
-    };
-    // SAFETY: the mask outlives the call and holds NODE_BITS bits; maxnode - 1 bits are read.
+    let mask = KernelMask::new(&policy.nodes);
+    // SAFETY: the mask outlives the call and holds NODE_BITS bits (or is null with
+    // maxnode 0); the kernel reads maxnode - 1 bits.
     let result = unsafe {
         libc::syscall(
             libc::SYS_set_mempolicy,
             policy.mode.to_raw(),
-            mask_ptr,
-            maxnode,
+            mask.as_ptr(),
+            mask.maxnode(),
         )
     };
     check(result).map(drop).map_err(|e| {
