@@ -230,6 +230,7 @@ impl Guest {
                 "interleave".into(),
                 format!("numa --interleave=all touch {TOUCH_MIB}"),
             ),
+            ("map".into(), format!("numa --cpunodebind=0 touch map {t}")),
             ("stat-before".into(), "numa stat --json".into()),
             (
                 "stat-touch".into(),
@@ -425,6 +426,15 @@ impl Guest {
                     expect(
                         even,
                         format!("pages per node {:?}, want ~{fair} each", r.pages),
+                    )
+                }),
+            ),
+            (
+                format!("ShardedMap placed on node {t} from node 0's CPUs"),
+                s.touch("map").and_then(|r| {
+                    expect(
+                        r.pages.len() == 1 && r.pages.contains_key(&(t as i32)),
+                        format!("entry pages per node {:?}, want all on {t}", r.pages),
                     )
                 }),
             ),

@@ -1,8 +1,13 @@
-//! Memory placed on chosen nodes: an anonymous mapping bound with mbind(2).
+//! Memory placed on chosen nodes: anonymous mappings bound with mbind(2), as a buffer
+//! ([`NodeBuffer`]) or as an allocator for collections ([`NodeAllocator`]).
 
 use std::io;
 use std::ops::{Deref, DerefMut};
 use std::ptr::NonNull;
+
+use std::alloc::Layout;
+
+use allocator_api2::alloc::{AllocError, Allocator, Global};
 
 use crate::policy::{self, MemPolicy, PolicyError};
 
@@ -28,70 +33,8 @@ const MPOL_MF_STRICT: libc::c_uint = 1;
 impl NodeBuffer {
     /// Maps `len` (> 0) bytes and binds them with `policy`.
     pub fn new(len: usize, policy: &MemPolicy) -> Result<NodeBuffer, PolicyError> {
-        let describe = || {
-            format!(
-                "{} bytes, {}, nodes {}",
-                len,
-                policy.mode.name(),
-                policy.nodes
-            )
-        };
-        if len == 0 {
-            return Err(PolicyError::from_io(
-                "mmap",
-                describe(),
-                io::Error::new(io::ErrorKind::InvalidInput, "length 0"),
-                &policy.nodes,
-            ));
-        }
-        // SAFETY: an anonymous private mapping at an address of the kernel's choosing;
-        // no existing memory is affected.
-        let raw = unsafe {
-            libc::mmap(
-                std::ptr::null_mut(),
-                len,
-                libc::PROT_READ | libc::PROT_WRITE,
-                libc::MAP_PRIVATE | libc::MAP_ANONYMOUS,
-                -1,
-                0,
-            )
-        };
-        if raw == libc::MAP_FAILED {
-            return Err(PolicyError::from_io(
-                "mmap",
-                describe(),
-                io::Error::last_os_error(),
-                &policy.nodes,
-            ));
-        }
-        let buffer = NodeBuffer {
-            ptr: NonNull::new(raw.cast()).expect("mmap returned a non-null address"),
-            len,
-        };
-        // From here on, an error unmaps through Drop.
-        let mask = policy::KernelMask::new(&policy.nodes);
-        // SAFETY: the range is the mapping made above; the mask holds maxnode - 1 bits
-        // (or is null with maxnode 0).
-        let result = unsafe {
-            libc::syscall(
-                libc::SYS_mbind,
-                buffer.ptr.as_ptr(),
-                len as libc::c_ulong,
-                policy.mode_raw(),
-                mask.as_ptr(),
-                mask.maxnode(),
-                MPOL_MF_STRICT,
-            )
-        };
-        if result < 0 {
-            return Err(PolicyError::from_io(
-                "mbind",
-                describe(),
-                io::Error::last_os_error(),
-                &policy.nodes,
-            ));
-        }
-        Ok(buffer)
+        let ptr = map_with_policy(len, policy)?;
+        Ok(NodeBuffer { ptr, len })
     }
 
     /// As [`NodeBuffer::new`], with every page touched (allocated) before returning.
@@ -115,10 +58,134 @@ impl NodeBuffer {
     }
 }
 
+/// An anonymous mapping of `len` bytes whose pages will be allocated under `policy`.
+fn map_with_policy(len: usize, policy: &MemPolicy) -> Result<NonNull<u8>, PolicyError> {
+    let describe = || {
+        format!(
+            "{} bytes, {}, nodes {}",
+            len,
+            policy.mode.name(),
+            policy.nodes
+        )
+    };
+    if len == 0 {
+        return Err(PolicyError::from_io(
+            "mmap",
+            describe(),
+            io::Error::new(io::ErrorKind::InvalidInput, "length 0"),
+            &policy.nodes,
+        ));
+    }
+    // SAFETY: an anonymous private mapping at an address of the kernel's choosing;
+    // no existing memory is affected.
+    let raw = unsafe {
+        libc::mmap(
+            std::ptr::null_mut(),
+            len,
+            libc::PROT_READ | libc::PROT_WRITE,
+            libc::MAP_PRIVATE | libc::MAP_ANONYMOUS,
+            -1,
+            0,
+        )
+    };
+    if raw == libc::MAP_FAILED {
+        return Err(PolicyError::from_io(
+            "mmap",
+            describe(),
+            io::Error::last_os_error(),
+            &policy.nodes,
+        ));
+    }
+    let mask = policy::KernelMask::new(&policy.nodes);
+    // SAFETY: the range is the mapping made above; the mask holds maxnode - 1 bits
+    // (or is null with maxnode 0).
+    let result = unsafe {
+        libc::syscall(
+            libc::SYS_mbind,
+            raw,
+            len as libc::c_ulong,
+            policy.mode_raw(),
+            mask.as_ptr(),
+            mask.maxnode(),
+            MPOL_MF_STRICT,
+        )
+    };
+    if result < 0 {
+        let error = io::Error::last_os_error();
+        // SAFETY: the mapping made above, not yet shared with anyone.
+        unsafe { libc::munmap(raw, len) };
+        return Err(PolicyError::from_io(
+            "mbind",
+            describe(),
+            error,
+            &policy.nodes,
+        ));
+    }
+    Ok(NonNull::new(raw.cast()).expect("mmap returned a non-null address"))
+}
+
+/// An allocator (for `hashbrown` and other `allocator-api2` users) whose blocks of a
+/// page or more are mappings of their own, bound with a memory policy; smaller blocks
+/// come from the global allocator, since a policy applies to whole pages.
+///
+/// A block that cannot be mapped or bound reports `AllocError`; build the allocator
+/// with [`NodeAllocator::new`], which checks the policy once, to make that unlikely.
+#[derive(Clone, Debug)]
+pub struct NodeAllocator {
+    policy: MemPolicy,
+}
+
+impl NodeAllocator {
+    /// An allocator for `policy`, checked by binding one page with it.
+    pub fn new(policy: MemPolicy) -> Result<NodeAllocator, PolicyError> {
+        NodeBuffer::new(page_size(), &policy)?;
+        Ok(NodeAllocator { policy })
+    }
+
+    /// The policy its large blocks are bound with.
+    pub fn policy(&self) -> &MemPolicy {
+        &self.policy
+    }
+
+    fn is_mapped(layout: Layout) -> bool {
+        layout.size() >= page_size() && layout.align() <= page_size()
+    }
+}
+
+// SAFETY: blocks are either the global allocator's (for the layouts `is_mapped`
+// rejects) or whole mappings of at least `layout.size()` bytes, page-aligned (so any
+// alignment up to a page holds), valid until `deallocate` unmaps them with the same
+// layout; the choice depends only on the layout, which `deallocate` receives again.
+unsafe impl Allocator for NodeAllocator {
+    fn allocate(&self, layout: Layout) -> Result<NonNull<[u8]>, AllocError> {
+        if !Self::is_mapped(layout) {
+            return Global.allocate(layout);
+        }
+        let len = layout.size().next_multiple_of(page_size());
+        let ptr = map_with_policy(len, &self.policy).map_err(|_| AllocError)?;
+        Ok(NonNull::slice_from_raw_parts(ptr, len))
+    }
+
+    unsafe fn deallocate(&self, ptr: NonNull<u8>, layout: Layout) {
+        if !Self::is_mapped(layout) {
+            // SAFETY: the caller passes a block this allocator gave for `layout`,
+            // which for this layout came from Global.
+            unsafe { Global.deallocate(ptr, layout) };
+            return;
+        }
+        let len = layout.size().next_multiple_of(page_size());
+        // SAFETY: the block is a mapping of `len` bytes made by `allocate`.
+        unsafe { libc::munmap(ptr.as_ptr().cast(), len) };
+    }
+}
+
 fn page_size() -> usize {
-    // SAFETY: sysconf has no memory-safety preconditions.
-    let size = unsafe { libc::sysconf(libc::_SC_PAGESIZE) };
-    usize::try_from(size).unwrap_or(4096)
+    static PAGE_SIZE: std::sync::OnceLock<usize> = std::sync::OnceLock::new();
+    *PAGE_SIZE.get_or_init(|| {
+        // SAFETY: sysconf has no memory-safety preconditions.
+        let size = unsafe { libc::sysconf(libc::_SC_PAGESIZE) };
+        usize::try_from(size).unwrap_or(4096)
+    })
 }
 
 impl Deref for NodeBuffer {

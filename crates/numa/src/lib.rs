@@ -13,16 +13,19 @@
 //!   for line.
 //!
 //! - [`numastat`]: per-node counters and meminfo, a process's memory per node, deltas.
-//! - [`alloc::NodeBuffer`]: memory placed on chosen nodes (mmap + mbind).
-//!
-//! The sharded map, padded counters and the multi-node VM test are the numa issue's
-//! next steps.
+//! - [`alloc::NodeBuffer`] and [`alloc::NodeAllocator`]: memory placed on chosen nodes
+//!   (mmap + mbind), as a buffer or as an allocator for collections.
+//! - [`counter`]: cache-padded values and a striped counter (no false sharing).
+//! - [`sharded::ShardedMap`]: a concurrent map of padded, independently locked shards
+//!   whose tables can be placed on chosen nodes.
 
 pub mod alloc;
+pub mod counter;
 pub mod hardware;
 mod idset;
 pub mod numastat;
 pub mod policy;
+pub mod sharded;
 pub mod show;
 pub mod topology;
 

@@ -266,6 +266,24 @@ pub fn node_of(byte: &u8) -> Result<u32, PolicyError> {
     query_node(addr, format!("address {addr:p}"))
 }
 
+/// The CPU the calling thread runs on and that CPU's node, as getcpu(2) reports them
+/// (the answer can be stale as soon as it returns unless the thread is bound).
+pub fn current_cpu_and_node() -> io::Result<(u32, u32)> {
+    let mut cpu: libc::c_uint = 0;
+    let mut node: libc::c_uint = 0;
+    // SAFETY: cpu and node are valid for writes; the third argument is unused (null).
+    let result = unsafe {
+        libc::syscall(
+            libc::SYS_getcpu,
+            &mut cpu as *mut libc::c_uint,
+            &mut node as *mut libc::c_uint,
+            std::ptr::null_mut::<libc::c_void>(),
+        )
+    };
+    check(result)?;
+    Ok((cpu, node))
+}
+
 /// get_mempolicy(MPOL_F_NODE), with MPOL_F_ADDR when `addr` is not null.
 fn query_node(addr: *const u8, what: impl fmt::Display) -> Result<u32, PolicyError> {
     const MPOL_F_NODE: libc::c_ulong = 1;
