@@ -1,3 +1,78 @@
-//! Criterion benches that reproduce the source documents' tables against peers.
+//! Criterion benches that reproduce the source documents' tables against peers, and the
+//! small pieces they share.
 //!
-//! The benches are being built (see the project's benches issue).
+//! - `maps`: [`numa::sharded::ShardedMap`] against `dashmap`, `RwLock<HashMap>` (and
+//!   Go's `sync.Map`, in `peers/go-syncmap`), read-heavy and write-heavy, 1 and 2
+//!   threads (seed 001).
+//! - `false_sharing`: adjacent vs cache-padded counters, and the striped counter
+//!   (seed 001).
+
+use std::sync::Barrier;
+use std::time::{Duration, Instant};
+
+/// Runs `work(thread_index)` on `threads` threads started together and returns the
+/// wall time from the common start until the last one finished.
+pub fn time_threads<F>(threads: usize, work: F) -> Duration
+where
+    F: Fn(usize) + Sync,
+{
+    let barrier = Barrier::new(threads + 1);
+    std::thread::scope(|scope| {
+        let handles: Vec<_> = (0..threads)
+            .map(|index| {
+                let (barrier, work) = (&barrier, &work);
+                scope.spawn(move || {
+                    barrier.wait();
+                    work(index);
+                })
+            })
+            .collect();
+        barrier.wait();
+        let started = Instant::now();
+        for handle in handles {
+            handle.join().expect("a bench thread panicked");
+        }
+        started.elapsed()
+    })
+}
+
+/// A xorshift64* generator: cheap, deterministic key streams for the workloads.
+#[derive(Clone, Debug)]
+pub struct KeyStream(u64);
+
+impl KeyStream {
+    /// A stream seeded by `seed` (any value; 0 is remapped).
+    pub fn new(seed: u64) -> KeyStream {
+        KeyStream(seed.wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1)
+    }
+
+    /// The next 64-bit value.
+    #[inline]
+    pub fn next_u64(&mut self) -> u64 {
+        self.0 ^= self.0 >> 12;
+        self.0 ^= self.0 << 25;
+        self.0 ^= self.0 >> 27;
+        self.0.wrapping_mul(0x2545_F491_4F6C_DD1D)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::sync::atomic::{AtomicUsize, Ordering};
+
+    #[test]
+    fn every_thread_runs_once() {
+        let ran = AtomicUsize::new(0);
+        time_threads(3, |i| {
+            ran.fetch_add(i + 1, Ordering::Relaxed);
+        });
+        assert_eq!(ran.into_inner(), 6);
+    }
+
+    #[test]
+    fn key_streams_differ_by_seed() {
+        let (mut a, mut b) = (KeyStream::new(0), KeyStream::new(1));
+        assert_ne!(a.next_u64(), b.next_u64());
+    }
+}

@@ -69,7 +69,7 @@ impl Archive {
 
     /// Header + name and the data each end on a 4-byte boundary.
     fn pad(&mut self) {
-        while self.bytes.len() % 4 != 0 {
+        while !self.bytes.len().is_multiple_of(4) {
             self.bytes.push(0);
         }
     }
@@ -86,7 +86,7 @@ mod tests {
         archive.file("bin/x", 0o755, b"hello");
         archive.char_device("dev/console", 5, 1);
         let bytes = archive.finish();
-        assert_eq!(bytes.len() % 4, 0);
+        assert!(bytes.len().is_multiple_of(4));
         assert!(bytes.starts_with(b"070701"));
         // The file entry: header (110 bytes) + "bin/x\0" padded to 4, then the data.
         let file_at = bytes

@@ -1,4 +1,52 @@
-//! SIMD kernels with runtime dispatch: base64, an AES-instruction hash, adler32 and byte
-//! count, each with a portable scalar specification.
+//! SIMD kernels with runtime dispatch, each with a portable scalar version that is its
+//! specification:
 //!
-//! This crate is being built (see the project's simd issue); it has no public API yet.
+//! - [`count`]: occurrences of a byte (SSE2, AVX2, AVX-512 BW, NEON);
+//! - [`adler32`]: the zlib checksum, one-shot, streaming and combined (SSSE3, AVX2,
+//!   AVX-512 BW, NEON).
+//!
+//! Each kernel picks its implementation at its first call (runtime CPU detection with
+//! the `std` feature, the compile-time target features without it) and keeps it;
+//! [`features`] says which were picked and [`force_scalar`] (or the environment
+//! variable `SIMD_FORCE_SCALAR=1`) makes them all scalar. Every SIMD path is tested
+//! against the scalar one for every length up to 1024, random lengths up to 1 MiB and
+//! every start offset below 64, on x86_64 and (under qemu) on aarch64.
+//!
+//! `#![no_std]`; the `alloc` feature adds `Vec`/`String` conveniences and `std`
+//! (default) adds runtime detection.
+
+#![no_std]
+
+#[cfg(feature = "alloc")]
+extern crate alloc;
+#[cfg(feature = "std")]
+extern crate std;
+
+pub mod adler32;
+pub mod count;
+mod dispatch;
+
+pub use dispatch::{force_scalar, Implementation};
+
+/// The implementation each kernel dispatches to on this CPU (choosing them now if no
+/// call has yet).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Features {
+    /// [`count::count`].
+    pub count: Implementation,
+    /// [`adler32`].
+    pub adler32: Implementation,
+}
+
+/// Which implementation each kernel uses.
+///
+/// ```
+/// let features = simd::features();
+/// println!("count: {}, adler32: {}", features.count, features.adler32);
+/// ```
+pub fn features() -> Features {
+    Features {
+        count: count::implementation(),
+        adler32: adler32::implementation(),
+    }
+}

@@ -1,0 +1,3 @@
+module ioserve.invalid/peers/go-syncmap
+
+go 1.21

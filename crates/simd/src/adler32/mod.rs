@@ -1,0 +1,160 @@
+//! Adler-32 (RFC 1950), the checksum of zlib streams: one-shot, streaming, and
+//! combining the checksums of two pieces.
+//!
+//! ```
+//! use simd::adler32::{adler32, Adler32};
+//!
+//! assert_eq!(adler32(b"Wikipedia"), 0x11E6_0398);
+//! let mut running = Adler32::new();
+//! running.update(b"Wiki");
+//! running.update(b"pedia");
+//! assert_eq!(running.finish(), 0x11E6_0398);
+//! ```
+
+#[cfg(target_arch = "aarch64")]
+mod aarch64;
+pub mod scalar;
+#[cfg(target_arch = "x86_64")]
+mod x86_64;
+
+use crate::dispatch::cached_choice;
+use crate::Implementation;
+use scalar::MOD;
+
+/// The Adler-32 of `bytes`.
+pub fn adler32(bytes: &[u8]) -> u32 {
+    let mut running = Adler32::new();
+    running.update(bytes);
+    running.finish()
+}
+
+/// A running Adler-32.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Adler32 {
+    a: u32,
+    b: u32,
+}
+
+impl Adler32 {
+    /// The checksum of nothing (1).
+    pub fn new() -> Adler32 {
+        Adler32 { a: 1, b: 0 }
+    }
+
+    /// Continues from a checksum already computed (`adler32(x)` → `from_checksum`
+    /// then `update(y)` gives `adler32(x ++ y)`).
+    pub fn from_checksum(checksum: u32) -> Adler32 {
+        Adler32 {
+            a: checksum & 0xFFFF,
+            b: checksum >> 16,
+        }
+    }
+
+    /// Adds `bytes` to the checksum.
+    pub fn update(&mut self, bytes: &[u8]) {
+        let function = selected();
+        // SAFETY: `choose` only picks a function whose CPU features are present.
+        (self.a, self.b) = unsafe { function(self.a, self.b, bytes) };
+    }
+
+    /// The checksum so far (`b << 16 | a`).
+    pub fn finish(&self) -> u32 {
+        (self.b << 16) | self.a
+    }
+}
+
+impl Default for Adler32 {
+    fn default() -> Adler32 {
+        Adler32::new()
+    }
+}
+
+/// The Adler-32 of `x ++ y` from `adler32(x)`, `adler32(y)` and `y.len()` (zlib's
+/// `adler32_combine`), without the bytes.
+pub fn combine(first: u32, second: u32, second_len: u64) -> u32 {
+    let rem = (second_len % u64::from(MOD)) as u32;
+    let a1 = first & 0xFFFF;
+    let b1 = first >> 16;
+    let a2 = second & 0xFFFF;
+    let b2 = second >> 16;
+    // a = a1 + a2 - 1; b = b1 + b2 + rem * (a1 - 1)  (mod MOD)
+    let a = (a1 + a2 + MOD - 1) % MOD;
+    let b = ((u64::from(rem) * u64::from(a1 + MOD - 1) + u64::from(b1) + u64::from(b2))
+        % u64::from(MOD)) as u32;
+    (b << 16) | a
+}
+
+/// An update function: (a, b, bytes) -> (a, b), with a and b below MOD.
+type UpdateFn = unsafe fn(u32, u32, &[u8]) -> (u32, u32);
+
+cached_choice!(UpdateFn, choose);
+
+fn choose() -> (UpdateFn, Implementation) {
+    if !crate::dispatch::scalar_forced() {
+        #[cfg(target_arch = "x86_64")]
+        {
+            use crate::dispatch::x86_has;
+            if x86_has!("avx512bw") {
+                return (x86_64::update_avx512bw, Implementation::Avx512Bw);
+            }
+            if x86_has!("avx2") {
+                return (x86_64::update_avx2, Implementation::Avx2);
+            }
+            if x86_has!("ssse3") {
+                return (x86_64::update_ssse3, Implementation::Ssse3);
+            }
+        }
+        #[cfg(target_arch = "aarch64")]
+        {
+            use crate::dispatch::arm_has;
+            if arm_has!("neon") {
+                return (aarch64::update_neon, Implementation::Neon);
+            }
+        }
+    }
+    (scalar_update, Implementation::Scalar)
+}
+
+/// The scalar kernel as an `UpdateFn`.
+unsafe fn scalar_update(a: u32, b: u32, bytes: &[u8]) -> (u32, u32) {
+    scalar::update(a, b, bytes)
+}
+
+/// Every implementation this CPU can run, for tests and benches.
+#[doc(hidden)]
+#[cfg(feature = "alloc")]
+pub fn implementations() -> alloc::vec::Vec<(Implementation, UpdateFn)> {
+    let mut all: alloc::vec::Vec<(Implementation, UpdateFn)> =
+        alloc::vec![(Implementation::Scalar, scalar_update as UpdateFn)];
+    #[cfg(target_arch = "x86_64")]
+    {
+        use crate::dispatch::x86_has;
+        if x86_has!("ssse3") {
+            all.push((Implementation::Ssse3, x86_64::update_ssse3));
+        }
+        if x86_has!("avx2") {
+            all.push((Implementation::Avx2, x86_64::update_avx2));
+        }
+        if x86_has!("avx512bw") {
+            all.push((Implementation::Avx512Bw, x86_64::update_avx512bw));
+        }
+    }
+    #[cfg(target_arch = "aarch64")]
+    {
+        use crate::dispatch::arm_has;
+        if arm_has!("neon") {
+            all.push((Implementation::Neon, aarch64::update_neon));
+        }
+    }
+    all
+}
+
+/// Folds the sums of one block into (a, b), given the block's length `n`:
+/// `a' = a + s1`, `b' = b + n·a + s2`, reduced modulo MOD.
+#[inline]
+fn fold_block(a: u32, b: u32, n: usize, s1: u64, s2: u64) -> (u32, u32) {
+    let m = u64::from(MOD);
+    let new_a = (u64::from(a) + s1) % m;
+    let new_b = (u64::from(b) + (n as u64 % m) * u64::from(a) + s2) % m;
+    (new_a as u32, new_b as u32)
+}

@@ -1,0 +1,173 @@
+//! Choosing an implementation once per kernel.
+//!
+//! Each kernel keeps the function it chose in an `AtomicPtr`, starting null: the first
+//! call runs the kernel's `choose`, which asks the CPU (or, without `std`, the features
+//! enabled at compile time) and stores the fastest function it may run. Later calls
+//! are one load and an indirect call. [`force_scalar`] clears every choice and makes
+//! the next ones scalar.
+
+use core::sync::atomic::{AtomicBool, Ordering};
+
+/// The implementations a kernel can dispatch to.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+#[non_exhaustive]
+pub enum Implementation {
+    /// Portable Rust, the specification the others are tested against.
+    Scalar,
+    /// x86_64 SSE2 (128-bit, every x86_64 CPU).
+    Sse2,
+    /// x86_64 SSSE3 (128-bit with byte shuffles).
+    Ssse3,
+    /// x86_64 AVX2 (256-bit).
+    Avx2,
+    /// x86_64 AVX-512 BW (512-bit).
+    Avx512Bw,
+    /// x86_64 AVX-512 VBMI (512-bit byte permutes).
+    Avx512Vbmi,
+    /// x86_64 AES-NI.
+    AesNi,
+    /// aarch64 Advanced SIMD (NEON).
+    Neon,
+    /// aarch64 AES instructions (AESE/AESMC).
+    ArmAes,
+}
+
+impl Implementation {
+    /// A short lowercase name (`"avx2"`, `"neon"`, ...).
+    pub fn name(self) -> &'static str {
+        match self {
+            Implementation::Scalar => "scalar",
+            Implementation::Sse2 => "sse2",
+            Implementation::Ssse3 => "ssse3",
+            Implementation::Avx2 => "avx2",
+            Implementation::Avx512Bw => "avx512bw",
+            Implementation::Avx512Vbmi => "avx512vbmi",
+            Implementation::AesNi => "aes-ni",
+            Implementation::Neon => "neon",
+            Implementation::ArmAes => "arm-aes",
+        }
+    }
+}
+
+impl core::fmt::Display for Implementation {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
+static FORCE_SCALAR: AtomicBool = AtomicBool::new(false);
+
+/// Makes every kernel use its scalar implementation from the next call on, for tests
+/// and for users who must (a CPU erratum, bit-exact reproduction of a bug report).
+///
+/// With the `std` feature, setting the environment variable `SIMD_FORCE_SCALAR` to a
+/// value other than `0` before the first call does the same for a whole process.
+pub fn force_scalar() {
+    FORCE_SCALAR.store(true, Ordering::Relaxed);
+    crate::count::reset();
+    crate::adler32::reset();
+}
+
+/// Whether kernels must choose their scalar implementation.
+pub(crate) fn scalar_forced() -> bool {
+    if FORCE_SCALAR.load(Ordering::Relaxed) {
+        return true;
+    }
+    #[cfg(feature = "std")]
+    {
+        static FROM_ENV: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
+        *FROM_ENV.get_or_init(|| {
+            std::env::var_os("SIMD_FORCE_SCALAR").is_some_and(|v| !v.is_empty() && v != "0")
+        })
+    }
+    #[cfg(not(feature = "std"))]
+    false
+}
+
+/// Whether the CPU has an x86 feature: asked at run time with `std`, otherwise what the
+/// build enabled.
+#[cfg(target_arch = "x86_64")]
+macro_rules! x86_has {
+    ($feature:tt) => {{
+        #[cfg(feature = "std")]
+        {
+            std::is_x86_feature_detected!($feature)
+        }
+        #[cfg(not(feature = "std"))]
+        {
+            cfg!(target_feature = $feature)
+        }
+    }};
+}
+
+/// As `x86_has!`, for aarch64.
+#[cfg(target_arch = "aarch64")]
+macro_rules! arm_has {
+    ($feature:tt) => {{
+        #[cfg(feature = "std")]
+        {
+            std::arch::is_aarch64_feature_detected!($feature)
+        }
+        #[cfg(not(feature = "std"))]
+        {
+            cfg!(target_feature = $feature)
+        }
+    }};
+}
+
+/// Declares a kernel's cached choice: `SELECTED` (the function), `selected()` (choosing
+/// on first use with `$choose: fn() -> ($fn_type, Implementation)`), `reset()` and
+/// `implementation()`.
+macro_rules! cached_choice {
+    ($fn_type:ty, $choose:path) => {
+        static SELECTED: core::sync::atomic::AtomicPtr<()> =
+            core::sync::atomic::AtomicPtr::new(core::ptr::null_mut());
+        static CHOSEN: core::sync::atomic::AtomicU8 = core::sync::atomic::AtomicU8::new(0);
+        static NAMES: [crate::Implementation; 9] = [
+            crate::Implementation::Scalar,
+            crate::Implementation::Sse2,
+            crate::Implementation::Ssse3,
+            crate::Implementation::Avx2,
+            crate::Implementation::Avx512Bw,
+            crate::Implementation::Avx512Vbmi,
+            crate::Implementation::AesNi,
+            crate::Implementation::Neon,
+            crate::Implementation::ArmAes,
+        ];
+
+        /// The chosen function, choosing it on first use.
+        #[inline]
+        fn selected() -> $fn_type {
+            let pointer = SELECTED.load(core::sync::atomic::Ordering::Relaxed);
+            if pointer.is_null() {
+                let (function, implementation) = $choose();
+                let index = NAMES.iter().position(|i| *i == implementation).unwrap_or(0);
+                CHOSEN.store(index as u8, core::sync::atomic::Ordering::Relaxed);
+                SELECTED.store(function as *mut (), core::sync::atomic::Ordering::Relaxed);
+                function
+            } else {
+                // SAFETY: SELECTED only ever holds null or a `$fn_type` stored above;
+                // function pointers and `*mut ()` have the same size and representation
+                // on the targets this crate builds for.
+                unsafe { core::mem::transmute::<*mut (), $fn_type>(pointer) }
+            }
+        }
+
+        /// Forgets the choice; the next call chooses again.
+        pub(crate) fn reset() {
+            SELECTED.store(core::ptr::null_mut(), core::sync::atomic::Ordering::Relaxed);
+        }
+
+        /// The implementation calls go to (choosing it if no call has yet).
+        pub fn implementation() -> crate::Implementation {
+            selected();
+            NAMES[CHOSEN.load(core::sync::atomic::Ordering::Relaxed) as usize]
+        }
+    };
+}
+
+#[cfg(target_arch = "aarch64")]
+pub(crate) use arm_has;
+pub(crate) use cached_choice;
+#[cfg(target_arch = "x86_64")]
+pub(crate) use x86_has;

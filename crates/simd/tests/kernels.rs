@@ -1,0 +1,175 @@
+//! Every SIMD implementation against the scalar specification: every length 0..=1024 at
+//! every start offset 0..64, random lengths up to 1 MiB, and inputs chosen to reach the
+//! kernels' counter limits.
+
+use simd::{adler32, count, Implementation};
+
+/// A deterministic byte stream (xorshift64*).
+fn bytes(len: usize, seed: u64, alphabet: u8) -> Vec<u8> {
+    let mut state = seed.wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1;
+    (0..len)
+        .map(|_| {
+            state ^= state >> 12;
+            state ^= state << 25;
+            state ^= state >> 27;
+            let value = (state.wrapping_mul(0x2545_F491_4F6C_DD1D) >> 56) as u8;
+            if alphabet == 0 {
+                value
+            } else {
+                value % alphabet
+            }
+        })
+        .collect()
+}
+
+/// Lengths up to 1 MiB, random but fixed, plus the block edges.
+fn long_lengths() -> Vec<usize> {
+    let mut lengths = vec![
+        4095,
+        4096,
+        4097,
+        5551,
+        5552,
+        5553,
+        16_320,
+        16_321,
+        65_536,
+        1 << 20,
+    ];
+    lengths.extend(bytes(24, 99, 0).chunks(3).map(|c| {
+        (usize::from(c[0]) << 12 | usize::from(c[1]) << 4 | usize::from(c[2]) >> 4) % (1 << 20)
+    }));
+    lengths
+}
+
+#[test]
+fn count_matches_scalar_at_every_length_and_offset() {
+    let data = bytes(1024 + 64, 1, 4);
+    for (implementation, function) in count::implementations() {
+        for offset in 0..64 {
+            for len in 0..=1024 {
+                let input = &data[offset..offset + len];
+                // SAFETY: implementations() lists only what this CPU runs.
+                let got = unsafe { function(input, 2) };
+                assert_eq!(
+                    got,
+                    count::scalar::count(input, 2),
+                    "{implementation} len {len} offset {offset}"
+                );
+            }
+        }
+    }
+}
+
+#[test]
+fn count_matches_scalar_on_long_inputs_and_full_counters() {
+    for len in long_lengths() {
+        let random = bytes(len, len as u64, 3);
+        let all_needle = vec![7u8; len];
+        for (implementation, function) in count::implementations() {
+            // SAFETY: implementations() lists only what this CPU runs.
+            let (got_random, got_all) = unsafe { (function(&random, 1), function(&all_needle, 7)) };
+            assert_eq!(
+                got_random,
+                count::scalar::count(&random, 1),
+                "{implementation} len {len}"
+            );
+            assert_eq!(got_all, len, "{implementation} all-needle len {len}");
+        }
+    }
+}
+
+#[test]
+fn adler32_matches_scalar_at_every_length_and_offset() {
+    let data = bytes(1024 + 64, 2, 0);
+    for (implementation, function) in adler32::implementations() {
+        for offset in 0..64 {
+            for len in 0..=1024 {
+                let input = &data[offset..offset + len];
+                // Start from a state other than (1, 0) so both sums are exercised.
+                let want = adler32::scalar::update(12_345, 54_321, input);
+                // SAFETY: implementations() lists only what this CPU runs.
+                let got = unsafe { function(12_345, 54_321, input) };
+                assert_eq!(got, want, "{implementation} len {len} offset {offset}");
+            }
+        }
+    }
+}
+
+#[test]
+fn adler32_matches_scalar_on_long_and_saturating_inputs() {
+    for len in long_lengths() {
+        let random = bytes(len, len as u64 + 5, 0);
+        let all_ff = vec![0xFFu8; len];
+        for input in [&random, &all_ff] {
+            let want = adler32::scalar::update(65_520, 65_520, input);
+            for (implementation, function) in adler32::implementations() {
+                // SAFETY: implementations() lists only what this CPU runs.
+                let got = unsafe { function(65_520, 65_520, input) };
+                assert_eq!(got, want, "{implementation} len {len}");
+            }
+        }
+    }
+}
+
+#[test]
+fn adler32_equals_zlib() {
+    // Known values (zlib's adler32()).
+    let vectors: [(&[u8], u32); 5] = [
+        (b"", 1),
+        (b"a", 0x0062_0062),
+        (b"abc", 0x024D_0127),
+        (b"Wikipedia", 0x11E6_0398),
+        (b"The quick brown fox jumps over the lazy dog", 0x5BDC_0FDA),
+    ];
+    for (input, want) in vectors {
+        assert_eq!(
+            adler32::adler32(input),
+            want,
+            "{:?}",
+            String::from_utf8_lossy(input)
+        );
+    }
+    // Random inputs against the adler2 crate (miniz_oxide's).
+    for len in long_lengths().into_iter().chain(0..300) {
+        let input = bytes(len, len as u64 + 11, 0);
+        let mut reference = adler2::Adler32::new();
+        reference.write_slice(&input);
+        assert_eq!(adler32::adler32(&input), reference.checksum(), "len {len}");
+    }
+}
+
+#[test]
+fn adler32_streams_and_combines() {
+    let input = bytes(100_000, 3, 0);
+    let whole = adler32::adler32(&input);
+    for split in [0, 1, 31, 4096, 65_537, 100_000] {
+        let (x, y) = input.split_at(split);
+        let mut running = adler32::Adler32::new();
+        running.update(x);
+        let resumed = adler32::Adler32::from_checksum(running.finish());
+        running.update(y);
+        assert_eq!(running.finish(), whole, "split {split}");
+        let mut continued = resumed;
+        continued.update(y);
+        assert_eq!(continued.finish(), whole);
+        let combined = adler32::combine(adler32::adler32(x), adler32::adler32(y), y.len() as u64);
+        assert_eq!(combined, whole, "combine at {split}");
+    }
+}
+
+#[test]
+fn dispatch_reports_and_forces_scalar() {
+    let before = simd::features();
+    #[cfg(target_arch = "x86_64")]
+    assert_ne!(before.count, Implementation::Scalar);
+    simd::force_scalar();
+    let after = simd::features();
+    assert_eq!(
+        (after.count, after.adler32),
+        (Implementation::Scalar, Implementation::Scalar)
+    );
+    // Forced scalar still computes the same values.
+    assert_eq!(adler32::adler32(b"Wikipedia"), 0x11E6_0398);
+    assert_eq!(count::count(b"banana", b'a'), 3);
+}
