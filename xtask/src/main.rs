@@ -7,6 +7,7 @@
 //! cargo xtask numa-vm            numa in 2- and 4-node qemu guests
 //! ```
 
+mod aarch64;
 mod cpio;
 mod loadtest;
 mod numa_vm;
@@ -62,7 +63,9 @@ usage: cargo xtask <task>
 
 tasks:
   ci              install missing system packages (as root), then cargo fmt --check,
-                  clippy -D warnings, cargo test for the whole workspace and numa-vm
+                  clippy -D warnings, cargo test for the whole workspace, numa-vm, and
+                  the aarch64 lane: the workspace built for aarch64, simd's tests run
+                  under qemu-aarch64
   fuzz [SECONDS]  run each cargo-fuzz target for SECONDS (default 30); needs nightly,
                   installs cargo-fuzz when missing
   loadtest [--duration S] [--rounds N] [--only NAMES] [--quick]
@@ -91,8 +94,9 @@ fn ci() -> Result<()> {
             "warnings",
         ]),
     )?;
-    let totals = cargo_test(&["test", "--workspace"])?;
+    let mut totals = cargo_test(&["test", "--workspace"])?;
     numa_vm::run()?;
+    totals.add(&aarch64::ci_lane()?);
     eprintln!("xtask ci: all checks passed in {:.0?}", started.elapsed());
     // The closing line: the sum over every test binary and doc-test run.
     println!(
@@ -104,13 +108,19 @@ fn ci() -> Result<()> {
 
 /// Test counts summed over the `test result:` lines of a cargo test run.
 #[derive(Debug, Default, PartialEq, Eq)]
-struct TestTotals {
+pub(crate) struct TestTotals {
     passed: u64,
     failed: u64,
     ignored: u64,
 }
 
 impl TestTotals {
+    fn add(&mut self, other: &TestTotals) {
+        self.passed += other.passed;
+        self.failed += other.failed;
+        self.ignored += other.ignored;
+    }
+
     /// Adds the counts of one `test result: ok. 3 passed; 0 failed; 1 ignored; ...` line.
     fn add_line(&mut self, line: &str) {
         let Some(counts) = line.strip_prefix("test result: ") else {
@@ -132,7 +142,7 @@ impl TestTotals {
 }
 
 /// Runs cargo test, echoing its output, and sums its results.
-fn cargo_test(args: &[&str]) -> Result<TestTotals> {
+pub(crate) fn cargo_test(args: &[&str]) -> Result<TestTotals> {
     use std::io::BufRead as _;
     eprintln!("xtask: cargo {}", args.join(" "));
     let started = Instant::now();
@@ -187,12 +197,20 @@ fn fuzz(seconds: u64) -> Result<()> {
     Ok(())
 }
 
-/// Installs the Debian packages whose command is missing, with apt-get when running as
-/// root; otherwise names them. `packages` pairs a package with the command it provides.
+/// Installs the Debian packages that are missing, with apt-get when running as root;
+/// otherwise names them. `packages` pairs a package with a command it provides or, for
+/// a package without one, an absolute path it installs.
 pub(crate) fn ensure_packages(packages: &[(&str, &str)]) -> Result<()> {
+    let present = |provided: &str| {
+        if provided.starts_with('/') {
+            Path::new(provided).exists()
+        } else {
+            on_path(provided)
+        }
+    };
     let missing: Vec<&str> = packages
         .iter()
-        .filter(|(_, command)| !on_path(command))
+        .filter(|(_, provided)| !present(provided))
         .map(|(package, _)| *package)
         .collect();
     if missing.is_empty() {

@@ -163,6 +163,8 @@ fn dispatch_reports_and_forces_scalar() {
     let before = simd::features();
     #[cfg(target_arch = "x86_64")]
     assert_ne!(before.count, Implementation::Scalar);
+    #[cfg(target_arch = "aarch64")]
+    assert_eq!(before.adler32, Implementation::Neon);
     simd::force_scalar();
     let after = simd::features();
     assert_eq!(

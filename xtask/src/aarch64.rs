@@ -1,0 +1,51 @@
+//! The aarch64 lane of `cargo xtask ci`: without a container engine (so without
+//! `cross`), Debian's gcc cross linker and qemu-user run what rustup's aarch64 target
+//! builds (design.md §6; the linker and runner are set in .cargo/config.toml).
+
+use std::process::Command;
+
+use anyhow::{Context as _, Result};
+
+use crate::{cargo, cargo_test, ensure_packages, step, TestTotals};
+
+pub(crate) const TARGET: &str = "aarch64-unknown-linux-gnu";
+
+/// The Debian packages for cross-building and running aarch64 code.
+const PACKAGES: &[(&str, &str)] = &[
+    ("gcc-aarch64-linux-gnu", "aarch64-linux-gnu-gcc"),
+    (
+        "libc6-dev-arm64-cross",
+        "/usr/aarch64-linux-gnu/lib/libc.so",
+    ),
+    ("qemu-user", "qemu-aarch64"),
+];
+
+/// Installs what the lane needs: the Debian packages and the rustup target.
+pub(crate) fn ensure_toolchain() -> Result<()> {
+    ensure_packages(PACKAGES)?;
+    let installed = Command::new("rustup")
+        .args(["target", "list", "--installed"])
+        .output()
+        .context("cannot run rustup")?;
+    if !String::from_utf8_lossy(&installed.stdout)
+        .lines()
+        .any(|line| line.trim() == TARGET)
+    {
+        let mut add = Command::new("rustup");
+        add.args(["target", "add", TARGET]);
+        step(&format!("rustup target add {TARGET}"), add)?;
+    }
+    Ok(())
+}
+
+/// Builds every crate and target of the workspace for aarch64 (so that an ARM
+/// regression cannot land unseen) and runs simd's tests under qemu-aarch64, whose
+/// default CPU (`max`) has NEON and AES.
+pub(crate) fn ci_lane() -> Result<TestTotals> {
+    ensure_toolchain()?;
+    step(
+        "cargo build --workspace --all-targets (aarch64)",
+        cargo(&["build", "--workspace", "--all-targets", "--target", TARGET]),
+    )?;
+    cargo_test(&["test", "--package", "simd", "--target", TARGET])
+}
