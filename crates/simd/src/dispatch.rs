@@ -66,6 +66,7 @@ pub fn force_scalar() {
     FORCE_SCALAR.store(true, Ordering::Relaxed);
     crate::count::reset();
     crate::adler32::reset();
+    crate::hash::reset();
 }
 
 /// Whether kernels must choose their scalar implementation.

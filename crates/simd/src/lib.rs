@@ -3,7 +3,9 @@
 //!
 //! - [`count`]: occurrences of a byte (SSE2, AVX2, AVX-512 BW, NEON);
 //! - [`adler32`]: the zlib checksum, one-shot, streaming and combined (SSSE3, AVX2,
-//!   AVX-512 BW, NEON).
+//!   AVX-512 BW, NEON);
+//! - [`hash`]: a keyed hash for hash tables from AES rounds (AES-NI, ARMv8 AES, a
+//!   software round elsewhere; the same values on all).
 //!
 //! Each kernel picks its implementation at its first call (runtime CPU detection with
 //! the `std` feature, the compile-time target features without it) and keeps it;
@@ -25,6 +27,7 @@ extern crate std;
 pub mod adler32;
 pub mod count;
 mod dispatch;
+pub mod hash;
 
 pub use dispatch::{force_scalar, Implementation};
 
@@ -36,17 +39,20 @@ pub struct Features {
     pub count: Implementation,
     /// [`adler32`].
     pub adler32: Implementation,
+    /// [`hash`].
+    pub hash: Implementation,
 }
 
 /// Which implementation each kernel uses.
 ///
 /// ```
 /// let features = simd::features();
-/// println!("count: {}, adler32: {}", features.count, features.adler32);
+/// println!("count: {}, hash: {}", features.count, features.hash);
 /// ```
 pub fn features() -> Features {
     Features {
         count: count::implementation(),
         adler32: adler32::implementation(),
+        hash: hash::implementation(),
     }
 }

@@ -31,11 +31,13 @@ impl Server {
         Self::launch(&[], strategy, root, extra, capture_stderr)
     }
 
-    /// As [`Server::start`], under `strace -f -y` writing the syscalls in `trace` to
-    /// `log`. The server's pid is then strace's child.
+    /// As [`Server::start`], under `strace -ff -y` writing the syscalls in `trace` to
+    /// `LOG.TID`, one file per thread. The server's pid is then strace's child.
     pub fn start_traced(strategy: &str, root: &Path, trace: &str, log: &Path) -> Server {
         let log = log.to_str().unwrap();
-        let wrapper = ["strace", "-f", "-y", "-qq", "-e", trace, "-o", log];
+        // -ff: one file per thread (LOG.TID), so no call is split into
+        // "<unfinished ...>" and "<... resumed>" halves by another thread's.
+        let wrapper = ["strace", "-ff", "-y", "-qq", "-e", trace, "-o", log];
         Self::launch(&wrapper, strategy, root, &[], false)
     }
 

@@ -46,16 +46,25 @@ fn trace_downloads(strategy: &str) -> (Vec<Call>, u64) {
         "server exits on SIGTERM"
     );
 
-    let text = std::fs::read_to_string(&log).unwrap();
+    // strace -ff wrote one file per thread: strace.log.TID.
+    let mut text = String::new();
+    for entry in std::fs::read_dir(dir.path()).unwrap() {
+        let path = entry.unwrap().path();
+        if path
+            .file_name()
+            .and_then(|n| n.to_str())
+            .is_some_and(|n| n.starts_with("strace.log."))
+        {
+            text.push_str(&std::fs::read_to_string(&path).unwrap());
+        }
+    }
     let marker = format!("{}/file.bin>", dir.path().canonicalize().unwrap().display());
     let calls = text
         .lines()
         .filter(|line| line.contains(&marker))
         .filter_map(|line| {
-            // "PID name(args...) = RESULT", the PID padded with spaces.
-            let call = line
-                .split_once(' ')
-                .map_or(line, |(_, rest)| rest.trim_start());
+            // "name(args...) = RESULT"
+            let call = line;
             let name = call.split('(').next()?.to_string();
             let result = call
                 .rsplit_once(" = ")?

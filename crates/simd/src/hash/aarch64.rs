@@ -1,0 +1,51 @@
+//! ARMv8 AES: x86's `aesenc(s, k)` is `AESMC(AESE(s, 0)) ^ k` (AESE adds its key
+//! before SubBytes/ShiftRows, AESENC after MixColumns), so the values are bit-exact.
+
+use core::arch::aarch64::*;
+
+use super::algorithm::{self, Keys};
+use super::block::Block;
+
+#[derive(Clone, Copy)]
+struct ArmAes(uint8x16_t);
+
+impl Block for ArmAes {
+    #[inline]
+    #[target_feature(enable = "neon,aes")]
+    unsafe fn load(bytes: &[u8; 16]) -> ArmAes {
+        // SAFETY: bytes is 16 readable bytes.
+        ArmAes(unsafe { vld1q_u8(bytes.as_ptr()) })
+    }
+
+    #[inline]
+    #[target_feature(enable = "neon,aes")]
+    unsafe fn xor(self, other: ArmAes) -> ArmAes {
+        ArmAes(veorq_u8(self.0, other.0))
+    }
+
+    #[inline]
+    #[target_feature(enable = "neon,aes")]
+    unsafe fn aesenc(self, key: ArmAes) -> ArmAes {
+        ArmAes(veorq_u8(
+            vaesmcq_u8(vaeseq_u8(self.0, vdupq_n_u8(0))),
+            key.0,
+        ))
+    }
+
+    #[inline]
+    #[target_feature(enable = "neon,aes")]
+    unsafe fn halves(self) -> (u64, u64) {
+        let lanes = vreinterpretq_u64_u8(self.0);
+        (vgetq_lane_u64::<0>(lanes), vgetq_lane_u64::<1>(lanes))
+    }
+}
+
+/// The hash with the AES extension.
+///
+/// # Safety
+/// The CPU must support NEON and AES.
+#[target_feature(enable = "neon,aes")]
+pub(super) unsafe fn hash_arm_aes(bytes: &[u8], keys: &Keys, tweak: u64) -> u64 {
+    // SAFETY: this function's target features are the ones ArmAes needs.
+    unsafe { algorithm::hash::<ArmAes>(bytes, keys, tweak) }
+}

@@ -1,0 +1,222 @@
+//! A fast keyed hash for hash tables, built on AES rounds like Go's runtime aeshash:
+//! AES-NI on x86_64, AESE/AESMC on aarch64, and a software AES round elsewhere (the
+//! specification; all three give the same values).
+//!
+//! ```
+//! use std::collections::HashMap;
+//! use simd::hash::{hash_bytes, RandomState};
+//!
+//! // Reproducible: a fixed seed gives the same value in every process and on every CPU.
+//! assert_eq!(hash_bytes(b"key", 42), hash_bytes(b"key", 42));
+//! assert_ne!(hash_bytes(b"key", 42), hash_bytes(b"key", 43));
+//!
+//! // Keyed per process by default (HashDoS resistance).
+//! let mut map: HashMap<&str, u32, RandomState> = HashMap::default();
+//! map.insert("answer", 42);
+//! assert_eq!(map["answer"], 42);
+//! ```
+//!
+//! It is not a cryptographic hash or MAC: it resists collision flooding by an attacker
+//! who does not know the key, as SipHash (std's default) does, but has had no
+//! cryptanalysis.
+
+#[cfg(target_arch = "aarch64")]
+mod aarch64;
+mod algorithm;
+mod block;
+#[cfg(target_arch = "x86_64")]
+mod x86_64;
+
+use core::hash::{BuildHasher, Hasher};
+
+use crate::dispatch::cached_choice;
+use crate::Implementation;
+use algorithm::Keys;
+use block::Soft;
+
+/// The hash of `bytes` under `seed`.
+#[inline]
+pub fn hash_bytes(bytes: &[u8], seed: u64) -> u64 {
+    let function = selected();
+    // SAFETY: `choose` only picks a function whose CPU features are present.
+    unsafe { function(bytes, &Keys::new([seed, 0]), 0) }
+}
+
+/// A [`BuildHasher`] for `HashMap`/`HashSet`: random keys per process (and per
+/// instance) with `std`, or fixed ones from [`RandomState::with_seed`].
+#[derive(Clone, Debug)]
+pub struct RandomState {
+    keys: Keys,
+}
+
+impl RandomState {
+    /// Keys drawn from the operating system's randomness (through std's own
+    /// `RandomState`), different for every instance.
+    #[cfg(feature = "std")]
+    pub fn new() -> RandomState {
+        use core::hash::BuildHasher as _;
+        let random = std::collections::hash_map::RandomState::new();
+        RandomState::with_seeds(random.hash_one(0u8), random.hash_one(1u8))
+    }
+
+    /// Fixed keys, for reproducible hashing (tests, on-disk layouts). With the same
+    /// seed, [`RandomState::hash_one`]`(bytes)` values are the same everywhere.
+    pub fn with_seed(seed: u64) -> RandomState {
+        RandomState::with_seeds(seed, 0)
+    }
+
+    /// Fixed keys from 128 bits of seed.
+    pub fn with_seeds(low: u64, high: u64) -> RandomState {
+        RandomState {
+            keys: Keys::new([low, high]),
+        }
+    }
+}
+
+#[cfg(feature = "std")]
+impl Default for RandomState {
+    fn default() -> RandomState {
+        RandomState::new()
+    }
+}
+
+impl BuildHasher for RandomState {
+    type Hasher = AesHasher;
+
+    fn build_hasher(&self) -> AesHasher {
+        AesHasher {
+            keys: self.keys,
+            state: 0,
+        }
+    }
+}
+
+/// The [`Hasher`] of [`RandomState`]: each write is hashed with the state so far
+/// mixed into the key, so writes chain and their order matters.
+#[derive(Clone, Debug)]
+pub struct AesHasher {
+    keys: Keys,
+    state: u64,
+}
+
+impl AesHasher {
+    #[inline]
+    fn absorb(&mut self, bytes: &[u8]) {
+        let function = selected();
+        // SAFETY: `choose` only picks a function whose CPU features are present.
+        self.state = unsafe { function(bytes, &self.keys, self.state) };
+    }
+}
+
+impl Hasher for AesHasher {
+    #[inline]
+    fn write(&mut self, bytes: &[u8]) {
+        self.absorb(bytes);
+    }
+
+    #[inline]
+    fn write_u8(&mut self, value: u8) {
+        self.absorb(&[value]);
+    }
+
+    #[inline]
+    fn write_u16(&mut self, value: u16) {
+        self.absorb(&value.to_le_bytes());
+    }
+
+    #[inline]
+    fn write_u32(&mut self, value: u32) {
+        self.absorb(&value.to_le_bytes());
+    }
+
+    #[inline]
+    fn write_u64(&mut self, value: u64) {
+        self.absorb(&value.to_le_bytes());
+    }
+
+    #[inline]
+    fn write_u128(&mut self, value: u128) {
+        self.absorb(&value.to_le_bytes());
+    }
+
+    #[inline]
+    fn write_usize(&mut self, value: usize) {
+        self.absorb(&(value as u64).to_le_bytes());
+    }
+
+    #[inline]
+    fn finish(&self) -> u64 {
+        self.state
+    }
+}
+
+/// A hash function: (bytes, keys, tweak) -> hash.
+type HashFn = unsafe fn(&[u8], &Keys, u64) -> u64;
+
+cached_choice!(HashFn, choose);
+
+fn choose() -> (HashFn, Implementation) {
+    if !crate::dispatch::scalar_forced() {
+        #[cfg(target_arch = "x86_64")]
+        {
+            use crate::dispatch::x86_has;
+            if x86_has!("aes") {
+                return (x86_64::hash_aesni, Implementation::AesNi);
+            }
+        }
+        #[cfg(target_arch = "aarch64")]
+        {
+            use crate::dispatch::arm_has;
+            if arm_has!("aes") {
+                return (aarch64::hash_arm_aes, Implementation::ArmAes);
+            }
+        }
+    }
+    (hash_soft, Implementation::Scalar)
+}
+
+/// The software AES round: the specification and the fallback.
+unsafe fn hash_soft(bytes: &[u8], keys: &Keys, tweak: u64) -> u64 {
+    // SAFETY: Soft needs no CPU feature.
+    unsafe { algorithm::hash::<Soft>(bytes, keys, tweak) }
+}
+
+/// A hash of (bytes, seed), as [`hash_bytes`].
+#[doc(hidden)]
+pub type SeededHashFn = fn(&[u8], u64) -> u64;
+
+/// Every implementation this CPU can run, for tests and benches, as functions of
+/// (bytes, seed).
+#[doc(hidden)]
+#[cfg(feature = "alloc")]
+pub fn implementations() -> alloc::vec::Vec<(Implementation, SeededHashFn)> {
+    fn soft(bytes: &[u8], seed: u64) -> u64 {
+        // SAFETY: no CPU feature needed.
+        unsafe { hash_soft(bytes, &Keys::new([seed, 0]), 0) }
+    }
+    let mut all: alloc::vec::Vec<(Implementation, SeededHashFn)> =
+        alloc::vec![(Implementation::Scalar, soft as SeededHashFn)];
+    #[cfg(target_arch = "x86_64")]
+    {
+        use crate::dispatch::x86_has;
+        fn aesni(bytes: &[u8], seed: u64) -> u64 {
+            // SAFETY: listed only when AES-NI is present.
+            unsafe { x86_64::hash_aesni(bytes, &Keys::new([seed, 0]), 0) }
+        }
+        if x86_has!("aes") {
+            all.push((Implementation::AesNi, aesni));
+        }
+    }
+    #[cfg(target_arch = "aarch64")]
+    {
+        use crate::dispatch::arm_has;
+        fn arm(bytes: &[u8], seed: u64) -> u64 {
+            // SAFETY: listed only when the AES extension is present.
+            unsafe { aarch64::hash_arm_aes(bytes, &Keys::new([seed, 0]), 0) }
+        }
+        if arm_has!("aes") {
+            all.push((Implementation::ArmAes, arm));
+        }
+    }
+    all
+}
