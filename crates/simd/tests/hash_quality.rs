@@ -13,19 +13,11 @@ use std::hash::BuildHasher;
 
 use simd::hash::{hash_bytes, RandomState};
 
-fn random_bytes(len: usize, seed: u64) -> Vec<u8> {
-    let mut state = seed.wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1;
-    (0..len)
-        .map(|_| {
-            state ^= state >> 12;
-            state ^= state << 25;
-            state ^= state >> 27;
-            (state.wrapping_mul(0x2545_F491_4F6C_DD1D) >> 56) as u8
-        })
-        .collect()
-}
+mod common;
 
-/// Lengths covering every branch and the loop: 0..=80, then around each 64-byte step.
+use common::random_bytes;
+
+/// Lengths in every class the hash branches on, and around the 64-byte loop's edges.
 const CLASS_LENGTHS: [usize; 12] = [3, 8, 16, 17, 31, 32, 33, 64, 65, 128, 257, 1024];
 
 fn assert_no_collisions(name: &str, mut hashes: Vec<u64>) {
