@@ -9,7 +9,6 @@
 )]
 
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::time::Duration;
 
 use benches::time_threads;
 use criterion::{criterion_group, criterion_main, Criterion, Throughput};
@@ -63,10 +62,7 @@ fn false_sharing(c: &mut Criterion) {
 
 criterion_group! {
     name = benches;
-    config = Criterion::default()
-        .sample_size(20)
-        .warm_up_time(Duration::from_secs(1))
-        .measurement_time(Duration::from_secs(3));
+    config = benches::criterion_config();
     targets = false_sharing
 }
 criterion_main!(benches);

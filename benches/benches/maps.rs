@@ -106,10 +106,7 @@ fn maps(c: &mut Criterion) {
 
 criterion_group! {
     name = benches;
-    config = Criterion::default()
-        .sample_size(20)
-        .warm_up_time(Duration::from_secs(1))
-        .measurement_time(Duration::from_secs(3));
+    config = benches::criterion_config();
     targets = maps
 }
 criterion_main!(benches);

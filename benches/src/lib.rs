@@ -10,6 +10,17 @@
 use std::sync::Barrier;
 use std::time::{Duration, Instant};
 
+use criterion::Criterion;
+
+/// The criterion settings of the multi-threaded benches: 20 samples of 3 s after 1 s
+/// of warm-up, enough for stable medians of nanosecond operations on a noisy host.
+pub fn criterion_config() -> Criterion {
+    Criterion::default()
+        .sample_size(20)
+        .warm_up_time(Duration::from_secs(1))
+        .measurement_time(Duration::from_secs(3))
+}
+
 /// Runs `work(thread_index)` on `threads` threads started together and returns the
 /// wall time from the common start until the last one finished.
 pub fn time_threads<F>(threads: usize, work: F) -> Duration

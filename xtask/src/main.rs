@@ -278,8 +278,15 @@ fn succeeds(command: &mut Command) -> bool {
 }
 
 pub(crate) fn on_path(program: &str) -> bool {
-    env::var_os("PATH")
-        .is_some_and(|paths| env::split_paths(&paths).any(|dir| dir.join(program).is_file()))
+    which(program).is_some()
+}
+
+/// Where `program` is on PATH.
+pub(crate) fn which(program: &str) -> Option<PathBuf> {
+    let paths = env::var_os("PATH")?;
+    env::split_paths(&paths)
+        .map(|dir| dir.join(program))
+        .find(|path| path.is_file())
 }
 
 fn is_root() -> bool {

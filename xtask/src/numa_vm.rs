@@ -18,7 +18,7 @@ use std::time::{Duration, Instant};
 use anyhow::{bail, ensure, Context as _, Result};
 
 use crate::cpio::Archive;
-use crate::{cargo, ensure_packages, on_path, project_root, step};
+use crate::{cargo, ensure_packages, project_root, step};
 
 const PACKAGES: &[(&str, &str)] = &[
     ("qemu-system-x86", "qemu-system-x86_64"),
@@ -284,8 +284,8 @@ impl Guest {
         archive.file("bin/busybox", 0o755, &busybox_bytes);
         archive.file("bin/numa", 0o755, &read(&binaries.numa)?);
         archive.file("bin/touch", 0o755, &read(&binaries.touch)?);
-        if on_path("numactl") {
-            add_with_libraries(&mut archive, &which("numactl")?, "usr/bin/numactl")?;
+        if let Some(numactl) = crate::which("numactl") {
+            add_with_libraries(&mut archive, &numactl, "usr/bin/numactl")?;
         }
         Ok(archive.finish())
     }
@@ -733,13 +733,7 @@ fn is_dynamic_elf(bytes: &[u8]) -> bool {
 }
 
 fn which(program: &str) -> Result<PathBuf> {
-    std::env::var_os("PATH")
-        .and_then(|paths| {
-            std::env::split_paths(&paths)
-                .map(|dir| dir.join(program))
-                .find(|path| path.is_file())
-        })
-        .with_context(|| format!("{program} is not on PATH"))
+    crate::which(program).with_context(|| format!("{program} is not on PATH"))
 }
 
 fn read(path: &Path) -> Result<Vec<u8>> {

@@ -54,8 +54,7 @@ fn run() -> Result<(), String> {
     for node in pages {
         *per_node.entry(node).or_default() += 1;
     }
-    // SAFETY: sched_getcpu has no preconditions.
-    let cpu = unsafe { libc::sched_getcpu() };
+    let (cpu, _) = policy::current_cpu_and_node().map_err(|e| format!("getcpu: {e}"))?;
     let cpus = policy::cpu_affinity().map_err(|e| format!("sched_getaffinity: {e}"))?;
     println!("cpu {cpu}");
     println!("cpus {cpus}");

@@ -11,6 +11,7 @@ use core::sync::atomic::{AtomicBool, Ordering};
 /// The implementations a kernel can dispatch to.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 #[non_exhaustive]
+#[repr(u8)]
 pub enum Implementation {
     /// Portable Rust, the specification the others are tested against.
     Scalar,
@@ -33,6 +34,24 @@ pub enum Implementation {
 }
 
 impl Implementation {
+    /// Every implementation, in discriminant order.
+    const ALL: [Implementation; 9] = [
+        Implementation::Scalar,
+        Implementation::Sse2,
+        Implementation::Ssse3,
+        Implementation::Avx2,
+        Implementation::Avx512Bw,
+        Implementation::Avx512Vbmi,
+        Implementation::AesNi,
+        Implementation::Neon,
+        Implementation::ArmAes,
+    ];
+
+    /// The implementation whose discriminant is `value` (as stored by `cached_choice!`).
+    pub(crate) fn from_u8(value: u8) -> Implementation {
+        Implementation::ALL[usize::from(value)]
+    }
+
     /// A short lowercase name (`"avx2"`, `"neon"`, ...).
     pub fn name(self) -> &'static str {
         match self {
@@ -124,17 +143,6 @@ macro_rules! cached_choice {
         static SELECTED: core::sync::atomic::AtomicPtr<()> =
             core::sync::atomic::AtomicPtr::new(core::ptr::null_mut());
         static CHOSEN: core::sync::atomic::AtomicU8 = core::sync::atomic::AtomicU8::new(0);
-        static NAMES: [crate::Implementation; 9] = [
-            crate::Implementation::Scalar,
-            crate::Implementation::Sse2,
-            crate::Implementation::Ssse3,
-            crate::Implementation::Avx2,
-            crate::Implementation::Avx512Bw,
-            crate::Implementation::Avx512Vbmi,
-            crate::Implementation::AesNi,
-            crate::Implementation::Neon,
-            crate::Implementation::ArmAes,
-        ];
 
         /// The chosen function, choosing it on first use.
         #[inline]
@@ -142,8 +150,7 @@ macro_rules! cached_choice {
             let pointer = SELECTED.load(core::sync::atomic::Ordering::Relaxed);
             if pointer.is_null() {
                 let (function, implementation) = $choose();
-                let index = NAMES.iter().position(|i| *i == implementation).unwrap_or(0);
-                CHOSEN.store(index as u8, core::sync::atomic::Ordering::Relaxed);
+                CHOSEN.store(implementation as u8, core::sync::atomic::Ordering::Relaxed);
                 SELECTED.store(function as *mut (), core::sync::atomic::Ordering::Relaxed);
                 function
             } else {
@@ -162,7 +169,7 @@ macro_rules! cached_choice {
         /// The implementation calls go to (choosing it if no call has yet).
         pub fn implementation() -> crate::Implementation {
             selected();
-            NAMES[CHOSEN.load(core::sync::atomic::Ordering::Relaxed) as usize]
+            crate::Implementation::from_u8(CHOSEN.load(core::sync::atomic::Ordering::Relaxed))
         }
     };
 }
@@ -172,3 +179,18 @@ pub(crate) use arm_has;
 pub(crate) use cached_choice;
 #[cfg(target_arch = "x86_64")]
 pub(crate) use x86_has;
+
+#[cfg(test)]
+mod tests {
+    use super::Implementation;
+
+    #[test]
+    fn the_table_follows_the_discriminants() {
+        for implementation in Implementation::ALL {
+            assert_eq!(
+                Implementation::from_u8(implementation as u8),
+                implementation
+            );
+        }
+    }
+}
