@@ -83,6 +83,7 @@ static FORCE_SCALAR: AtomicBool = AtomicBool::new(false);
 /// value other than `0` before the first call does the same for a whole process.
 pub fn force_scalar() {
     FORCE_SCALAR.store(true, Ordering::Relaxed);
+    crate::base64::reset();
     crate::count::reset();
     crate::adler32::reset();
     crate::hash::reset();

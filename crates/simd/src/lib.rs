@@ -1,6 +1,8 @@
 //! SIMD kernels with runtime dispatch, each with a portable scalar version that is its
 //! specification:
 //!
+//! - [`base64`]: RFC 4648 encode and strict decode, standard and URL-safe alphabets
+//!   (SSSE3, AVX2, AVX-512 VBMI, NEON);
 //! - [`count`]: occurrences of a byte (SSE2, AVX2, AVX-512 BW, NEON);
 //! - [`adler32`]: the zlib checksum, one-shot, streaming and combined (SSSE3, AVX2,
 //!   AVX-512 BW, NEON);
@@ -25,6 +27,7 @@ extern crate alloc;
 extern crate std;
 
 pub mod adler32;
+pub mod base64;
 pub mod count;
 mod dispatch;
 pub mod hash;
@@ -35,6 +38,8 @@ pub use dispatch::{force_scalar, Implementation};
 /// call has yet).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Features {
+    /// [`base64`].
+    pub base64: Implementation,
     /// [`count::count`].
     pub count: Implementation,
     /// [`adler32`].
@@ -51,6 +56,7 @@ pub struct Features {
 /// ```
 pub fn features() -> Features {
     Features {
+        base64: base64::implementation(),
         count: count::implementation(),
         adler32: adler32::implementation(),
         hash: hash::implementation(),

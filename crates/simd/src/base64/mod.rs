@@ -1,0 +1,470 @@
+//! Base64 (RFC 4648) for the standard and URL-safe alphabets, padded or not, with
+//! strict decoding.
+//!
+//! ```
+//! use simd::base64::{STANDARD, URL_SAFE_NO_PAD};
+//!
+//! let mut text = [0u8; 8];
+//! let written = STANDARD.encode_to_slice(b"hello", &mut text).unwrap();
+//! assert_eq!(&text[..written], b"aGVsbG8=");
+//!
+//! let mut bytes = [0u8; 5];
+//! let read = URL_SAFE_NO_PAD.decode_to_slice(b"aGVsbG8", &mut bytes).unwrap();
+//! assert_eq!(&bytes[..read], b"hello");
+//!
+//! // With the `alloc` feature:
+//! assert_eq!(URL_SAFE_NO_PAD.encode([0xfb, 0xff]), "-_8");
+//! assert_eq!(STANDARD.decode("+/8=").unwrap(), [0xfb, 0xff]);
+//! ```
+//!
+//! Decoding is strict, so that one byte string has one encoding: it rejects characters
+//! outside the alphabet, padding where the engine expects none (or missing where it
+//! expects it, or in the middle), a length no encoding has, and set bits below the
+//! last full byte ("QR==" decodes to the same byte as "QQ==" in lax decoders). Each
+//! [`DecodeError`] gives the byte position in the input.
+//!
+//! The SIMD kernels convert whole blocks (12 to 48 input bytes per step) and leave the
+//! last partial block to the scalar code; a block with any invalid character is handed
+//! to the scalar code too, which finds and reports the exact position.
+
+#[cfg(target_arch = "aarch64")]
+mod aarch64;
+mod scalar;
+mod tables;
+#[cfg(target_arch = "x86_64")]
+mod x86_64;
+
+use core::fmt;
+use core::sync::atomic::{AtomicPtr, Ordering};
+
+use crate::Implementation;
+pub(crate) use tables::Tables;
+
+/// The characters an engine writes for the 64 six-bit values.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum Alphabet {
+    /// `A-Z a-z 0-9 + /` (RFC 4648 §4).
+    Standard,
+    /// `A-Z a-z 0-9 - _` (RFC 4648 §5, "base64url"), safe in URLs and file names.
+    UrlSafe,
+}
+
+impl Alphabet {
+    fn tables(self) -> &'static Tables {
+        match self {
+            Alphabet::Standard => &tables::STANDARD,
+            Alphabet::UrlSafe => &tables::URL_SAFE,
+        }
+    }
+}
+
+/// Whether encodings end in `=` up to a multiple of four characters.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum Padding {
+    /// Encode with `=` padding and require it when decoding.
+    Padded,
+    /// Encode without padding and reject `=` when decoding.
+    Unpadded,
+}
+
+/// An encoder/decoder for one alphabet and padding rule.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub struct Base64 {
+    alphabet: Alphabet,
+    padding: Padding,
+}
+
+/// The standard alphabet with padding (RFC 4648 §4; MIME, PEM, HTTP Basic auth).
+pub const STANDARD: Base64 = Base64::new(Alphabet::Standard, Padding::Padded);
+/// The standard alphabet without padding.
+pub const STANDARD_NO_PAD: Base64 = Base64::new(Alphabet::Standard, Padding::Unpadded);
+/// The URL-safe alphabet with padding (RFC 4648 §5).
+pub const URL_SAFE: Base64 = Base64::new(Alphabet::UrlSafe, Padding::Padded);
+/// The URL-safe alphabet without padding (JWT, most tokens in URLs).
+pub const URL_SAFE_NO_PAD: Base64 = Base64::new(Alphabet::UrlSafe, Padding::Unpadded);
+
+/// Why a decode failed; positions are byte offsets into the input.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum DecodeError {
+    /// A byte that is neither in the alphabet nor padding.
+    InvalidByte {
+        /// Where it is.
+        position: usize,
+        /// The byte.
+        byte: u8,
+    },
+    /// An input length no encoding has: a multiple of four plus one, or (padded) not a
+    /// multiple of four.
+    InvalidLength {
+        /// The input's length.
+        length: usize,
+    },
+    /// A `=` where none may be: in the middle, more than two, or any at all when the
+    /// engine is unpadded.
+    InvalidPadding {
+        /// Where the first misplaced `=` is.
+        position: usize,
+    },
+    /// The last character carries bits below the last whole byte that are not zero, so
+    /// the input is not the canonical encoding of any bytes.
+    NonCanonicalTrailingBits {
+        /// Where that character is.
+        position: usize,
+    },
+    /// The output slice is shorter than the decoded bytes.
+    OutputTooSmall {
+        /// Bytes the input decodes to.
+        needed: usize,
+        /// Bytes the output slice has.
+        available: usize,
+    },
+}
+
+impl fmt::Display for DecodeError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match *self {
+            DecodeError::InvalidByte { position, byte } => write!(
+                f,
+                "invalid base64 byte {:?} (0x{byte:02x}) at position {position}: \
+                 allowed are the 64 characters of the alphabet and '=' padding at the end",
+                char::from(byte)
+            ),
+            DecodeError::InvalidLength { length } => write!(
+                f,
+                "invalid base64 length {length}: padded input must be a multiple of 4 \
+                 characters and unpadded input must not be a multiple of 4 plus 1"
+            ),
+            DecodeError::InvalidPadding { position } => write!(
+                f,
+                "invalid base64 padding at position {position}: '=' is allowed only as the \
+                 last one or two characters, and only when the engine is padded"
+            ),
+            DecodeError::NonCanonicalTrailingBits { position } => write!(
+                f,
+                "non-canonical base64 at position {position}: the last character's bits \
+                 below the last whole byte must be zero"
+            ),
+            DecodeError::OutputTooSmall { needed, available } => write!(
+                f,
+                "base64 output buffer too small: the input decodes to {needed} bytes, \
+                 the buffer has {available}"
+            ),
+        }
+    }
+}
+
+impl core::error::Error for DecodeError {}
+
+/// The output slice given to [`Base64::encode_to_slice`] is too short.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub struct OutputTooSmall {
+    /// Characters the encoding needs.
+    pub needed: usize,
+    /// Bytes the output slice has.
+    pub available: usize,
+}
+
+impl fmt::Display for OutputTooSmall {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(
+            f,
+            "base64 output buffer too small: the encoding needs {} bytes, the buffer has {}",
+            self.needed, self.available
+        )
+    }
+}
+
+impl core::error::Error for OutputTooSmall {}
+
+impl Base64 {
+    /// An engine for `alphabet` and `padding`.
+    pub const fn new(alphabet: Alphabet, padding: Padding) -> Base64 {
+        Base64 { alphabet, padding }
+    }
+
+    /// The alphabet.
+    pub const fn alphabet(&self) -> Alphabet {
+        self.alphabet
+    }
+
+    /// The padding rule.
+    pub const fn padding(&self) -> Padding {
+        self.padding
+    }
+
+    /// The exact number of characters `input_len` bytes encode to.
+    ///
+    /// # Panics
+    /// If the result overflows `usize`, which no slice's length (at most `isize::MAX`)
+    /// can make happen.
+    pub const fn encoded_len(&self, input_len: usize) -> usize {
+        let groups = input_len / 3;
+        let rest = input_len % 3;
+        let tail = match (rest, self.padding) {
+            (0, _) => 0,
+            (_, Padding::Padded) => 4,
+            (1, Padding::Unpadded) => 2,
+            _ => 3,
+        };
+        match groups.checked_mul(4) {
+            Some(full) => full + tail,
+            None => panic!("base64 encoded length overflows usize"),
+        }
+    }
+
+    /// An upper bound on the bytes `input_len` characters decode to, for sizing the
+    /// output of [`Base64::decode_to_slice`]: exact for valid unpadded input, and at
+    /// most 2 more (the padding) for valid padded input.
+    pub const fn decoded_len_estimate(&self, input_len: usize) -> usize {
+        input_len / 4 * 3 + (input_len % 4) * 3 / 4
+    }
+
+    /// Encodes `input` into the front of `output`, returning the characters written
+    /// ([`Base64::encoded_len`]).
+    pub fn encode_to_slice(
+        &self,
+        input: &[u8],
+        output: &mut [u8],
+    ) -> Result<usize, OutputTooSmall> {
+        self.encode_to_slice_with(selected(), input, output)
+    }
+
+    /// Decodes `input` into the front of `output`, returning the bytes written. On an
+    /// error the content of `output` is unspecified.
+    pub fn decode_to_slice(&self, input: &[u8], output: &mut [u8]) -> Result<usize, DecodeError> {
+        self.decode_to_slice_with(selected(), input, output)
+    }
+
+    /// [`Base64::encode_to_slice`] through the given kernels (tests and benches).
+    #[doc(hidden)]
+    pub fn encode_to_slice_with(
+        &self,
+        kernels: &Kernels,
+        input: &[u8],
+        output: &mut [u8],
+    ) -> Result<usize, OutputTooSmall> {
+        let needed = self.encoded_len(input.len());
+        let Some(output) = output.get_mut(..needed) else {
+            return Err(OutputTooSmall {
+                needed,
+                available: output.len(),
+            });
+        };
+        let tables = self.alphabet.tables();
+        // SAFETY: `kernels` is one of the statics of this module, which only hold
+        // functions whose CPU features `choose`/`implementations` checked.
+        let (read, written) = unsafe { (kernels.encode)(input, output, tables) };
+        scalar::encode(&input[read..], &mut output[written..], tables, self.padding);
+        Ok(needed)
+    }
+
+    /// [`Base64::decode_to_slice`] through the given kernels (tests and benches).
+    #[doc(hidden)]
+    pub fn decode_to_slice_with(
+        &self,
+        kernels: &Kernels,
+        input: &[u8],
+        output: &mut [u8],
+    ) -> Result<usize, DecodeError> {
+        let body = self.unpadded_body(input)?;
+        let needed = body.len() / 4 * 3 + (body.len() % 4) * 3 / 4;
+        let Some(output) = output.get_mut(..needed) else {
+            return Err(DecodeError::OutputTooSmall {
+                needed,
+                available: output.len(),
+            });
+        };
+        let tables = self.alphabet.tables();
+        // SAFETY: as in `encode_to_slice_with`.
+        let (read, written) = unsafe { (kernels.decode)(body, output, tables) };
+        scalar::decode(&body[read..], &mut output[written..], tables, read)?;
+        Ok(needed)
+    }
+
+    /// Checks the length and strips the padding the engine requires, leaving the
+    /// characters that carry data (whose length is not a multiple of 4 plus 1).
+    fn unpadded_body<'a>(&self, input: &'a [u8]) -> Result<&'a [u8], DecodeError> {
+        let length = input.len();
+        match self.padding {
+            Padding::Padded => {
+                if !length.is_multiple_of(4) {
+                    return Err(DecodeError::InvalidLength { length });
+                }
+                let pads = input
+                    .iter()
+                    .rev()
+                    .take(2)
+                    .take_while(|&&b| b == b'=')
+                    .count();
+                // A '=' before these is caught by the decoder as misplaced padding.
+                Ok(&input[..length - pads])
+            }
+            Padding::Unpadded => {
+                if length % 4 == 1 {
+                    return Err(DecodeError::InvalidLength { length });
+                }
+                Ok(input)
+            }
+        }
+    }
+
+    /// Encodes `input` into a new `String`.
+    #[cfg(feature = "alloc")]
+    pub fn encode(&self, input: impl AsRef<[u8]>) -> alloc::string::String {
+        let input = input.as_ref();
+        let mut output = alloc::vec![0u8; self.encoded_len(input.len())];
+        let written = self
+            .encode_to_slice(input, &mut output)
+            .expect("the buffer has encoded_len bytes");
+        debug_assert_eq!(written, output.len());
+        // The alphabets and '=' are ASCII.
+        alloc::string::String::from_utf8(output).expect("base64 output is ASCII")
+    }
+
+    /// Decodes `input` into a new `Vec`.
+    #[cfg(feature = "alloc")]
+    pub fn decode(&self, input: impl AsRef<[u8]>) -> Result<alloc::vec::Vec<u8>, DecodeError> {
+        let input = input.as_ref();
+        let mut output = alloc::vec![0u8; self.decoded_len_estimate(input.len())];
+        let written = self.decode_to_slice(input, &mut output)?;
+        output.truncate(written);
+        Ok(output)
+    }
+}
+
+/// One implementation's bulk kernels. Each converts whole blocks from the start of its
+/// input, only while the output has room for the block's full-width store, and
+/// returns `(bytes read, bytes written)`; the scalar code finishes the rest. A decode
+/// kernel stops before a block with an invalid character.
+#[doc(hidden)]
+pub struct Kernels {
+    implementation: Implementation,
+    encode: BulkFn,
+    decode: BulkFn,
+}
+
+impl Kernels {
+    /// Which implementation these are.
+    pub fn implementation(&self) -> Implementation {
+        self.implementation
+    }
+}
+
+type BulkFn = unsafe fn(&[u8], &mut [u8], &Tables) -> (usize, usize);
+
+/// The scalar implementation: no bulk step, the scalar code does everything.
+unsafe fn no_bulk(_: &[u8], _: &mut [u8], _: &Tables) -> (usize, usize) {
+    (0, 0)
+}
+
+static SCALAR: Kernels = Kernels {
+    implementation: Implementation::Scalar,
+    encode: no_bulk,
+    decode: no_bulk,
+};
+#[cfg(target_arch = "x86_64")]
+static SSSE3: Kernels = Kernels {
+    implementation: Implementation::Ssse3,
+    encode: x86_64::encode_ssse3,
+    decode: x86_64::decode_ssse3,
+};
+#[cfg(target_arch = "x86_64")]
+static AVX2: Kernels = Kernels {
+    implementation: Implementation::Avx2,
+    encode: x86_64::encode_avx2,
+    decode: x86_64::decode_avx2,
+};
+#[cfg(target_arch = "x86_64")]
+static AVX512_VBMI: Kernels = Kernels {
+    implementation: Implementation::Avx512Vbmi,
+    encode: x86_64::encode_avx512vbmi,
+    decode: x86_64::decode_avx512vbmi,
+};
+#[cfg(target_arch = "aarch64")]
+static NEON: Kernels = Kernels {
+    implementation: Implementation::Neon,
+    encode: aarch64::encode_neon,
+    decode: aarch64::decode_neon,
+};
+
+/// The chosen kernels (a pair of functions, so one pointer to a static rather than the
+/// function pointer the other kernels keep); null until the first call.
+static SELECTED: AtomicPtr<Kernels> = AtomicPtr::new(core::ptr::null_mut());
+
+#[inline]
+fn selected() -> &'static Kernels {
+    let pointer = SELECTED.load(Ordering::Relaxed);
+    if pointer.is_null() {
+        let kernels = choose();
+        SELECTED.store(core::ptr::from_ref(kernels).cast_mut(), Ordering::Relaxed);
+        kernels
+    } else {
+        // SAFETY: SELECTED only ever holds null or a pointer to one of the statics
+        // above, which live forever and are never written through it.
+        unsafe { &*pointer }
+    }
+}
+
+/// Forgets the choice; the next call chooses again.
+pub(crate) fn reset() {
+    SELECTED.store(core::ptr::null_mut(), Ordering::Relaxed);
+}
+
+/// The implementation calls go to (choosing it if no call has yet).
+pub fn implementation() -> Implementation {
+    selected().implementation
+}
+
+fn choose() -> &'static Kernels {
+    if !crate::dispatch::scalar_forced() {
+        #[cfg(target_arch = "x86_64")]
+        {
+            use crate::dispatch::x86_has;
+            if x86_has!("avx512vbmi") && x86_has!("avx512bw") {
+                return &AVX512_VBMI;
+            }
+            if x86_has!("avx2") {
+                return &AVX2;
+            }
+            if x86_has!("ssse3") {
+                return &SSSE3;
+            }
+        }
+        #[cfg(target_arch = "aarch64")]
+        {
+            use crate::dispatch::arm_has;
+            if arm_has!("neon") {
+                return &NEON;
+            }
+        }
+    }
+    &SCALAR
+}
+
+/// Every implementation this CPU can run, for tests and benches.
+#[doc(hidden)]
+#[cfg(feature = "alloc")]
+pub fn implementations() -> alloc::vec::Vec<&'static Kernels> {
+    let mut all: alloc::vec::Vec<&'static Kernels> = alloc::vec![&SCALAR];
+    #[cfg(target_arch = "x86_64")]
+    {
+        use crate::dispatch::x86_has;
+        if x86_has!("ssse3") {
+            all.push(&SSSE3);
+        }
+        if x86_has!("avx2") {
+            all.push(&AVX2);
+        }
+        if x86_has!("avx512vbmi") && x86_has!("avx512bw") {
+            all.push(&AVX512_VBMI);
+        }
+    }
+    #[cfg(target_arch = "aarch64")]
+    {
+        use crate::dispatch::arm_has;
+        if arm_has!("neon") {
+            all.push(&NEON);
+        }
+    }
+    all
+}
