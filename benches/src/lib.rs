@@ -21,6 +21,16 @@ pub fn criterion_config() -> Criterion {
         .measurement_time(Duration::from_secs(3))
 }
 
+/// The criterion settings of the single-threaded kernel benches (simd, clocks): 20
+/// samples of 1 s after 0.5 s of warm-up, so that a whole group of five sizes and five
+/// peers takes about three minutes.
+pub fn kernel_config() -> Criterion {
+    Criterion::default()
+        .sample_size(20)
+        .warm_up_time(Duration::from_millis(500))
+        .measurement_time(Duration::from_secs(1))
+}
+
 /// Runs `work(thread_index)` on `threads` threads started together and returns the
 /// wall time from the common start until the last one finished.
 pub fn time_threads<F>(threads: usize, work: F) -> Duration

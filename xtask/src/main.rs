@@ -26,6 +26,11 @@ const SYSTEM_PACKAGES: &[(&str, &str)] = &[("strace", "strace"), ("numactl", "nu
 const FUZZ_TARGETS: &[(&str, &str)] = &[
     ("crates/ioserve", "range_header"),
     ("crates/ioserve", "request_path"),
+    ("crates/simd", "base64_decode"),
+    ("crates/simd", "base64_encode"),
+    ("crates/simd", "count"),
+    ("crates/simd", "adler32"),
+    ("crates/simd", "hash"),
 ];
 
 fn main() -> ExitCode {
@@ -94,7 +99,7 @@ fn ci() -> Result<()> {
             "warnings",
         ]),
     )?;
-    let mut totals = cargo_test(&["test", "--workspace"])?;
+    let mut totals = cargo_test(&["test", "--workspace"], &[])?;
     numa_vm::run()?;
     totals.add(&aarch64::ci_lane()?);
     eprintln!("xtask ci: all checks passed in {:.0?}", started.elapsed());
@@ -141,12 +146,18 @@ impl TestTotals {
     }
 }
 
-/// Runs cargo test, echoing its output, and sums its results.
-pub(crate) fn cargo_test(args: &[&str]) -> Result<TestTotals> {
+/// Runs cargo test with extra environment variables, echoing its output, and sums
+/// its results.
+pub(crate) fn cargo_test(args: &[&str], env: &[(&str, &str)]) -> Result<TestTotals> {
     use std::io::BufRead as _;
-    eprintln!("xtask: cargo {}", args.join(" "));
+    let shown_env: String = env
+        .iter()
+        .map(|(name, value)| format!("{name}={value} "))
+        .collect();
+    eprintln!("xtask: {shown_env}cargo {}", args.join(" "));
     let started = Instant::now();
     let mut child = cargo(args)
+        .envs(env.iter().copied())
         .stdout(std::process::Stdio::piped())
         .spawn()
         .context("cannot start cargo test")?;

@@ -80,7 +80,9 @@ static FORCE_SCALAR: AtomicBool = AtomicBool::new(false);
 /// and for users who must (a CPU erratum, bit-exact reproduction of a bug report).
 ///
 /// With the `std` feature, setting the environment variable `SIMD_FORCE_SCALAR` to a
-/// value other than `0` before the first call does the same for a whole process.
+/// value other than `0` before the first call does the same for a whole process, and
+/// `SIMD_DISABLE=aes` (or any comma-separated list of CPU feature names such as
+/// `avx512bw,avx2`) makes the kernels behave as on a CPU without those features.
 pub fn force_scalar() {
     FORCE_SCALAR.store(true, Ordering::Relaxed);
     crate::base64::reset();
@@ -105,14 +107,31 @@ pub(crate) fn scalar_forced() -> bool {
     false
 }
 
-/// Whether the CPU has an x86 feature: asked at run time with `std`, otherwise what the
-/// build enabled.
+/// Whether the environment variable `SIMD_DISABLE` (a comma-separated list of feature
+/// names as `is_x86_feature_detected!`/`is_aarch64_feature_detected!` spell them, e.g.
+/// `aes` or `avx512bw,avx2`) names `feature`: the kernels then behave as on a CPU
+/// without it, like Go's `GODEBUG=cpu.aes=off`. Read once per process.
+#[cfg(feature = "std")]
+pub(crate) fn disabled_by_env(feature: &str) -> bool {
+    static DISABLED: std::sync::OnceLock<std::string::String> = std::sync::OnceLock::new();
+    DISABLED
+        .get_or_init(|| {
+            std::env::var("SIMD_DISABLE")
+                .unwrap_or_default()
+                .to_ascii_lowercase()
+        })
+        .split(',')
+        .any(|name| name.trim() == feature)
+}
+
+/// Whether the CPU has an x86 feature: asked at run time with `std` (less those
+/// `SIMD_DISABLE` names), otherwise what the build enabled.
 #[cfg(target_arch = "x86_64")]
 macro_rules! x86_has {
     ($feature:tt) => {{
         #[cfg(feature = "std")]
         {
-            std::is_x86_feature_detected!($feature)
+            std::is_x86_feature_detected!($feature) && !crate::dispatch::disabled_by_env($feature)
         }
         #[cfg(not(feature = "std"))]
         {
@@ -128,6 +147,7 @@ macro_rules! arm_has {
         #[cfg(feature = "std")]
         {
             std::arch::is_aarch64_feature_detected!($feature)
+                && !crate::dispatch::disabled_by_env($feature)
         }
         #[cfg(not(feature = "std"))]
         {

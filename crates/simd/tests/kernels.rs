@@ -154,10 +154,16 @@ fn dispatch_reports_and_forces_scalar() {
     simd::force_scalar();
     let after = simd::features();
     assert_eq!(
-        (after.count, after.adler32),
-        (Implementation::Scalar, Implementation::Scalar)
+        after,
+        simd::Features {
+            base64: Implementation::Scalar,
+            count: Implementation::Scalar,
+            adler32: Implementation::Scalar,
+            hash: Implementation::Scalar,
+        }
     );
     // Forced scalar still computes the same values.
     assert_eq!(adler32::adler32(b"Wikipedia"), 0x11E6_0398);
     assert_eq!(count::count(b"banana", b'a'), 3);
+    assert_eq!(simd::base64::STANDARD.encode("hello"), "aGVsbG8=");
 }

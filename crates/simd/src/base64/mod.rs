@@ -251,9 +251,13 @@ impl Base64 {
             });
         };
         let tables = self.alphabet.tables();
-        // SAFETY: `kernels` is one of the statics of this module, which only hold
-        // functions whose CPU features `choose`/`implementations` checked.
-        let (read, written) = unsafe { (kernels.encode)(input, output, tables) };
+        let (read, written) = if input.len() >= MIN_BULK {
+            // SAFETY: `kernels` is one of the statics of this module, which only hold
+            // functions whose CPU features `choose`/`implementations` checked.
+            unsafe { (kernels.encode)(input, output, tables) }
+        } else {
+            (0, 0)
+        };
         scalar::encode(&input[read..], &mut output[written..], tables, self.padding);
         Ok(needed)
     }
@@ -275,8 +279,12 @@ impl Base64 {
             });
         };
         let tables = self.alphabet.tables();
-        // SAFETY: as in `encode_to_slice_with`.
-        let (read, written) = unsafe { (kernels.decode)(body, output, tables) };
+        let (read, written) = if body.len() >= MIN_BULK {
+            // SAFETY: as in `encode_to_slice_with`.
+            unsafe { (kernels.decode)(body, output, tables) }
+        } else {
+            (0, 0)
+        };
         scalar::decode(&body[read..], &mut output[written..], tables, read)?;
         Ok(needed)
     }
@@ -335,7 +343,8 @@ impl Base64 {
 /// One implementation's bulk kernels. Each converts whole blocks from the start of its
 /// input, only while the output has room for the block's full-width store, and
 /// returns `(bytes read, bytes written)`; the scalar code finishes the rest. A decode
-/// kernel stops before a block with an invalid character.
+/// kernel stops before a block with an invalid character. Inputs shorter than
+/// [`MIN_BULK`] skip the kernels (no block of any kernel fits).
 #[doc(hidden)]
 pub struct Kernels {
     implementation: Implementation,
@@ -349,6 +358,9 @@ impl Kernels {
         self.implementation
     }
 }
+
+/// The smallest input any bulk kernel converts a block of (SSSE3: 16 bytes read).
+const MIN_BULK: usize = 16;
 
 type BulkFn = unsafe fn(&[u8], &mut [u8], &Tables) -> (usize, usize);
 

@@ -27,7 +27,11 @@ pub(super) fn encode(input: &[u8], output: &mut [u8], tables: &Tables, padding: 
         tail[2] = alphabet[(bits >> 6 & 63) as usize];
     }
     if padding == Padding::Padded {
-        tail[rest.len() + 1..].fill(b'=');
+        // Explicit stores: a fill() of one or two bytes becomes a call to memset.
+        tail[3] = b'=';
+        if rest.len() == 1 {
+            tail[2] = b'=';
+        }
     }
 }
 
@@ -45,7 +49,10 @@ pub(super) fn decode(
     let mut position = offset;
     for (group, slot) in groups.by_ref().zip(slots.by_ref()) {
         let bits = sextets(group, tables, position)?;
-        slot.copy_from_slice(&bits.to_be_bytes()[1..]);
+        // Explicit stores: a 3-byte copy_from_slice becomes a call to memcpy.
+        slot[0] = (bits >> 16) as u8;
+        slot[1] = (bits >> 8) as u8;
+        slot[2] = bits as u8;
         position += 4;
     }
     let rest = groups.remainder();
@@ -57,9 +64,11 @@ pub(super) fn decode(
         "the caller checks the length"
     );
     let bits = sextets(rest, tables, position)? << (6 * (4 - rest.len()));
-    let bytes = bits.to_be_bytes();
     let tail = slots.into_remainder();
-    tail.copy_from_slice(&bytes[1..rest.len()]);
+    tail[0] = (bits >> 16) as u8;
+    if rest.len() == 3 {
+        tail[1] = (bits >> 8) as u8;
+    }
     // The bits of the last character below the last whole byte must be zero.
     let spare_bits = if rest.len() == 2 {
         0x00_00FFFF

@@ -133,7 +133,10 @@ pub(super) unsafe fn encode_avx2(
         read += 24;
         written += 32;
     }
-    (read, written)
+    // SAFETY: AVX2 implies SSSE3.
+    let (more_read, more_written) =
+        unsafe { encode_ssse3(&input[read..], &mut output[written..], tables) };
+    (read + more_read, written + more_written)
 }
 
 /// `vpermb` indices spreading 48 bytes into 16 lanes of `[b1, b0, b2, b1]`.
@@ -180,6 +183,10 @@ pub(super) unsafe fn encode_avx512vbmi(
     output: &mut [u8],
     tables: &Tables,
 ) -> (usize, usize) {
+    if input.len() < 48 {
+        // SAFETY: AVX-512 implies AVX2.
+        return unsafe { encode_avx2(input, output, tables) };
+    }
     // SAFETY: both tables are 64 readable bytes.
     let (alphabet, spread) = unsafe {
         (
@@ -204,7 +211,10 @@ pub(super) unsafe fn encode_avx512vbmi(
         read += 48;
         written += 64;
     }
-    (read, written)
+    // SAFETY: AVX-512 implies AVX2.
+    let (more_read, more_written) =
+        unsafe { encode_avx2(&input[read..], &mut output[written..], tables) };
+    (read + more_read, written + more_written)
 }
 
 /// The decode tables as vectors.
@@ -332,6 +342,13 @@ pub(super) unsafe fn decode_avx2(
         read += 32;
         written += 24;
     }
+    if input.len() - read < 32 {
+        // SAFETY: AVX2 implies SSSE3.
+        let (more_read, more_written) =
+            unsafe { decode_ssse3(&input[read..], &mut output[written..], tables) };
+        return (read + more_read, written + more_written);
+    }
+    // Stopped at an invalid block: the scalar code reports it.
     (read, written)
 }
 
@@ -346,6 +363,10 @@ pub(super) unsafe fn decode_avx512vbmi(
     output: &mut [u8],
     tables: &Tables,
 ) -> (usize, usize) {
+    if input.len() < 64 {
+        // SAFETY: AVX-512 implies AVX2.
+        return unsafe { decode_avx2(input, output, tables) };
+    }
     // SAFETY: the decode table has 256 bytes and PACK_LANES_512 64.
     let (ascii_low, ascii_high, pack) = unsafe {
         (
@@ -372,5 +393,12 @@ pub(super) unsafe fn decode_avx512vbmi(
         read += 64;
         written += 48;
     }
+    if input.len() - read < 64 {
+        // SAFETY: AVX-512 implies AVX2.
+        let (more_read, more_written) =
+            unsafe { decode_avx2(&input[read..], &mut output[written..], tables) };
+        return (read + more_read, written + more_written);
+    }
+    // Stopped at an invalid block: the scalar code reports it.
     (read, written)
 }

@@ -30,9 +30,6 @@ fn choose() -> (CountFn, Implementation) {
         #[cfg(target_arch = "x86_64")]
         {
             use crate::dispatch::x86_has;
-            if x86_has!("avx512bw") {
-                return (x86_64::count_avx512bw, Implementation::Avx512Bw);
-            }
             if x86_has!("avx2") {
                 return (x86_64::count_avx2, Implementation::Avx2);
             }
@@ -66,9 +63,6 @@ pub fn implementations() -> alloc::vec::Vec<(Implementation, CountFn)> {
         all.push((Implementation::Sse2, x86_64::count_sse2));
         if x86_has!("avx2") {
             all.push((Implementation::Avx2, x86_64::count_avx2));
-        }
-        if x86_has!("avx512bw") {
-            all.push((Implementation::Avx512Bw, x86_64::count_avx512bw));
         }
     }
     #[cfg(target_arch = "aarch64")]

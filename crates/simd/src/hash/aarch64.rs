@@ -19,6 +19,15 @@ impl Block for ArmAes {
 
     #[inline]
     #[target_feature(enable = "neon,aes")]
+    unsafe fn from_halves(low: u64, high: u64) -> ArmAes {
+        ArmAes(vreinterpretq_u8_u64(vcombine_u64(
+            vcreate_u64(low),
+            vcreate_u64(high),
+        )))
+    }
+
+    #[inline]
+    #[target_feature(enable = "neon,aes")]
     unsafe fn xor(self, other: ArmAes) -> ArmAes {
         ArmAes(veorq_u8(self.0, other.0))
     }
@@ -45,7 +54,7 @@ impl Block for ArmAes {
 /// # Safety
 /// The CPU must support NEON and AES.
 #[target_feature(enable = "neon,aes")]
-pub(super) unsafe fn hash_arm_aes(bytes: &[u8], keys: &Keys, tweak: u64) -> u64 {
+pub(super) unsafe fn hash_arm_aes(bytes: &[u8], keys: Keys, tweak: u64) -> u64 {
     // SAFETY: this function's target features are the ones ArmAes needs.
     unsafe { algorithm::hash::<ArmAes>(bytes, keys, tweak) }
 }

@@ -2,8 +2,11 @@
 //!
 //! - Keys: four 128-bit round keys, the seed XORed with constants (digits of π).
 //! - Length: mixed into every lane's starting value, so `b"a"` and `b"a\0"` differ.
-//! - Up to 16 bytes: the bytes, zero-padded, XOR key 0, then three rounds (two give
-//!   full diffusion of a 16-byte block; the third is for avalanche).
+//! - Up to 16 bytes: one block of them without a variable-length copy (8..=16 bytes:
+//!   the first and the last 8, overlapping; 4..=7: the first and last 4; 1..=3: the
+//!   first, middle and last byte; with the length mixed in, distinct keys give
+//!   distinct blocks), XOR key 0, then three rounds (two give full diffusion of a
+//!   16-byte block; the third is for avalanche).
 //! - 17 to 64 bytes: two or four 16-byte blocks (the first and last 16/32 bytes,
 //!   overlapping), each absorbed into its own lane.
 //! - Longer: four lanes absorb 64 bytes per step, then the last 64 bytes (overlapping).
@@ -18,9 +21,17 @@
 
 use super::block::Block;
 
-/// Four round keys derived from a 128-bit seed.
+/// A 128-bit seed, from which the four round keys are derived (XOR with digits of π)
+/// in registers at each call: building them in memory for a one-shot hash costs a
+/// store-forwarding stall that is longer than hashing 16 bytes.
+///
+/// Two named fields rather than an array: Rust passes a pair of scalars in two
+/// registers but a 16-byte array through memory, which costs the same stall.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub(crate) struct Keys(pub [[u8; 16]; 4]);
+pub(crate) struct Keys {
+    low: u64,
+    high: u64,
+}
 
 /// Fractional digits of π (the first 512 bits), XORed into the seed per key.
 const PI: [u64; 8] = [
@@ -36,12 +47,42 @@ const PI: [u64; 8] = [
 
 impl Keys {
     /// The keys of a seed.
+    #[inline]
     pub(crate) fn new(seed: [u64; 2]) -> Keys {
-        Keys(core::array::from_fn(|i| {
-            let low = (seed[0] ^ PI[2 * i]).to_le_bytes();
-            let high = (seed[1] ^ PI[2 * i + 1]).to_le_bytes();
-            core::array::from_fn(|b| if b < 8 { low[b] } else { high[b - 8] })
-        }))
+        Keys {
+            low: seed[0],
+            high: seed[1],
+        }
+    }
+
+    /// Round key `i` (0..4) with `tweak` XORed into its low half.
+    ///
+    /// # Safety
+    /// The CPU must support `B`'s instructions.
+    #[inline(always)]
+    unsafe fn key<B: Block>(self, i: usize, tweak: u64) -> B {
+        // SAFETY: the caller guarantees B's instructions exist.
+        unsafe { B::from_halves(self.low ^ PI[2 * i] ^ tweak, self.high ^ PI[2 * i + 1]) }
+    }
+}
+
+/// The (low, high) halves of a block holding every byte of a key of up to 16 bytes
+/// (see the module docs), read without a variable-length copy.
+#[inline(always)]
+fn small_block(bytes: &[u8]) -> (u64, u64) {
+    let len = bytes.len();
+    let read_u64 = |at: usize| u64::from_le_bytes(bytes[at..at + 8].try_into().expect("8 bytes"));
+    let read_u32 = |at: usize| u32::from_le_bytes(bytes[at..at + 4].try_into().expect("4 bytes"));
+    if len >= 8 {
+        (read_u64(0), read_u64(len - 8))
+    } else if len >= 4 {
+        (u64::from(read_u32(0)), u64::from(read_u32(len - 4)))
+    } else if len > 0 {
+        let spread =
+            u64::from(bytes[0]) | u64::from(bytes[len / 2]) << 8 | u64::from(bytes[len - 1]) << 16;
+        (spread, 0)
+    } else {
+        (0, 0)
     }
 }
 
@@ -57,26 +98,21 @@ fn block_at(bytes: &[u8], offset: usize) -> &[u8; 16] {
 /// # Safety
 /// The CPU must support `B`'s instructions.
 #[inline(always)]
-pub(crate) unsafe fn hash<B: Block>(bytes: &[u8], keys: &Keys, tweak: u64) -> u64 {
+pub(crate) unsafe fn hash<B: Block>(bytes: &[u8], keys: Keys, tweak: u64) -> u64 {
     // SAFETY: the caller guarantees B's instructions exist; every other operation in
     // this block is safe Rust.
     unsafe {
-        let mut tweak_block = [0u8; 16];
-        tweak_block[..8].copy_from_slice(&tweak.to_le_bytes());
         let k: [B; 4] = [
-            B::load(&keys.0[0]).xor(B::load(&tweak_block)),
-            B::load(&keys.0[1]),
-            B::load(&keys.0[2]),
-            B::load(&keys.0[3]),
+            keys.key(0, tweak),
+            keys.key(1, 0),
+            keys.key(2, 0),
+            keys.key(3, 0),
         ];
-        let mut length = [0u8; 16];
-        length[..8].copy_from_slice(&(bytes.len() as u64).to_le_bytes());
-        let length = B::load(&length);
         let len = bytes.len();
+        let length = B::from_halves(len as u64, 0);
         if len <= 16 {
-            let mut padded = [0u8; 16];
-            padded[..len].copy_from_slice(bytes);
-            let s = B::load(&padded).xor(k[0]).aesenc(k[1].xor(length));
+            let (low, high) = small_block(bytes);
+            let s = B::from_halves(low, high).xor(k[0]).aesenc(k[1].xor(length));
             return fold(s.aesenc(k[2]).aesenc(k[3]));
         }
         let mut lanes = [

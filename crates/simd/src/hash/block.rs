@@ -13,6 +13,12 @@ pub(crate) trait Block: Copy {
     /// # Safety
     /// The CPU must support the implementation's instructions.
     unsafe fn load(bytes: &[u8; 16]) -> Self;
+    /// The block whose low 8 bytes are `low` and high 8 bytes `high` (little-endian),
+    /// built in registers.
+    ///
+    /// # Safety
+    /// As for `load`.
+    unsafe fn from_halves(low: u64, high: u64) -> Self;
     /// Bitwise XOR.
     ///
     /// # Safety
@@ -40,6 +46,11 @@ impl Block for Soft {
     #[inline(always)]
     unsafe fn load(bytes: &[u8; 16]) -> Soft {
         Soft(*bytes)
+    }
+
+    #[inline(always)]
+    unsafe fn from_halves(low: u64, high: u64) -> Soft {
+        Soft((u128::from(high) << 64 | u128::from(low)).to_le_bytes())
     }
 
     #[inline(always)]

@@ -39,7 +39,7 @@ use block::Soft;
 pub fn hash_bytes(bytes: &[u8], seed: u64) -> u64 {
     let function = selected();
     // SAFETY: `choose` only picks a function whose CPU features are present.
-    unsafe { function(bytes, &Keys::new([seed, 0]), 0) }
+    unsafe { function(bytes, Keys::new([seed, 0]), 0) }
 }
 
 /// A [`BuildHasher`] for `HashMap`/`HashSet`: random keys per process (and per
@@ -104,7 +104,7 @@ impl AesHasher {
     fn absorb(&mut self, bytes: &[u8]) {
         let function = selected();
         // SAFETY: `choose` only picks a function whose CPU features are present.
-        self.state = unsafe { function(bytes, &self.keys, self.state) };
+        self.state = unsafe { function(bytes, self.keys, self.state) };
     }
 }
 
@@ -151,7 +151,7 @@ impl Hasher for AesHasher {
 }
 
 /// A hash function: (bytes, keys, tweak) -> hash.
-type HashFn = unsafe fn(&[u8], &Keys, u64) -> u64;
+type HashFn = unsafe fn(&[u8], Keys, u64) -> u64;
 
 cached_choice!(HashFn, choose);
 
@@ -160,6 +160,9 @@ fn choose() -> (HashFn, Implementation) {
         #[cfg(target_arch = "x86_64")]
         {
             use crate::dispatch::x86_has;
+            if x86_has!("aes") && x86_has!("avx") {
+                return (x86_64::hash_aesni_avx, Implementation::AesNi);
+            }
             if x86_has!("aes") {
                 return (x86_64::hash_aesni, Implementation::AesNi);
             }
@@ -176,7 +179,7 @@ fn choose() -> (HashFn, Implementation) {
 }
 
 /// The software AES round: the specification and the fallback.
-unsafe fn hash_soft(bytes: &[u8], keys: &Keys, tweak: u64) -> u64 {
+unsafe fn hash_soft(bytes: &[u8], keys: Keys, tweak: u64) -> u64 {
     // SAFETY: Soft needs no CPU feature.
     unsafe { algorithm::hash::<Soft>(bytes, keys, tweak) }
 }
@@ -192,7 +195,7 @@ pub type SeededHashFn = fn(&[u8], u64) -> u64;
 pub fn implementations() -> alloc::vec::Vec<(Implementation, SeededHashFn)> {
     fn soft(bytes: &[u8], seed: u64) -> u64 {
         // SAFETY: no CPU feature needed.
-        unsafe { hash_soft(bytes, &Keys::new([seed, 0]), 0) }
+        unsafe { hash_soft(bytes, Keys::new([seed, 0]), 0) }
     }
     let mut all: alloc::vec::Vec<(Implementation, SeededHashFn)> =
         alloc::vec![(Implementation::Scalar, soft as SeededHashFn)];
@@ -201,7 +204,7 @@ pub fn implementations() -> alloc::vec::Vec<(Implementation, SeededHashFn)> {
         use crate::dispatch::x86_has;
         fn aesni(bytes: &[u8], seed: u64) -> u64 {
             // SAFETY: listed only when AES-NI is present.
-            unsafe { x86_64::hash_aesni(bytes, &Keys::new([seed, 0]), 0) }
+            unsafe { x86_64::hash_aesni(bytes, Keys::new([seed, 0]), 0) }
         }
         if x86_has!("aes") {
             all.push((Implementation::AesNi, aesni));
@@ -212,7 +215,7 @@ pub fn implementations() -> alloc::vec::Vec<(Implementation, SeededHashFn)> {
         use crate::dispatch::arm_has;
         fn arm(bytes: &[u8], seed: u64) -> u64 {
             // SAFETY: listed only when the AES extension is present.
-            unsafe { aarch64::hash_arm_aes(bytes, &Keys::new([seed, 0]), 0) }
+            unsafe { aarch64::hash_arm_aes(bytes, Keys::new([seed, 0]), 0) }
         }
         if arm_has!("aes") {
             all.push((Implementation::ArmAes, arm));
