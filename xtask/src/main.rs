@@ -1,7 +1,8 @@
 //! Project automation, in Rust so that it runs wherever cargo does.
 //!
 //! ```text
-//! cargo xtask ci                 every check CI runs: system packages, fmt, clippy, tests
+//! cargo xtask ci                 every check CI runs: system packages, fmt, clippy, tests,
+//!                                numa VMs, aarch64 under qemu, simd's scalar paths under Miri
 //! cargo xtask fuzz [SECONDS]     a short run of every cargo-fuzz target (nightly)
 //! cargo xtask loadtest [--quick]  ioserve against nginx and Go's FileServer (wrk)
 //! cargo xtask numa-vm            numa in 2- and 4-node qemu guests
@@ -102,6 +103,7 @@ fn ci() -> Result<()> {
     let mut totals = cargo_test(&["test", "--workspace"], &[])?;
     numa_vm::run()?;
     totals.add(&aarch64::ci_lane()?);
+    totals.add(&miri()?);
     eprintln!("xtask ci: all checks passed in {:.0?}", started.elapsed());
     // The closing line: the sum over every test binary and doc-test run.
     println!(
@@ -149,18 +151,25 @@ impl TestTotals {
 /// Runs cargo test with extra environment variables, echoing its output, and sums
 /// its results.
 pub(crate) fn cargo_test(args: &[&str], env: &[(&str, &str)]) -> Result<TestTotals> {
-    use std::io::BufRead as _;
     let shown_env: String = env
         .iter()
         .map(|(name, value)| format!("{name}={value} "))
         .collect();
-    eprintln!("xtask: {shown_env}cargo {}", args.join(" "));
+    let mut command = cargo(args);
+    command.envs(env.iter().copied());
+    run_tests(command, &format!("{shown_env}cargo {}", args.join(" ")))
+}
+
+/// Runs a test command (`shown` is how to print it), echoing its output, and sums
+/// its results.
+pub(crate) fn run_tests(mut command: Command, shown: &str) -> Result<TestTotals> {
+    use std::io::BufRead as _;
+    eprintln!("xtask: {shown}");
     let started = Instant::now();
-    let mut child = cargo(args)
-        .envs(env.iter().copied())
+    let mut child = command
         .stdout(std::process::Stdio::piped())
         .spawn()
-        .context("cannot start cargo test")?;
+        .with_context(|| format!("cannot start {shown}"))?;
     let mut totals = TestTotals::default();
     let stdout = child.stdout.take().expect("stdout is piped");
     for line in std::io::BufReader::new(stdout).lines() {
@@ -181,6 +190,69 @@ pub(crate) fn cargo_test(args: &[&str], env: &[(&str, &str)]) -> Result<TestTota
     }
     eprintln!("xtask: cargo test ok ({:.1?})", started.elapsed());
     Ok(totals)
+}
+
+/// The simd tests Miri runs: the scalar paths (under Miri, CPU detection reports only
+/// the baseline features, so the kernels dispatch to scalar code, and SSE2 for count),
+/// with inputs small enough to interpret.
+const MIRI_TESTS: &[&str] = &[
+    "rfc_4648",
+    "lengths_no_encoding",
+    "set_bits_below",
+    "short_outputs",
+    "errors_say",
+    "the_alphabets",
+    "adler32_equals_zlib",
+    "adler32_streams",
+    "dispatch_reports",
+    "the_table_follows",
+    "round_matches_fips",
+];
+
+/// Runs simd's scalar paths under Miri (undefined behaviour, out-of-bounds and
+/// alignment checks), installing a minimal nightly with Miri when missing.
+fn miri() -> Result<TestTotals> {
+    let has_miri =
+        succeeds(Command::new("rustup").args(["run", "nightly", "cargo", "miri", "--version"]));
+    if has_miri {
+        return run_miri_tests();
+    }
+    let mut install = Command::new("rustup");
+    install.args([
+        "toolchain",
+        "install",
+        "nightly",
+        "--profile",
+        "minimal",
+        "--component",
+        "miri,rust-src",
+    ]);
+    step("rustup toolchain install nightly (miri)", install)?;
+    run_miri_tests()
+}
+
+fn run_miri_tests() -> Result<TestTotals> {
+    let mut command = Command::new("rustup");
+    command.current_dir(project_root()).args([
+        "run",
+        "nightly",
+        "cargo",
+        "miri",
+        "test",
+        "--package",
+        "simd",
+        "--lib",
+        "--test",
+        "base64",
+        "--test",
+        "kernels",
+        "--",
+    ]);
+    command.args(MIRI_TESTS);
+    run_tests(
+        command,
+        "cargo +nightly miri test --package simd (scalar paths)",
+    )
 }
 
 fn fuzz(seconds: u64) -> Result<()> {

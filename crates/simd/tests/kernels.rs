@@ -10,6 +10,10 @@ use common::bytes;
 
 /// Lengths up to 1 MiB, random but fixed, plus the block edges.
 fn long_lengths() -> Vec<usize> {
+    if cfg!(miri) {
+        // Miri interprets every byte: the block edges only.
+        return vec![4095, 5552, 5553];
+    }
     let mut lengths = vec![
         4095,
         4096,
@@ -127,9 +131,13 @@ fn adler32_equals_zlib() {
 
 #[test]
 fn adler32_streams_and_combines() {
-    let input = bytes(100_000, 3, 0);
+    let len = if cfg!(miri) { 6_000 } else { 100_000 };
+    let input = bytes(len, 3, 0);
     let whole = adler32::adler32(&input);
-    for split in [0, 1, 31, 4096, 65_537, 100_000] {
+    for split in [0, 1, 31, 4096, 65_537, 100_000]
+        .into_iter()
+        .filter(|&split| split <= len)
+    {
         let (x, y) = input.split_at(split);
         let mut running = adler32::Adler32::new();
         running.update(x);
