@@ -6,10 +6,14 @@
 //! cargo xtask fuzz [SECONDS]     a short run of every cargo-fuzz target (nightly)
 //! cargo xtask loadtest [--quick]  ioserve against nginx and Go's FileServer (wrk)
 //! cargo xtask numa-vm            numa in 2- and 4-node qemu guests
+//! cargo xtask bench [--quick]    criterion benches + Go peers -> target/bench-report
+//! cargo xtask cross [--smoke]    aarch64 binaries and bench executables in a tarball
 //! ```
 
 mod aarch64;
+mod bench;
 mod cpio;
+mod cross;
 mod loadtest;
 mod numa_vm;
 
@@ -48,6 +52,8 @@ fn main() -> ExitCode {
             seconds.and_then(fuzz)
         }
         Some("numa-vm") => numa_vm::run(),
+        Some("bench") => bench::Options::parse(&args[1..]).and_then(|o| bench::run(&o)),
+        Some("cross") => cross::Options::parse(&args[1..]).and_then(|o| cross::run(&o)),
         Some("loadtest") => loadtest::Options::parse(&args[1..]).and_then(|o| loadtest::run(&o)),
         Some("help" | "--help" | "-h") | None => {
             print!("{}", HELP);
@@ -71,7 +77,17 @@ tasks:
   ci              install missing system packages (as root), then cargo fmt --check,
                   clippy -D warnings, cargo test for the whole workspace, numa-vm, and
                   the aarch64 lane: the workspace built for aarch64, simd's tests run
-                  under qemu-aarch64
+                  under qemu-aarch64 (with AES, and with SIMD_DISABLE=aes), and simd's
+                  scalar paths under Miri (nightly, installed when missing)
+  bench [--quick] [--filter REGEX]
+                  run the criterion benches (and Go's sync.Map), then write
+                  target/bench-report/report.md (a table per group with the ratio of ours
+                  to the best peer), results.json and an SVG chart per group
+  cross [--target aarch64-unknown-linux-gnu] [--smoke]
+                  build ioserve, numa and the criterion bench executables for aarch64
+                  (with cross when a container engine runs, else rustup target + gcc
+                  cross linker) into target/cross/ioserve-toolkit-aarch64.tar.gz with a
+                  run script; --smoke starts every bench once under qemu-aarch64
   fuzz [SECONDS]  run each cargo-fuzz target for SECONDS (default 30); needs nightly,
                   installs cargo-fuzz when missing
   loadtest [--duration S] [--rounds N] [--only NAMES] [--quick]
@@ -352,7 +368,7 @@ pub(crate) fn step(name: &str, mut command: Command) -> Result<()> {
     Ok(())
 }
 
-fn succeeds(command: &mut Command) -> bool {
+pub(crate) fn succeeds(command: &mut Command) -> bool {
     command
         .stdout(std::process::Stdio::null())
         .stderr(std::process::Stdio::null())

@@ -10,6 +10,7 @@
 //! `(file, offset, len)` to the socket, so every strategy answers identically.
 
 pub mod cache;
+pub mod clock;
 pub mod conditional;
 pub mod config;
 pub mod conn;

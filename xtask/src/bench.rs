@@ -1,0 +1,469 @@
+//! `cargo xtask bench`: runs the criterion benches (and the Go peers), then writes
+//! target/bench-report/report.md (one table per seed's group, with the ratio of ours
+//! to the best peer), results.json (every median behind it) and one SVG bar chart per
+//! group. The numbers are criterion's medians from target/criterion, read back from
+//! its JSON estimates; nothing is computed that criterion did not measure.
+
+use std::collections::BTreeMap;
+use std::fmt::Write as _;
+use std::fs;
+use std::path::Path;
+use std::process::Command;
+
+use anyhow::{bail, Context as _, Result};
+use serde::Serialize;
+
+use crate::{cargo, on_path, project_root, step};
+
+/// The command-line options.
+pub(crate) struct Options {
+    quick: bool,
+    filter: Option<String>,
+}
+
+impl Options {
+    pub(crate) fn parse(args: &[String]) -> Result<Options> {
+        let mut options = Options {
+            quick: false,
+            filter: None,
+        };
+        let mut args = args.iter();
+        while let Some(arg) = args.next() {
+            match arg.as_str() {
+                "--quick" => options.quick = true,
+                "--filter" => {
+                    options.filter = Some(
+                        args.next()
+                            .context("--filter needs a regex of benchmark ids, e.g. 'base64|hash'")?
+                            .clone(),
+                    );
+                }
+                other => bail!(
+                    "unknown option '{other}' for bench: allowed are --quick and --filter REGEX"
+                ),
+            }
+        }
+        Ok(options)
+    }
+}
+
+/// What the report knows about a group: its seed, which functions are ours and which
+/// are limits (memcpy) rather than peers.
+struct GroupInfo {
+    /// The group id, or its prefix when it ends in '/'.
+    id: &'static str,
+    seed: &'static str,
+    ours: &'static [&'static str],
+    limits: &'static [&'static str],
+}
+
+const GROUPS: &[GroupInfo] = &[
+    GroupInfo {
+        id: "maps/",
+        seed: "001: concurrent maps",
+        ours: &["ShardedMap"],
+        limits: &[],
+    },
+    GroupInfo {
+        id: "false_sharing",
+        seed: "001: false sharing",
+        ours: &["padded", "striped"],
+        limits: &["alone"],
+    },
+    GroupInfo {
+        id: "base64_encode",
+        seed: "002: base64 encode",
+        ours: &["simd"],
+        limits: &["memcpy"],
+    },
+    GroupInfo {
+        id: "base64_decode",
+        seed: "002: base64 decode",
+        ours: &["simd"],
+        limits: &["memcpy"],
+    },
+    GroupInfo {
+        id: "hash",
+        seed: "002: AES hash",
+        ours: &["simd", "simd-hasher"],
+        limits: &["memcpy"],
+    },
+    GroupInfo {
+        id: "adler32",
+        seed: "003: adler32",
+        ours: &["simd"],
+        limits: &["memcpy"],
+    },
+    GroupInfo {
+        id: "count",
+        seed: "003: byte count",
+        ours: &["simd"],
+        limits: &["memcpy"],
+    },
+    GroupInfo {
+        id: "clock_read",
+        seed: "004 and 002: reading the time",
+        ours: &[
+            "ioserve/CachedClock::now",
+            "ioserve/CachedClock::now_system",
+        ],
+        limits: &[],
+    },
+];
+
+fn group_info(group: &str) -> Option<&'static GroupInfo> {
+    GROUPS.iter().find(|info| {
+        if let Some(prefix) = info.id.strip_suffix('/') {
+            group.starts_with(prefix) && group[prefix.len()..].starts_with('/')
+        } else {
+            group == info.id
+        }
+    })
+}
+
+/// One measured median.
+#[derive(Clone, Debug, Serialize)]
+struct Row {
+    group: String,
+    function: String,
+    /// The parameter (size, thread count), empty when there is none.
+    value: String,
+    median_ns: f64,
+    /// Bytes per iteration, for GB/s.
+    bytes: Option<u64>,
+    /// Elements per iteration, for ns per element.
+    elements: Option<u64>,
+    source: &'static str,
+}
+
+impl Row {
+    /// The figure the report shows: GB/s for byte throughput (higher is better), else
+    /// ns per element or per iteration (lower is better).
+    fn figure(&self) -> f64 {
+        match (self.bytes, self.elements) {
+            (Some(bytes), _) => bytes as f64 / self.median_ns,
+            (None, Some(elements)) => self.median_ns / elements.max(1) as f64,
+            (None, None) => self.median_ns,
+        }
+    }
+
+    fn higher_is_better(&self) -> bool {
+        self.bytes.is_some()
+    }
+}
+
+pub(crate) fn run(options: &Options) -> Result<()> {
+    let mut args = vec!["bench", "--package", "benches", "--", "--noplot"];
+    if options.quick {
+        args.extend([
+            "--warm-up-time",
+            "0.2",
+            "--measurement-time",
+            "0.4",
+            "--sample-size",
+            "10",
+        ]);
+    }
+    if let Some(filter) = &options.filter {
+        args.push(filter);
+    }
+    step("cargo bench --package benches", cargo(&args))?;
+    let mut rows = criterion_rows(&project_root().join("target/criterion"))?;
+    rows.retain(|row| options.filter.is_none() || group_info(&row.group).is_some());
+    match go_sync_map_rows(options.quick) {
+        Ok(go_rows) => rows.extend(go_rows),
+        Err(error) => eprintln!("xtask bench: Go peer skipped: {error:#}"),
+    }
+    if rows.is_empty() {
+        bail!("no criterion results under target/criterion");
+    }
+    let out = project_root().join("target/bench-report");
+    fs::create_dir_all(&out)?;
+    fs::write(
+        out.join("results.json"),
+        serde_json::to_string_pretty(&rows)?,
+    )?;
+    let report = report(&rows);
+    fs::write(out.join("report.md"), &report)?;
+    for (group, group_rows) in by_group(&rows) {
+        let file = format!("{}.svg", group.replace(['/', ' '], "_"));
+        fs::write(out.join(file), svg_chart(&group, &group_rows))?;
+    }
+    println!("{report}");
+    eprintln!(
+        "xtask bench: wrote {}/report.md, results.json and one SVG per group",
+        out.display()
+    );
+    Ok(())
+}
+
+/// Every benchmark in criterion's output directory (its latest run of each).
+fn criterion_rows(root: &Path) -> Result<Vec<Row>> {
+    let mut rows = Vec::new();
+    let mut stack = vec![root.to_path_buf()];
+    while let Some(dir) = stack.pop() {
+        let Ok(entries) = fs::read_dir(&dir) else {
+            continue;
+        };
+        for entry in entries.flatten() {
+            let path = entry.path();
+            if path.is_dir() {
+                if path.file_name().is_some_and(|name| name == "new") {
+                    if let Some(row) = read_estimate(&path)? {
+                        rows.push(row);
+                    }
+                } else if path
+                    .file_name()
+                    .is_none_or(|name| name != "base" && name != "change")
+                {
+                    stack.push(path);
+                }
+            }
+        }
+    }
+    rows.sort_by(|a, b| (&a.group, &a.value, &a.function).cmp(&(&b.group, &b.value, &b.function)));
+    Ok(rows)
+}
+
+fn read_estimate(dir: &Path) -> Result<Option<Row>> {
+    let (Ok(benchmark), Ok(estimates)) = (
+        fs::read_to_string(dir.join("benchmark.json")),
+        fs::read_to_string(dir.join("estimates.json")),
+    ) else {
+        return Ok(None);
+    };
+    let benchmark: serde_json::Value = serde_json::from_str(&benchmark)
+        .with_context(|| format!("{}/benchmark.json", dir.display()))?;
+    let estimates: serde_json::Value = serde_json::from_str(&estimates)
+        .with_context(|| format!("{}/estimates.json", dir.display()))?;
+    let Some(median_ns) = estimates["median"]["point_estimate"].as_f64() else {
+        return Ok(None);
+    };
+    Ok(Some(Row {
+        group: benchmark["group_id"]
+            .as_str()
+            .unwrap_or_default()
+            .to_owned(),
+        function: benchmark["function_id"]
+            .as_str()
+            .unwrap_or_default()
+            .to_owned(),
+        value: benchmark["value_str"]
+            .as_str()
+            .unwrap_or_default()
+            .to_owned(),
+        median_ns,
+        bytes: benchmark["throughput"]["Bytes"].as_u64(),
+        elements: benchmark["throughput"]["Elements"].as_u64(),
+        source: "criterion",
+    }))
+}
+
+/// Go's sync.Map beside the maps group (`go test -bench` in benches/peers/go-syncmap;
+/// ns/op is wall time per operation over all goroutines, as the criterion rows).
+fn go_sync_map_rows(quick: bool) -> Result<Vec<Row>> {
+    let go = ["go", "/usr/local/go/bin/go"]
+        .into_iter()
+        .find(|go| on_path(go) || Path::new(go).exists())
+        .context("no Go toolchain (go on PATH or /usr/local/go/bin/go)")?;
+    let benchtime = if quick { "200ms" } else { "1s" };
+    let output = Command::new(go)
+        .current_dir(project_root().join("benches/peers/go-syncmap"))
+        .args([
+            "test",
+            "-run",
+            "^$",
+            "-bench",
+            ".",
+            "-benchtime",
+            benchtime,
+            "-count",
+            "1",
+        ])
+        .output()
+        .context("cannot run go test -bench")?;
+    if !output.status.success() {
+        bail!(
+            "go test -bench failed: {}",
+            String::from_utf8_lossy(&output.stderr)
+        );
+    }
+    let mut rows = Vec::new();
+    // BenchmarkSyncMap/read90/1t-2   12345678   95.3 ns/op
+    for line in String::from_utf8_lossy(&output.stdout).lines() {
+        let fields: Vec<&str> = line.split_whitespace().collect();
+        let [name, _, ns, "ns/op", ..] = fields.as_slice() else {
+            continue;
+        };
+        let Some(rest) = name.strip_prefix("BenchmarkSyncMap/") else {
+            continue;
+        };
+        let rest = rest.rsplit_once('-').map_or(rest, |(head, _)| head);
+        let Some((mix, threads)) = rest.split_once('/') else {
+            continue;
+        };
+        let median_ns: f64 = ns
+            .parse()
+            .with_context(|| format!("bad ns/op in '{line}'"))?;
+        rows.push(Row {
+            group: format!("maps/{mix}"),
+            function: "Go sync.Map".to_owned(),
+            value: threads.to_owned(),
+            median_ns,
+            bytes: None,
+            elements: Some(1),
+            source: "go test -bench",
+        });
+    }
+    Ok(rows)
+}
+
+fn by_group(rows: &[Row]) -> BTreeMap<String, Vec<Row>> {
+    let mut groups: BTreeMap<String, Vec<Row>> = BTreeMap::new();
+    for row in rows {
+        groups
+            .entry(row.group.clone())
+            .or_default()
+            .push(row.clone());
+    }
+    groups
+}
+
+/// Sorts parameter values numerically where they start with a number ("16B" <
+/// "1KiB" by their byte counts; "1t" < "2t").
+fn value_key(value: &str) -> (u64, String) {
+    let digits: String = value.chars().take_while(char::is_ascii_digit).collect();
+    let number: u64 = digits.parse().unwrap_or(0);
+    let scale = match &value[digits.len()..] {
+        "KiB" => 1 << 10,
+        "MiB" => 1 << 20,
+        "GiB" => 1 << 30,
+        _ => 1,
+    };
+    (number * scale, value.to_owned())
+}
+
+fn report(rows: &[Row]) -> String {
+    let mut out = String::from(
+        "# Bench report\n\nMedians from criterion (and `go test -bench` for Go's sync.Map), \
+         from `cargo xtask bench`. GB/s where a group counts bytes (higher is better), \
+         otherwise ns per operation (lower is better). \"ours / best peer\" is the speed \
+         ratio of our best entry to the best peer (above 1: ours is faster); limits such \
+         as memcpy are not peers.\n",
+    );
+    for (group, group_rows) in by_group(rows) {
+        let info = group_info(&group);
+        let mut functions: Vec<String> =
+            group_rows.iter().map(|row| row.function.clone()).collect();
+        functions.sort();
+        functions.dedup();
+        let is_ours = |f: &str| info.is_some_and(|info| info.ours.contains(&f));
+        let is_limit = |f: &str| info.is_some_and(|info| info.limits.contains(&f));
+        functions.sort_by_key(|f| (!is_ours(f), is_limit(f), f.clone()));
+        let unit = if group_rows[0].higher_is_better() {
+            "GB/s"
+        } else {
+            "ns/op"
+        };
+        let seed = info.map_or("", |info| info.seed);
+        let _ = write!(
+            out,
+            "\n## {group} ({unit}){}\n\n",
+            if seed.is_empty() {
+                String::new()
+            } else {
+                format!(" — seed {seed}")
+            }
+        );
+        let _ = writeln!(out, "| | {} | ours / best peer |", functions.join(" | "));
+        let _ = writeln!(out, "|---|{}---|", "---|".repeat(functions.len()));
+        let mut values: Vec<String> = group_rows.iter().map(|row| row.value.clone()).collect();
+        values.sort_by_key(|value| value_key(value));
+        values.dedup();
+        for value in values {
+            let at: Vec<&Row> = group_rows.iter().filter(|row| row.value == value).collect();
+            let cell = |f: &str| {
+                at.iter()
+                    .find(|row| row.function == f)
+                    .map(|row| row.figure())
+            };
+            let cells: Vec<String> = functions
+                .iter()
+                .map(|f| cell(f).map_or(String::new(), |v| format!("{v:.2}")))
+                .collect();
+            let higher = at.first().is_some_and(|row| row.higher_is_better());
+            let best = |pick: &dyn Fn(&str) -> bool| {
+                at.iter()
+                    .filter(|row| pick(&row.function))
+                    .map(|row| row.figure())
+                    .reduce(|a, b| if higher { a.max(b) } else { a.min(b) })
+            };
+            let ours = best(&|f| is_ours(f));
+            let peer = best(&|f| !is_ours(f) && !is_limit(f));
+            let ratio = match (ours, peer) {
+                (Some(ours), Some(peer)) if higher => format!("{:.2}x", ours / peer),
+                (Some(ours), Some(peer)) => format!("{:.2}x", peer / ours),
+                _ => String::new(),
+            };
+            let label = if value.is_empty() {
+                "-".to_owned()
+            } else {
+                value
+            };
+            let _ = writeln!(out, "| {label} | {} | {ratio} |", cells.join(" | "));
+        }
+    }
+    out
+}
+
+/// A horizontal bar chart of each function at the group's largest parameter.
+fn svg_chart(group: &str, rows: &[Row]) -> String {
+    let largest = rows
+        .iter()
+        .map(|row| value_key(&row.value))
+        .max()
+        .map(|(_, value)| value)
+        .unwrap_or_default();
+    let mut bars: Vec<&Row> = rows.iter().filter(|row| row.value == largest).collect();
+    bars.sort_by(|a, b| a.function.cmp(&b.function));
+    let unit = if rows[0].higher_is_better() {
+        "GB/s"
+    } else {
+        "ns/op"
+    };
+    let top = bars
+        .iter()
+        .map(|row| row.figure())
+        .fold(0.0_f64, f64::max)
+        .max(f64::MIN_POSITIVE);
+    let (label_width, bar_width, row_height) = (260.0, 420.0, 24.0);
+    let height = 50.0 + row_height * bars.len() as f64;
+    let mut svg = format!(
+        "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"{}\" height=\"{height}\" font-family=\"sans-serif\" font-size=\"12\">\n\
+         <text x=\"8\" y=\"20\" font-size=\"14\">{} at {} ({unit})</text>\n",
+        label_width + bar_width + 90.0,
+        escape(group),
+        escape(&largest)
+    );
+    for (i, row) in bars.iter().enumerate() {
+        let y = 36.0 + row_height * i as f64;
+        let width = bar_width * row.figure() / top;
+        let _ = writeln!(
+            svg,
+            "<text x=\"8\" y=\"{:.0}\">{}</text><rect x=\"{label_width}\" y=\"{y:.0}\" width=\"{width:.1}\" height=\"16\" fill=\"#4878a8\"/><text x=\"{:.1}\" y=\"{:.0}\">{:.2}</text>",
+            y + 12.0,
+            escape(&row.function),
+            label_width + width + 6.0,
+            y + 12.0,
+            row.figure()
+        );
+    }
+    svg.push_str("</svg>\n");
+    svg
+}
+
+fn escape(text: &str) -> String {
+    text.replace('&', "&amp;")
+        .replace('<', "&lt;")
+        .replace('>', "&gt;")
+}
