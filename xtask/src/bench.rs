@@ -153,7 +153,15 @@ impl Row {
 }
 
 pub(crate) fn run(options: &Options) -> Result<()> {
-    let mut args = vec!["bench", "--package", "benches", "--", "--noplot"];
+    let mut args = vec![
+        "bench",
+        "--package",
+        "benches",
+        "--bench",
+        "*",
+        "--",
+        "--noplot",
+    ];
     if options.quick {
         args.extend([
             "--warm-up-time",
@@ -169,10 +177,25 @@ pub(crate) fn run(options: &Options) -> Result<()> {
     }
     step("cargo bench --package benches", cargo(&args))?;
     let mut rows = criterion_rows(&project_root().join("target/criterion"))?;
-    rows.retain(|row| options.filter.is_none() || group_info(&row.group).is_some());
-    match go_sync_map_rows(options.quick) {
-        Ok(go_rows) => rows.extend(go_rows),
-        Err(error) => eprintln!("xtask bench: Go peer skipped: {error:#}"),
+    if let Some(filter) = &options.filter {
+        // Keep this run's benchmarks, not older results of the others: criterion takes
+        // the filter as a regex; here its `|` alternatives are matched as substrings
+        // of the benchmark id, which agrees for plain names.
+        rows.retain(|row| {
+            let id = format!("{}/{}/{}", row.group, row.function, row.value);
+            filter.split('|').any(|part| id.contains(part))
+        });
+    }
+    let wants_maps = options.filter.as_ref().is_none_or(|filter| {
+        filter
+            .split('|')
+            .any(|part| "maps".contains(part) || part.starts_with("maps"))
+    });
+    if wants_maps {
+        match go_sync_map_rows(options.quick) {
+            Ok(go_rows) => rows.extend(go_rows),
+            Err(error) => eprintln!("xtask bench: Go peer skipped: {error:#}"),
+        }
     }
     if rows.is_empty() {
         bail!("no criterion results under target/criterion");
@@ -375,11 +398,28 @@ fn report(rows: &[Row]) -> String {
                 format!(" — seed {seed}")
             }
         );
-        let _ = writeln!(out, "| | {} | ours / best peer |", functions.join(" | "));
-        let _ = writeln!(out, "|---|{}---|", "---|".repeat(functions.len()));
         let mut values: Vec<String> = group_rows.iter().map(|row| row.value.clone()).collect();
         values.sort_by_key(|value| value_key(value));
         values.dedup();
+        if values.len() == 1 {
+            // One measurement per function (no size or thread parameter): a column.
+            let _ = writeln!(out, "| function | {unit} | role |\n|---|---|---|");
+            for function in &functions {
+                if let Some(row) = group_rows.iter().find(|row| &row.function == function) {
+                    let role = if is_ours(function) {
+                        "ours"
+                    } else if is_limit(function) {
+                        "limit"
+                    } else {
+                        "peer"
+                    };
+                    let _ = writeln!(out, "| {function} | {:.2} | {role} |", row.figure());
+                }
+            }
+            continue;
+        }
+        let _ = writeln!(out, "| | {} | ours / best peer |", functions.join(" | "));
+        let _ = writeln!(out, "|---|{}---|", "---|".repeat(functions.len()));
         for value in values {
             let at: Vec<&Row> = group_rows.iter().filter(|row| row.value == value).collect();
             let cell = |f: &str| {
@@ -466,4 +506,69 @@ fn escape(text: &str) -> String {
     text.replace('&', "&amp;")
         .replace('<', "&lt;")
         .replace('>', "&gt;")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn row(group: &str, function: &str, value: &str, median_ns: f64, bytes: Option<u64>) -> Row {
+        Row {
+            group: group.to_owned(),
+            function: function.to_owned(),
+            value: value.to_owned(),
+            median_ns,
+            bytes,
+            elements: bytes.is_none().then_some(1),
+            source: "test",
+        }
+    }
+
+    #[test]
+    fn sizes_sort_by_their_byte_counts() {
+        let mut values = vec!["1MiB", "16B", "64KiB", "1KiB", "64B"];
+        values.sort_by_key(|value| value_key(value));
+        assert_eq!(values, ["16B", "64B", "1KiB", "64KiB", "1MiB"]);
+    }
+
+    #[test]
+    fn the_ratio_compares_ours_with_the_best_peer_not_the_limit() {
+        let rows = [
+            // 1 KiB: ours 2 GB/s (500 ns), peers 1 and 0.5 GB/s, memcpy 10 GB/s.
+            row("count", "simd", "1KiB", 512.0, Some(1024)),
+            row("count", "bytecount", "1KiB", 1024.0, Some(1024)),
+            row("count", "naive", "1KiB", 2048.0, Some(1024)),
+            row("count", "memcpy", "1KiB", 102.4, Some(1024)),
+            row("count", "simd", "16B", 16.0, Some(16)),
+            row("count", "bytecount", "16B", 8.0, Some(16)),
+            // ns/op groups: lower is better, so the ratio is peer / ours.
+            row("maps/read90", "ShardedMap", "1t", 40.0, None),
+            row("maps/read90", "dashmap", "1t", 20.0, None),
+            row("maps/read90", "ShardedMap", "2t", 50.0, None),
+            row("maps/read90", "dashmap", "2t", 75.0, None),
+            // One parameter value: a column with each function's role.
+            row("false_sharing", "padded", "", 5.0, None),
+            row("false_sharing", "alone", "", 4.0, None),
+        ];
+        let report = report(&rows);
+        // Columns: ours, then peers by name, then limits.
+        assert!(
+            report.contains("| 16B | 1.00 | 2.00 |  |  | 0.50x |"),
+            "{report}"
+        );
+        assert!(
+            report.contains("| 1KiB | 2.00 | 1.00 | 0.50 | 10.00 | 2.00x |"),
+            "{report}"
+        );
+        assert!(
+            report.contains("| 1t | 40.00 | 20.00 | 0.50x |"),
+            "{report}"
+        );
+        assert!(
+            report.contains("| 2t | 50.00 | 75.00 | 1.50x |"),
+            "{report}"
+        );
+        assert!(report.contains("| padded | 5.00 | ours |"), "{report}");
+        assert!(report.contains("| alone | 4.00 | limit |"), "{report}");
+    }
 }
