@@ -186,11 +186,11 @@ pub(crate) fn run(options: &Options) -> Result<()> {
             filter.split('|').any(|part| id.contains(part))
         });
     }
-    let wants_maps = options.filter.as_ref().is_none_or(|filter| {
-        filter
-            .split('|')
-            .any(|part| "maps".contains(part) || part.starts_with("maps"))
-    });
+    // Go's sync.Map belongs to the maps groups: run it unless the filter leaves them out.
+    let wants_maps = options
+        .filter
+        .as_ref()
+        .is_none_or(|filter| filter.contains("maps"));
     if wants_maps {
         match go_sync_map_rows(options.quick) {
             Ok(go_rows) => rows.extend(go_rows),
