@@ -7,7 +7,7 @@
 //! data, peak RSS and major faults.
 //!
 //! A custom harness, not criterion: one iteration reads the whole file, and RSS and
-//! faults are per process. The file is target/bench-data/read-<MiB>.bin, 1 GiB by
+//! faults are per process. The file is <target>/bench-data/read-<MiB>.bin, 1 GiB by
 //! default; `IOSERVE_BENCH_FILE_GB` sets it (0.25 to 10).
 //!
 //! `cargo bench -p benches --bench read_strategies`
@@ -101,9 +101,22 @@ fn file_bytes() -> io::Result<u64> {
     Ok(((gb * 1024.0) as u64) << 20)
 }
 
+/// Where the data file and the report go: `CARGO_TARGET_DIR` when set (as
+/// run-benches.sh does on an ARM runner), else the workspace's target directory when
+/// run by cargo, else ./target.
+fn target_dir() -> PathBuf {
+    if let Some(dir) = std::env::var_os("CARGO_TARGET_DIR") {
+        return PathBuf::from(dir);
+    }
+    match std::env::var_os("CARGO_MANIFEST_DIR") {
+        Some(manifest) => Path::new(&manifest).join("../target"),
+        None => PathBuf::from("target"),
+    }
+}
+
 /// Creates the data file once: pseudo-random bytes with about one zero in 16.
 fn data_file(bytes: u64) -> io::Result<PathBuf> {
-    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("../target/bench-data");
+    let dir = target_dir().join("bench-data");
     std::fs::create_dir_all(&dir)?;
     let path = dir.join(format!("read-{}MiB.bin", bytes >> 20));
     if path.metadata().is_ok_and(|m| m.len() == bytes) {
@@ -178,7 +191,7 @@ fn parent(filter: Option<&str>) -> io::Result<()> {
         }
     }
     // For `cargo xtask bench`'s report.
-    let report_dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("../target/bench-report");
+    let report_dir = target_dir().join("bench-report");
     std::fs::create_dir_all(&report_dir)?;
     let heading = format!(
         "## read_strategies — seed 003: reading a {} MiB file, median of {ROUNDS} rounds, each in its own process\n\n",
