@@ -249,6 +249,10 @@ fn smoke(staging: &Path, benches: &[String]) -> Result<()> {
             .env("CARGO_TARGET_DIR", &scratch)
             // The read-strategy bench writes its data file: the smallest it allows.
             .env("IOSERVE_BENCH_FILE_GB", "0.25")
+            .env(
+                "IOSERVE_BENCH_RUNNER",
+                "qemu-aarch64 -L /usr/aarch64-linux-gnu",
+            )
             .args(["-L", "/usr/aarch64-linux-gnu"])
             .arg(staging.join("benches").join(bench))
             .args([
