@@ -80,9 +80,10 @@ tasks:
                   under qemu-aarch64 (with AES, and with SIMD_DISABLE=aes), and simd's
                   scalar paths under Miri (nightly, installed when missing)
   bench [--quick] [--filter REGEX]
-                  run the criterion benches (and Go's sync.Map), then write
-                  target/bench-report/report.md (a table per group with the ratio of ours
-                  to the best peer), results.json and an SVG chart per group
+                  run the criterion benches (and Go's sync.Map) and the read-strategy
+                  bench, then write target/bench-report/report.md (a table per group
+                  with the ratio of ours to the best peer), results.json and an SVG
+                  chart per group; --quick uses a 256 MiB file for the read strategies
   cross [--target aarch64-unknown-linux-gnu] [--smoke]
                   build ioserve, numa and the criterion bench executables for aarch64
                   (with cross when a container engine runs, else rustup target + gcc
