@@ -31,10 +31,9 @@ fn disabled_features_are_not_dispatched_to() {
     #[cfg(target_arch = "aarch64")]
     assert_eq!(features.base64, Implementation::Neon);
     // The values do not depend on the path.
-    assert_eq!(
-        simd::hash::hash_bytes(b"key", 42),
-        simd::hash::hash_bytes(b"key", 42)
-    );
+    // The dispatched (software) hash gives the software round's value.
+    let software = simd::hash::implementations()[0].1;
+    assert_eq!(simd::hash::hash_bytes(b"key", 42), software(b"key", 42));
     assert_eq!(simd::base64::STANDARD.encode("hello"), "aGVsbG8=");
     assert_eq!(simd::count::count(b"banana", b'a'), 3);
 }

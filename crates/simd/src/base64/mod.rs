@@ -271,7 +271,8 @@ impl Base64 {
         output: &mut [u8],
     ) -> Result<usize, DecodeError> {
         let body = self.unpadded_body(input)?;
-        let needed = body.len() / 4 * 3 + (body.len() % 4) * 3 / 4;
+        // Exact here: the body has no padding and a valid length.
+        let needed = self.decoded_len_estimate(body.len());
         let Some(output) = output.get_mut(..needed) else {
             return Err(DecodeError::OutputTooSmall {
                 needed,
