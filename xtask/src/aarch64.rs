@@ -20,9 +20,18 @@ const PACKAGES: &[(&str, &str)] = &[
     ("qemu-user", "qemu-aarch64"),
 ];
 
+/// arm64 libraries probe links against (libbpf needs libelf and zlib); Debian's
+/// cross gcc finds them in the multiarch directory.
+const ARM64_LIBRARIES: &[(&str, &str)] = &[
+    ("libelf-dev:arm64", "/usr/lib/aarch64-linux-gnu/libelf.so"),
+    ("zlib1g-dev:arm64", "/usr/lib/aarch64-linux-gnu/libz.so"),
+];
+
 /// Installs what the lane needs: the Debian packages and the rustup target.
 pub(crate) fn ensure_toolchain() -> Result<()> {
     ensure_packages(PACKAGES)?;
+    ensure_arm64_architecture()?;
+    ensure_packages(ARM64_LIBRARIES)?;
     let installed = Command::new("rustup")
         .args(["target", "list", "--installed"])
         .output()
@@ -36,6 +45,23 @@ pub(crate) fn ensure_toolchain() -> Result<()> {
         step(&format!("rustup target add {TARGET}"), add)?;
     }
     Ok(())
+}
+
+/// Lets apt install arm64 packages next to the native ones (multiarch), once.
+fn ensure_arm64_architecture() -> Result<()> {
+    let foreign = Command::new("dpkg")
+        .arg("--print-foreign-architectures")
+        .output()
+        .context("cannot run dpkg")?;
+    if String::from_utf8_lossy(&foreign.stdout)
+        .lines()
+        .any(|arch| arch.trim() == "arm64")
+    {
+        return Ok(());
+    }
+    let mut add = Command::new("dpkg");
+    add.args(["--add-architecture", "arm64"]);
+    step("dpkg --add-architecture arm64", add)
 }
 
 /// Builds every crate and target of the workspace for aarch64 (so that an ARM

@@ -53,12 +53,19 @@ impl Options {
 }
 
 /// The binaries an ARM runner needs besides the benches.
-const BINARIES: &[(&str, &str)] = &[("ioserve", "ioserve"), ("numa", "numa")];
+const BINARIES: &[(&str, &str)] = &[
+    ("ioserve", "ioserve"),
+    ("numa", "numa"),
+    ("probe", "probe"),
+    ("probe", "probe-calibrate"),
+];
 
 /// Builds, packs and (with `--smoke`) starts every bench executable under qemu.
 pub(crate) fn run(options: &Options) -> Result<()> {
     let builder = Builder::detect(&options.target)?;
-    for (package, _) in BINARIES {
+    let mut packages: Vec<&str> = BINARIES.iter().map(|(package, _)| *package).collect();
+    packages.dedup();
+    for package in packages {
         step(
             &format!("build {package} for {}", options.target),
             builder.command(&["build", "--release", "--package", package, "--bins"]),
@@ -231,6 +238,8 @@ fn readme(target: &str, benches: &[String]) -> String {
         "ioserve toolkit for {target}\n\n\
          bin/ioserve    the download daemon (ioserve --help)\n\
          bin/numa       NUMA topology and binding (numa --help)\n\
+         bin/probe      eBPF diagnostics, as root (probe --help)\n\
+         bin/probe-calibrate  workloads with known syscall counts, to check probe\n\
          benches/       criterion bench executables: {}\n\
          run-benches.sh runs them: ./run-benches.sh [BENCH...] [-- CRITERION-ARGS...]\n\n\
          The benches read and write ./target/criterion; copy that directory back and\n\

@@ -8,6 +8,7 @@
 //! cargo xtask numa-vm            numa in 2- and 4-node qemu guests
 //! cargo xtask bench [--quick]    criterion benches + Go peers -> target/bench-report
 //! cargo xtask cross [--smoke]    aarch64 binaries and bench executables in a tarball
+//! cargo xtask vmlinux [--btf F]  regenerate probe's vmlinux.h from the kernel's BTF
 //! ```
 
 mod aarch64;
@@ -25,7 +26,18 @@ use std::time::Instant;
 use anyhow::{bail, Context as _, Result};
 
 /// Debian packages the checks need, with the command each provides.
-const SYSTEM_PACKAGES: &[(&str, &str)] = &[("strace", "strace"), ("numactl", "numactl")];
+/// probe's build needs clang (its BPF programs), libelf, zlib, pkg-config and make
+/// (the vendored libbpf); its tests compare with strace and list programs with bpftool.
+const SYSTEM_PACKAGES: &[(&str, &str)] = &[
+    ("strace", "strace"),
+    ("numactl", "numactl"),
+    ("clang", "clang"),
+    ("libelf-dev", "/usr/include/libelf.h"),
+    ("zlib1g-dev", "/usr/include/zlib.h"),
+    ("pkg-config", "pkg-config"),
+    ("make", "make"),
+    ("bpftool", "/usr/sbin/bpftool"),
+];
 
 /// The cargo-fuzz targets: (crate directory, target).
 const FUZZ_TARGETS: &[(&str, &str)] = &[
@@ -52,6 +64,7 @@ fn main() -> ExitCode {
             seconds.and_then(fuzz)
         }
         Some("numa-vm") => numa_vm::run(),
+        Some("vmlinux") => vmlinux(&args[1..]),
         Some("bench") => bench::Options::parse(&args[1..]).and_then(|o| bench::run(&o)),
         Some("cross") => cross::Options::parse(&args[1..]).and_then(|o| cross::run(&o)),
         Some("loadtest") => loadtest::Options::parse(&args[1..]).and_then(|o| loadtest::run(&o)),
@@ -96,6 +109,10 @@ tasks:
                   127.0.0.1: 8 MiB and 4 KiB files at 100 connections, random 1 MiB
                   ranges at 16; medians over rounds (default 3 x 10 s), ratios to nginx;
                   writes target/loadtest/{report.md,results.json,chart.svg}
+  vmlinux [--btf PATH]
+                  regenerate crates/probe/src/bpf/vmlinux.h (committed, so that building
+                  probe needs clang but not bpftool) from PATH, by default this kernel's
+                  /sys/kernel/btf/vmlinux; installs bpftool when missing
   numa-vm         boot Debian's kernel under qemu-system-x86_64 (TCG) with 2 and 4 NUMA
                   nodes and check numa's binding, --hardware/--show and stat inside
                   (installs qemu-system-x86 and busybox-static; part of ci)
@@ -117,7 +134,14 @@ fn ci() -> Result<()> {
             "warnings",
         ]),
     )?;
-    let mut totals = cargo_test(&["test", "--workspace"], &[])?;
+    // probe's tests load BPF programs: as root they must run, not skip.
+    let probe_env: &[(&str, &str)] = if is_root() {
+        &[("PROBE_TESTS_REQUIRE_ROOT", "1")]
+    } else {
+        eprintln!("xtask: not root: probe's BPF tests will skip themselves");
+        &[]
+    };
+    let mut totals = cargo_test(&["test", "--workspace"], probe_env)?;
     numa_vm::run()?;
     totals.add(&aarch64::ci_lane()?);
     totals.add(&miri()?);
@@ -270,6 +294,52 @@ fn run_miri_tests() -> Result<TestTotals> {
         command,
         "cargo +nightly miri test --package simd (scalar paths)",
     )
+}
+
+/// Where probe's BPF programs include the kernel's types from.
+const VMLINUX_H: &str = "crates/probe/src/bpf/vmlinux.h";
+
+/// `cargo xtask vmlinux [--btf PATH]`: dumps the kernel's BTF as C into VMLINUX_H.
+fn vmlinux(args: &[String]) -> Result<()> {
+    let btf = match args {
+        [] => PathBuf::from("/sys/kernel/btf/vmlinux"),
+        [flag, path] if flag == "--btf" => PathBuf::from(path),
+        _ => bail!(
+            "usage: cargo xtask vmlinux [--btf PATH] (got: {})",
+            args.join(" ")
+        ),
+    };
+    if !btf.exists() {
+        bail!(
+            "{} does not exist: the kernel needs CONFIG_DEBUG_INFO_BTF, or give --btf PATH",
+            btf.display()
+        );
+    }
+    ensure_packages(&[("bpftool", "/usr/sbin/bpftool")])?;
+    let bpftool = which("bpftool").unwrap_or_else(|| PathBuf::from("/usr/sbin/bpftool"));
+    let output = Command::new(&bpftool)
+        .args(["btf", "dump", "file"])
+        .arg(&btf)
+        .args(["format", "c"])
+        .output()
+        .with_context(|| format!("cannot run {}", bpftool.display()))?;
+    if !output.status.success() {
+        bail!(
+            "bpftool btf dump {} failed: {}",
+            btf.display(),
+            String::from_utf8_lossy(&output.stderr).trim()
+        );
+    }
+    let target = project_root().join(VMLINUX_H);
+    std::fs::write(&target, &output.stdout)
+        .with_context(|| format!("cannot write {}", target.display()))?;
+    eprintln!(
+        "xtask: wrote {} ({} KiB) from {}",
+        VMLINUX_H,
+        output.stdout.len() / 1024,
+        btf.display()
+    );
+    Ok(())
 }
 
 fn fuzz(seconds: u64) -> Result<()> {

@@ -1,3 +1,35 @@
-//! eBPF diagnostics for file-serving and latency-sensitive services.
+//! eBPF diagnostics for file-serving and latency-sensitive services: the checks the
+//! seeds made by hand, as probes.
 //!
-//! This crate is being built (see the project's probe issue); it has no public API yet.
+//! - [`syscalls`]: per-syscall counts, errors, bytes and latency (raw tracepoints
+//!   sys_enter/sys_exit), and from them the [`verdict`] on sendfile vs read+write.
+//! - [`clock`]: whether clock_gettime stays in the vDSO, measured.
+//! - [`faults`]: minor and major page faults per process.
+//! - [`runq`]: run-queue latency.
+//! - [`doctor`]: one report over all of them and the system settings the seeds
+//!   checked (clocksource, governor, NUMA, transparent huge pages).
+//! - [`metrics`]: the Prometheus text of all of them, served by `probe daemon`.
+//!
+//! Loading BPF programs needs root or CAP_BPF + CAP_PERFMON
+//! ([`privilege::require_bpf_privileges`]) and a kernel with BTF. Every tracer
+//! detaches when dropped.
+
+pub mod bpf;
+pub mod clock;
+pub mod doctor;
+pub mod error;
+pub mod faults;
+pub mod histogram;
+pub mod metrics;
+pub mod perf;
+pub mod privilege;
+pub mod report;
+pub mod runq;
+pub mod session;
+pub mod signals;
+pub mod syscalls;
+pub mod sysnames;
+pub mod target;
+pub mod verdict;
+
+pub use error::{ProbeError, Result};

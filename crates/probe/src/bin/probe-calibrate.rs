@@ -1,0 +1,138 @@
+//! `probe-calibrate`: workloads with known syscall and fault counts, for checking a
+//! tracer (probe, strace -c, perf trace, bpftrace) against the truth.
+//!
+//! ```text
+//! probe-calibrate syscalls --count N     # N syscall(SYS_clock_gettime) + N getppid
+//! probe-calibrate faults --pages N       # touches N fresh anonymous pages
+//! probe-calibrate copy --via sendfile|read-write --file F --connect HOST:PORT
+//! ```
+
+use std::fs::File;
+use std::io::{Read, Write};
+use std::net::TcpStream;
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+use anyhow::Context;
+use clap::{Parser, Subcommand, ValueEnum};
+
+/// Workloads with known syscall and fault counts.
+#[derive(Parser, Debug)]
+#[command(name = "probe-calibrate", version, about)]
+struct Cli {
+    #[command(subcommand)]
+    workload: Workload,
+}
+
+#[derive(Subcommand, Debug)]
+enum Workload {
+    /// Make exactly N syscall(SYS_clock_gettime, CLOCK_MONOTONIC) and N getppid calls.
+    Syscalls {
+        /// How many of each.
+        #[arg(long, value_name = "N")]
+        count: u64,
+    },
+    /// Touch N fresh pages of an anonymous mapping (N minor faults).
+    Faults {
+        /// How many pages.
+        #[arg(long, value_name = "N", value_parser = clap::value_parser!(u64).range(1..=16_777_216))]
+        pages: u64,
+    },
+    /// Send a file to a TCP peer with sendfile or with read+write.
+    Copy {
+        /// How to move the bytes.
+        #[arg(long)]
+        via: CopyVia,
+        /// The file to send.
+        #[arg(long)]
+        file: PathBuf,
+        /// Where to send it.
+        #[arg(long, value_name = "HOST:PORT")]
+        connect: String,
+    },
+}
+
+#[derive(Clone, Copy, Debug, ValueEnum)]
+enum CopyVia {
+    /// sendfile(2): zero-copy.
+    Sendfile,
+    /// read(2) into a 64 KiB buffer, write(2) it out.
+    ReadWrite,
+}
+
+fn main() -> ExitCode {
+    match run(Cli::parse().workload) {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(err) => {
+            eprintln!("probe-calibrate: {err:#}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
+fn run(workload: Workload) -> anyhow::Result<()> {
+    match workload {
+        Workload::Syscalls { count } => {
+            let mut ts = libc::timespec {
+                tv_sec: 0,
+                tv_nsec: 0,
+            };
+            for _ in 0..count {
+                // SAFETY: the clock_gettime syscall writes one timespec into `ts`;
+                // getppid takes no arguments.
+                unsafe {
+                    libc::syscall(
+                        libc::SYS_clock_gettime,
+                        libc::CLOCK_MONOTONIC,
+                        &mut ts as *mut libc::timespec,
+                    );
+                    libc::syscall(libc::SYS_getppid);
+                }
+            }
+            Ok(())
+        }
+        Workload::Faults { pages } => {
+            let page = rustix::param::page_size();
+            let len = pages as usize * page;
+            let mut map = memmap2::MmapMut::map_anon(len)
+                .with_context(|| format!("mapping {pages} pages"))?;
+            for offset in (0..len).step_by(page) {
+                map[offset] = 1;
+            }
+            std::hint::black_box(&map);
+            Ok(())
+        }
+        Workload::Copy { via, file, connect } => {
+            let mut source =
+                File::open(&file).with_context(|| format!("opening {}", file.display()))?;
+            let len = source.metadata()?.len();
+            let mut socket =
+                TcpStream::connect(&connect).with_context(|| format!("connecting to {connect}"))?;
+            match via {
+                CopyVia::Sendfile => {
+                    let mut offset = 0u64;
+                    while offset < len {
+                        let remaining = (len - offset) as usize;
+                        let sent =
+                            rustix::fs::sendfile(&socket, &source, Some(&mut offset), remaining)
+                                .context("sendfile")?;
+                        if sent == 0 {
+                            break;
+                        }
+                    }
+                }
+                CopyVia::ReadWrite => {
+                    let mut buffer = vec![0u8; 64 * 1024];
+                    loop {
+                        let n = source.read(&mut buffer).context("read")?;
+                        if n == 0 {
+                            break;
+                        }
+                        socket.write_all(&buffer[..n]).context("write")?;
+                    }
+                }
+            }
+            Ok(())
+        }
+    }
+}

@@ -1,0 +1,240 @@
+//! `probe daemon`: keeps the syscall, fault and run-queue probes attached and serves
+//! their totals as Prometheus metrics until SIGTERM or Ctrl-C, then detaches.
+
+use std::collections::BTreeSet;
+use std::io::{BufRead, BufReader, Write};
+use std::mem::MaybeUninit;
+use std::net::{SocketAddr, TcpListener, TcpStream};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::time::Duration;
+
+use anyhow::Context;
+
+use probe::bpf::Scope;
+use probe::faults::FaultTracer;
+use probe::metrics::{self, Scrape};
+use probe::runq::RunqTracer;
+use probe::signals::{Interrupt, Signals};
+use probe::syscalls::{SyscallOptions, SyscallTracer};
+use probe::target::WatchedProcess;
+
+/// Connections served at once; more are closed unanswered.
+const MAX_CONNECTIONS: usize = 64;
+/// How long a client may take to send its request.
+const REQUEST_TIMEOUT: Duration = Duration::from_secs(2);
+
+#[derive(clap::Args, Debug)]
+pub struct DaemonArgs {
+    /// Address to serve /metrics on.
+    #[arg(short, long, value_name = "ADDR", default_value = "127.0.0.1:9435")]
+    listen: SocketAddr,
+    /// Only these processes (repeatable); they may exit, the daemon stays.
+    #[arg(short, long = "pid", value_name = "PID")]
+    pid: Vec<u32>,
+    /// Also every process whose command name (/proc/PID/comm) is NAME, including
+    /// ones started later (checked every second); repeatable.
+    #[arg(long = "comm", value_name = "NAME")]
+    comm: Vec<String>,
+}
+
+/// The probes, shared by the connection threads.
+struct Probes<'a> {
+    syscalls: SyscallTracer<'a>,
+    faults: FaultTracer<'a>,
+    runq: RunqTracer<'a>,
+    filtered: bool,
+    targets_up: AtomicUsize,
+}
+
+impl Probes<'_> {
+    fn add(&self, pid: u32) -> anyhow::Result<()> {
+        self.syscalls.add_process(pid)?;
+        self.faults.add_process(pid)?;
+        self.runq.add_process(pid)?;
+        Ok(())
+    }
+
+    fn remove(&self, pid: u32) {
+        self.syscalls.remove_process(pid);
+        self.faults.remove_process(pid);
+        self.runq.remove_process(pid);
+    }
+
+    fn scrape(&self) -> anyhow::Result<String> {
+        let scrape = Scrape {
+            syscalls: self.syscalls.snapshot()?,
+            faults: self.faults.snapshot()?,
+            per_process_faults: self.filtered,
+            runq: self.runq.snapshot()?,
+            targets_up: self
+                .filtered
+                .then(|| self.targets_up.load(Ordering::Relaxed)),
+        };
+        Ok(metrics::render(&scrape))
+    }
+}
+
+pub fn run(args: &DaemonArgs, signals: &Signals) -> anyhow::Result<()> {
+    crate::require_bpf()?;
+    let filtered = !args.pid.is_empty() || !args.comm.is_empty();
+    let mut watched: Vec<WatchedProcess> = args
+        .pid
+        .iter()
+        .map(|&pid| WatchedProcess::open(pid))
+        .collect::<Result<_, _>>()?;
+    let scope = if filtered {
+        Scope::Processes(watched.iter().map(WatchedProcess::pid).collect())
+    } else {
+        Scope::System
+    };
+    let listener = TcpListener::bind(args.listen)
+        .with_context(|| format!("cannot listen on {} (--listen)", args.listen))?;
+    let address = listener.local_addr()?;
+
+    let (mut s1, mut s2, mut s3) = (
+        MaybeUninit::uninit(),
+        MaybeUninit::uninit(),
+        MaybeUninit::uninit(),
+    );
+    let probes = Probes {
+        syscalls: SyscallTracer::start(
+            &mut s1,
+            &SyscallOptions {
+                scope: scope.clone(),
+                latency: false,
+            },
+        )?,
+        faults: FaultTracer::start(&mut s2, &scope)?,
+        runq: RunqTracer::start(&mut s3, &scope)?,
+        filtered,
+        targets_up: AtomicUsize::new(watched.len()),
+    };
+    let what = if filtered {
+        format!("pids {:?}, commands {:?}", args.pid, args.comm)
+    } else {
+        "all processes".into()
+    };
+    eprintln!("probe daemon: serving http://{address}/metrics for {what}");
+
+    let stop = AtomicBool::new(false);
+    let connections = AtomicUsize::new(0);
+    std::thread::scope(|scope| -> anyhow::Result<()> {
+        let probes = &probes;
+        let (stop, connections, listener) = (&stop, &connections, &listener);
+        scope.spawn(move || {
+            for stream in listener.incoming() {
+                if stop.load(Ordering::Relaxed) {
+                    break;
+                }
+                let Ok(stream) = stream else { continue };
+                if connections.fetch_add(1, Ordering::AcqRel) >= MAX_CONNECTIONS {
+                    connections.fetch_sub(1, Ordering::AcqRel);
+                    continue; // dropped: closed unanswered
+                }
+                scope.spawn(move || {
+                    let _ = serve(stream, probes);
+                    connections.fetch_sub(1, Ordering::AcqRel);
+                });
+            }
+        });
+
+        // Track targets until SIGTERM/SIGINT.
+        let mut by_comm: BTreeSet<u32> = BTreeSet::new();
+        loop {
+            if let Some(Interrupt::Terminate(signal)) = signals.wait(Duration::from_secs(1)) {
+                eprintln!("probe daemon: signal {signal}, detaching");
+                break;
+            }
+            watched.retain(|process| {
+                let gone = process.exited();
+                if gone {
+                    probes.remove(process.pid());
+                }
+                !gone
+            });
+            if !args.comm.is_empty() {
+                let now = pids_with_comm(&args.comm);
+                for &pid in now.difference(&by_comm) {
+                    probes.add(pid)?;
+                }
+                for &pid in by_comm.difference(&now) {
+                    probes.remove(pid);
+                }
+                by_comm = now;
+            }
+            probes
+                .targets_up
+                .store(watched.len() + by_comm.len(), Ordering::Relaxed);
+        }
+        stop.store(true, Ordering::Relaxed);
+        // Wake the accept loop so that it sees the flag.
+        let _ = TcpStream::connect(address);
+        Ok(())
+    })?;
+    drop(probes);
+    eprintln!("probe daemon: detached");
+    Ok(())
+}
+
+/// Answers one HTTP/1.x request: GET /metrics, or a short index at /.
+fn serve(stream: TcpStream, probes: &Probes<'_>) -> std::io::Result<()> {
+    stream.set_read_timeout(Some(REQUEST_TIMEOUT))?;
+    stream.set_write_timeout(Some(REQUEST_TIMEOUT))?;
+    let mut reader = BufReader::new(&stream);
+    let mut request_line = String::new();
+    // Bounded read of the request line and headers (8 KiB).
+    let mut budget = (&mut reader).take(8192);
+    budget.read_line(&mut request_line)?;
+    loop {
+        let mut header = String::new();
+        if budget.read_line(&mut header)? == 0 || header == "\r\n" || header == "\n" {
+            break;
+        }
+    }
+    let mut parts = request_line.split_whitespace();
+    let (method, path) = (parts.next().unwrap_or(""), parts.next().unwrap_or(""));
+    let (status, content_type, body) = match (method, path) {
+        ("GET", "/metrics") => match probes.scrape() {
+            Ok(text) => ("200 OK", "text/plain; version=0.0.4; charset=utf-8", text),
+            Err(err) => (
+                "500 Internal Server Error",
+                "text/plain",
+                format!("{err:#}\n"),
+            ),
+        },
+        ("GET", "/") => (
+            "200 OK",
+            "text/plain",
+            "probe daemon: metrics at /metrics\n".into(),
+        ),
+        ("GET", _) => (
+            "404 Not Found",
+            "text/plain",
+            "not found: try /metrics\n".into(),
+        ),
+        _ => ("405 Method Not Allowed", "text/plain", "only GET\n".into()),
+    };
+    let mut stream = &stream;
+    write!(
+        stream,
+        "HTTP/1.1 {status}\r\nContent-Type: {content_type}\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
+        body.len()
+    )?;
+    stream.flush()
+}
+
+use std::io::Read as _;
+
+/// The pids whose /proc/PID/comm is one of `names`.
+fn pids_with_comm(names: &[String]) -> BTreeSet<u32> {
+    let Ok(entries) = std::fs::read_dir("/proc") else {
+        return BTreeSet::new();
+    };
+    entries
+        .filter_map(|entry| entry.ok()?.file_name().to_str()?.parse::<u32>().ok())
+        .filter(|pid| {
+            std::fs::read_to_string(format!("/proc/{pid}/comm"))
+                .is_ok_and(|comm| names.iter().any(|name| name == comm.trim_end()))
+        })
+        .collect()
+}

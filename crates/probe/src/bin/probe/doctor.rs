@@ -1,0 +1,299 @@
+//! `probe doctor`: the system checks of [`probe::doctor`] plus the measured ones:
+//! the clock's syscalls, and for a pid its sendfile verdict, page-fault rate,
+//! clock_gettime syscall rate and run-queue delay.
+
+use std::mem::MaybeUninit;
+use std::path::PathBuf;
+use std::time::{Duration, Instant};
+
+use serde_json::json;
+
+use probe::bpf::Scope;
+use probe::clock::{self, Clocksources, VdsoMapping};
+use probe::doctor::{self, Finding, Severity};
+use probe::faults::FaultTracer;
+use probe::runq::RunqTracer;
+use probe::session::{Prepared, TargetSpec};
+use probe::signals::Signals;
+use probe::syscalls::{SyscallOptions, SyscallTracer, CLOCK_SLOTS};
+use probe::verdict::{DataMovement, FileServingVerdict};
+
+#[derive(clap::Args, Debug)]
+pub struct DoctorArgs {
+    /// Also check this process: sendfile verdict, page faults, clock syscalls and
+    /// run-queue delay, watched for --duration seconds.
+    #[arg(short, long, value_name = "PID")]
+    pid: Option<u32>,
+    /// How long to watch --pid.
+    #[arg(short, long, value_name = "S", default_value = "5", value_parser = crate::parse_seconds)]
+    duration: Duration,
+    /// Read the system settings (cpufreq, NUMA, THP, clocksource) from a snapshot of
+    /// /proc and /sys under DIR instead of this host's.
+    #[arg(long, value_name = "DIR", default_value = "/")]
+    root: PathBuf,
+    /// Print JSON instead of text.
+    #[arg(long)]
+    json: bool,
+}
+
+pub fn run(args: &DoctorArgs, signals: &Signals) -> anyhow::Result<()> {
+    let bpf = crate::require_bpf();
+    if args.pid.is_some() {
+        // The process checks need the probes: fail early and clearly.
+        if let Err(err) = &bpf {
+            anyhow::bail!("{err} (needed for --pid)");
+        }
+    }
+    let mut findings = vec![clock_finding(args, bpf.is_ok())?];
+    findings.push(doctor::cpufreq(&args.root));
+    findings.push(doctor::numa(&args.root));
+    findings.push(doctor::transparent_huge_pages(&args.root));
+    if let Some(pid) = args.pid {
+        findings.extend(process_findings(pid, args.duration, signals)?);
+    }
+    if args.json {
+        println!(
+            "{}",
+            serde_json::to_string_pretty(&json!({ "findings": findings }))?
+        );
+        return Ok(());
+    }
+    for finding in &findings {
+        print!("{}", finding.render());
+    }
+    let warnings = findings
+        .iter()
+        .filter(|f| f.severity == Severity::Warn)
+        .count();
+    println!("\n{warnings} warning(s) in {} checks", findings.len());
+    Ok(())
+}
+
+/// The clocksource and vDSO finding: measured with the syscall counter when BPF is
+/// available, else by timing alone (a vDSO call is several times cheaper than a
+/// syscall).
+fn clock_finding(args: &DoctorArgs, bpf: bool) -> anyhow::Result<Finding> {
+    let sources = Clocksources::read(&args.root);
+    let vdso = VdsoMapping::of("self").unwrap_or_default();
+    let source_text = sources.as_ref().map_or("unknown".to_string(), |s| {
+        format!(
+            "clocksource {} (available: {})",
+            s.current,
+            s.available.join(" ")
+        )
+    });
+    if bpf {
+        let mut storage = MaybeUninit::uninit();
+        let options = SyscallOptions {
+            scope: Scope::Processes(vec![std::process::id()]),
+            ..Default::default()
+        };
+        let tracer = SyscallTracer::start(&mut storage, &options)?;
+        let measurements = clock::measure_clocks(&tracer, 20_000)?;
+        let verdict = clock::verdict(sources.as_ref(), &vdso, &measurements);
+        let monotonic = measurements.iter().find(|m| m.clock == "CLOCK_MONOTONIC");
+        let evidence = match monotonic {
+            Some(m) => format!(
+                "{source_text}; CLOCK_MONOTONIC {:.0} ns/call with {:.3} syscalls/call \
+                 (a real syscall: {:.0} ns)",
+                m.libc_ns_per_call, m.libc_syscalls_per_call, m.syscall_ns_per_call
+            ),
+            None => source_text,
+        };
+        return Ok(Finding {
+            area: "clock",
+            severity: if verdict.ok {
+                Severity::Ok
+            } else {
+                Severity::Warn
+            },
+            summary: verdict.summary,
+            evidence,
+            fix: verdict.fix,
+        });
+    }
+    // Timing only.
+    let time = |f: &dyn Fn() -> libc::c_long| {
+        let start = Instant::now();
+        for _ in 0..20_000 {
+            std::hint::black_box(f());
+        }
+        start.elapsed().as_nanos() as f64 / 20_000.0
+    };
+    let libc_ns = time(&|| clock::libc_clock_gettime(libc::CLOCK_MONOTONIC));
+    let raw_ns = time(&|| clock::raw_clock_gettime(libc::CLOCK_MONOTONIC));
+    let syscall_like = !vdso.vdso || libc_ns > 0.5 * raw_ns;
+    Ok(Finding {
+        area: "clock",
+        severity: if syscall_like {
+            Severity::Warn
+        } else {
+            Severity::Ok
+        },
+        summary: if syscall_like {
+            "clock_gettime(CLOCK_MONOTONIC) costs about as much as a syscall: the vDSO \
+             likely falls back"
+                .into()
+        } else {
+            "clock_gettime(CLOCK_MONOTONIC) is served by the vDSO".into()
+        },
+        evidence: format!(
+            "{source_text}; {libc_ns:.0} ns/call vs {raw_ns:.0} ns for a real syscall \
+             (timed only: run as root to count the syscalls)"
+        ),
+        fix: syscall_like.then(|| "run `probe clock` as root for the measured verdict".into()),
+    })
+}
+
+/// The findings about one process, from watching it for `duration`.
+fn process_findings(
+    pid: u32,
+    duration: Duration,
+    signals: &Signals,
+) -> anyhow::Result<Vec<Finding>> {
+    let prepared = Prepared::new(&TargetSpec::Pids(vec![pid]))?;
+    let scope = prepared.scope();
+    let (mut s1, mut s2, mut s3) = (
+        MaybeUninit::uninit(),
+        MaybeUninit::uninit(),
+        MaybeUninit::uninit(),
+    );
+    let syscalls = SyscallTracer::start(
+        &mut s1,
+        &SyscallOptions {
+            scope: scope.clone(),
+            latency: false,
+        },
+    )?;
+    let faults = FaultTracer::start(&mut s2, &scope)?;
+    let runq = RunqTracer::start(&mut s3, &scope)?;
+    eprintln!("Watching pid {pid} for {:.1} s...", duration.as_secs_f64());
+    let started = Instant::now();
+    let mut watch = prepared.start()?;
+    let ending = watch.wait(signals, Some(duration));
+    let seconds = started.elapsed().as_secs_f64();
+    let calls = syscalls.snapshot()?;
+    let fault_rows = faults.snapshot()?;
+    let delays = runq.snapshot()?;
+    let window = format!("pid {pid}, {seconds:.1} s ({})", ending.describe());
+    let mut findings = Vec::new();
+
+    findings.push(match FileServingVerdict::judge(&calls) {
+        None => Finding {
+            area: "sendfile",
+            severity: Severity::Info,
+            summary: "no file data moved while watched".into(),
+            evidence: window.clone(),
+            fix: None,
+        },
+        Some(verdict) => {
+            let per_syscall: Vec<String> = verdict
+                .by_syscall
+                .iter()
+                .map(|(name, calls, bytes)| {
+                    format!("{name} {calls} calls {}", probe::report::bytes(*bytes))
+                })
+                .collect();
+            Finding {
+                area: "sendfile",
+                severity: match verdict.movement {
+                    DataMovement::ZeroCopy => Severity::Ok,
+                    DataMovement::Mixed => Severity::Info,
+                    DataMovement::Copying => Severity::Warn,
+                },
+                summary: verdict.describe(),
+                evidence: format!("{window}: {}", per_syscall.join(", ")),
+                fix: (verdict.movement == DataMovement::Copying).then(|| {
+                    "serve files with sendfile (nginx `sendfile on`, ioserve --strategy \
+                     sendfile); TLS, gzip and user-space filters force the copy"
+                        .into()
+                }),
+            }
+        }
+    });
+
+    let minor: u64 = fault_rows.iter().map(|f| f.minor).sum();
+    let major: u64 = fault_rows.iter().map(|f| f.major).sum();
+    let (minor_rate, major_rate) = (minor as f64 / seconds, major as f64 / seconds);
+    let evidence =
+        format!("{window}: {minor} minor ({minor_rate:.0}/s), {major} major ({major_rate:.0}/s)");
+    findings.push(if major_rate > 50.0 {
+        Finding {
+            area: "faults",
+            severity: Severity::Warn,
+            summary: "major-fault storm: the process waits on disk inside page faults \
+                      (mmap'd file reads)"
+                .into(),
+            evidence,
+            fix: Some(
+                "read files with read()/sendfile, or prefetch mappings (MADV_SEQUENTIAL, \
+                 MADV_WILLNEED, MAP_POPULATE); compare strategies with ioserve --strategy"
+                    .into(),
+            ),
+        }
+    } else if minor_rate > 100_000.0 {
+        Finding {
+            area: "faults",
+            severity: Severity::Warn,
+            summary: "minor-fault storm: mapping pages in costs CPU on every first touch".into(),
+            evidence,
+            fix: Some("populate mappings up front (MAP_POPULATE) or use huge pages".into()),
+        }
+    } else {
+        Finding {
+            area: "faults",
+            severity: Severity::Ok,
+            summary: "page faults are rare".into(),
+            evidence,
+            fix: None,
+        }
+    });
+
+    let clock_syscalls: u64 = calls.clock_ids[..CLOCK_SLOTS - 1]
+        .iter()
+        .enumerate()
+        .filter(|(id, _)| !clock::clock_name(*id).contains("CPUTIME"))
+        .map(|(_, n)| n)
+        .sum();
+    let clock_rate = clock_syscalls as f64 / seconds;
+    findings.push(Finding {
+        area: "clock-syscalls",
+        severity: if clock_rate > 100.0 { Severity::Warn } else { Severity::Ok },
+        summary: if clock_rate > 100.0 {
+            "the process reads wall/monotonic clocks through real syscalls (vDSO fallback \
+             signature)"
+                .into()
+        } else {
+            "the process's clock reads stay in the vDSO".into()
+        },
+        evidence: format!("{window}: {clock_syscalls} clock_gettime syscalls on wall/monotonic clocks ({clock_rate:.0}/s)"),
+        fix: (clock_rate > 100.0).then(|| {
+            "see `probe clock`: fix the clocksource, or the runtime/sandbox that bypasses the vDSO"
+                .into()
+        }),
+    });
+
+    let p99 = delays.histogram.quantile_upper_bound(0.99);
+    let slow = p99.is_some_and(|us| us > 10_000);
+    findings.push(Finding {
+        area: "runq",
+        severity: if slow { Severity::Warn } else { Severity::Ok },
+        summary: if slow {
+            "threads wait over 10 ms for a CPU: the CPUs are oversubscribed".into()
+        } else {
+            "threads get a CPU promptly".into()
+        },
+        evidence: format!(
+            "{window}: {} wakeups, mean {:.1} us, p99 < {} us",
+            delays.samples,
+            delays.mean_us(),
+            p99.map_or("-".into(), |v| v.to_string())
+        ),
+        fix: slow.then(|| {
+            "fewer runnable threads than CPUs (worker count, GOMAXPROCS, thread pools), or \
+             pin the service away from noisy neighbours"
+                .into()
+        }),
+    });
+    Ok(findings)
+}

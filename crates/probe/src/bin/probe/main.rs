@@ -1,0 +1,592 @@
+//! `probe`: eBPF diagnostics for file-serving and latency-sensitive services.
+
+use std::ffi::OsString;
+use std::mem::MaybeUninit;
+use std::process::ExitCode;
+use std::time::{Duration, Instant};
+
+use clap::{Args, Parser, Subcommand};
+use serde_json::json;
+
+use probe::clock::{self, Clocksources, VdsoMapping};
+use probe::error::ProbeError;
+use probe::faults::FaultTracer;
+use probe::histogram::Log2Histogram;
+use probe::privilege;
+use probe::report::{self, Table};
+use probe::runq::RunqTracer;
+use probe::session::{Prepared, TargetSpec};
+use probe::signals::Signals;
+use probe::syscalls::{SyscallOptions, SyscallSnapshot, SyscallTracer};
+use probe::verdict::FileServingVerdict;
+use probe::{bpf::Scope, sysnames};
+
+mod daemon;
+mod doctor;
+
+/// eBPF diagnostics: syscalls (sendfile vs read+write), vDSO clock fallback, page
+/// faults, run-queue delay; a Prometheus daemon and a doctor. Needs root or
+/// CAP_BPF + CAP_PERFMON.
+#[derive(Parser, Debug)]
+#[command(name = "probe", version, about)]
+struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Subcommand, Debug)]
+enum Command {
+    /// Per-syscall counts, errors, bytes (and latency) of a process or a command,
+    /// like syscount and strace -c, with the sendfile-vs-copying verdict.
+    Syscalls(SyscallsArgs),
+    /// Clocksource, vDSO, and the cost and real syscalls of each clock id.
+    Clock(ClockArgs),
+    /// Minor and major page faults per process.
+    Faults(FaultsArgs),
+    /// Run-queue latency histogram (wakeup or preemption to running), like runqlat.
+    Runq(RunqArgs),
+    /// Keep the probes attached and serve Prometheus metrics.
+    Daemon(daemon::DaemonArgs),
+    /// One report over everything: clocks, governor, NUMA, THP, sendfile, faults.
+    Doctor(doctor::DoctorArgs),
+}
+
+/// Which processes to watch.
+#[derive(Args, Debug)]
+struct TargetArgs {
+    /// Trace this process (all its threads); repeatable.
+    #[arg(short, long = "pid", value_name = "PID", conflicts_with = "command")]
+    pid: Vec<u32>,
+    /// Start this command and trace it (everything after `--`).
+    #[arg(last = true, value_name = "CMD")]
+    command: Vec<OsString>,
+}
+
+impl TargetArgs {
+    fn spec(&self) -> TargetSpec {
+        if !self.command.is_empty() {
+            TargetSpec::Command(self.command.clone())
+        } else if !self.pid.is_empty() {
+            TargetSpec::Pids(self.pid.clone())
+        } else {
+            TargetSpec::System
+        }
+    }
+}
+
+#[derive(Args, Debug)]
+struct SyscallsArgs {
+    #[command(flatten)]
+    target: TargetArgs,
+    /// Stop after this many seconds (default: when the target exits, or Ctrl-C).
+    #[arg(short, long, value_name = "S", value_parser = parse_seconds)]
+    duration: Option<Duration>,
+    /// Also time every syscall: total time and log2 latency histograms (costs several
+    /// hundred ns per syscall).
+    #[arg(short = 'L', long)]
+    latency: bool,
+    /// Show only the N syscalls with the most calls.
+    #[arg(short = 'n', long, value_name = "N")]
+    top: Option<usize>,
+    /// Print JSON instead of tables.
+    #[arg(long)]
+    json: bool,
+}
+
+#[derive(Args, Debug)]
+struct ClockArgs {
+    /// Also count this process's real clock_gettime syscalls (the fallback
+    /// signature) for --duration seconds.
+    #[arg(short, long, value_name = "PID")]
+    pid: Option<u32>,
+    /// How long to watch --pid.
+    #[arg(short, long, value_name = "S", default_value = "5", value_parser = parse_seconds)]
+    duration: Duration,
+    /// Calls per clock id and path for the in-process measurement.
+    #[arg(long, value_name = "N", default_value_t = 100_000,
+          value_parser = clap::value_parser!(u32).range(100..=100_000_000))]
+    calls: u32,
+    /// Print JSON instead of tables.
+    #[arg(long)]
+    json: bool,
+}
+
+#[derive(Args, Debug)]
+struct FaultsArgs {
+    #[command(flatten)]
+    target: TargetArgs,
+    /// Stop after this many seconds (default: when the target exits, or Ctrl-C).
+    #[arg(short, long, value_name = "S", value_parser = parse_seconds)]
+    duration: Option<Duration>,
+    /// Show only the N processes with the most faults.
+    #[arg(short = 'n', long, value_name = "N", default_value_t = 20)]
+    top: usize,
+    /// Print JSON instead of tables.
+    #[arg(long)]
+    json: bool,
+}
+
+#[derive(Args, Debug)]
+struct RunqArgs {
+    /// Only tasks of this process; repeatable.
+    #[arg(short, long = "pid", value_name = "PID")]
+    pid: Vec<u32>,
+    /// Stop after this many seconds (default: Ctrl-C, or when the processes exit).
+    #[arg(short, long, value_name = "S", value_parser = parse_seconds)]
+    duration: Option<Duration>,
+    /// Print JSON instead of tables.
+    #[arg(long)]
+    json: bool,
+}
+
+/// Seconds as a positive decimal ("2", "0.5"), at most a day.
+pub(crate) fn parse_seconds(text: &str) -> Result<Duration, String> {
+    let seconds: f64 = text
+        .parse()
+        .map_err(|_| format!("`{text}` is not a number of seconds (e.g. 5 or 0.5)"))?;
+    if !(seconds > 0.0 && seconds <= 86_400.0) {
+        return Err(format!(
+            "`{text}` is out of range: give 0 < seconds <= 86400"
+        ));
+    }
+    Ok(Duration::from_secs_f64(seconds))
+}
+
+fn main() -> ExitCode {
+    let cli = Cli::parse();
+    // Block SIGINT/SIGTERM/SIGCHLD before any thread exists: probes collect them
+    // with sigtimedwait, print their summary and detach.
+    let signals = match Signals::block() {
+        Ok(signals) => signals,
+        Err(err) => return fail(&err.into()),
+    };
+    let result = match cli.command {
+        Command::Syscalls(args) => syscalls(&args, &signals),
+        Command::Clock(args) => clock_command(&args),
+        Command::Faults(args) => faults(&args, &signals),
+        Command::Runq(args) => runq(&args, &signals),
+        Command::Daemon(args) => daemon::run(&args, &signals),
+        Command::Doctor(args) => doctor::run(&args, &signals),
+    };
+    match result {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(err) => fail(&err),
+    }
+}
+
+/// Prints `err` as one line (with its causes) and picks the exit code: 2 for what
+/// the user must fix first (privileges, missing kernel support, bad target), else 1.
+fn fail(err: &anyhow::Error) -> ExitCode {
+    eprintln!("probe: {err:#}");
+    match err.downcast_ref::<ProbeError>() {
+        Some(
+            ProbeError::NotPrivileged { .. }
+            | ProbeError::NoBtf { .. }
+            | ProbeError::Attach { .. }
+            | ProbeError::NoSuchProcess { .. }
+            | ProbeError::Spawn { .. },
+        ) => ExitCode::from(2),
+        _ => ExitCode::FAILURE,
+    }
+}
+
+/// Checks privileges and BTF before anything is started.
+pub(crate) fn require_bpf() -> Result<(), ProbeError> {
+    privilege::require_bpf_privileges()?;
+    privilege::require_kernel_btf()
+}
+
+/// A description of what is watched, for headers ("dd (pid 42)", "pid 42", "all
+/// processes").
+fn describe_target(spec: &TargetSpec, prepared: &Prepared) -> String {
+    match (spec, prepared) {
+        (TargetSpec::Command(argv), Prepared::Command(paused)) => {
+            let words: Vec<_> = argv.iter().map(|a| a.to_string_lossy()).collect();
+            format!("`{}` (pid {})", words.join(" "), paused.pid())
+        }
+        (TargetSpec::Pids(pids), _) => {
+            let pids: Vec<String> = pids.iter().map(|p| p.to_string()).collect();
+            format!("pid {}", pids.join(", "))
+        }
+        _ => "all processes".into(),
+    }
+}
+
+fn syscalls(args: &SyscallsArgs, signals: &Signals) -> anyhow::Result<()> {
+    require_bpf()?;
+    let spec = args.target.spec();
+    let prepared = Prepared::new(&spec)?;
+    let target = describe_target(&spec, &prepared);
+    let mut storage = MaybeUninit::uninit();
+    let options = SyscallOptions {
+        scope: prepared.scope(),
+        latency: args.latency,
+    };
+    let mut tracer = SyscallTracer::start(&mut storage, &options)?;
+    if !args.json && !matches!(spec, TargetSpec::Command(_)) {
+        eprintln!("Tracing syscalls of {target}... Ctrl-C to stop.");
+    }
+    let started = Instant::now();
+    let mut watch = prepared.start()?;
+    let ending = watch.wait(signals, args.duration);
+    tracer.stop();
+    let elapsed = started.elapsed();
+    let mut snapshot = tracer.snapshot()?;
+    drop(tracer);
+    if let Some(top) = args.top {
+        snapshot.rows.truncate(top);
+    }
+    let verdict = FileServingVerdict::judge(&snapshot);
+    if args.json {
+        let out = json!({
+            "target": target,
+            "seconds": elapsed.as_secs_f64(),
+            "ending": ending,
+            "syscalls": snapshot.rows,
+            "verdict": verdict.as_ref().map(|v| json!({
+                "movement": v.movement, "summary": v.describe(),
+                "zero_copy_bytes": v.zero_copy_bytes,
+                "copied_in_bytes": v.copied_in_bytes,
+                "copied_out_bytes": v.copied_out_bytes,
+            })),
+        });
+        println!("{}", serde_json::to_string_pretty(&out)?);
+        return Ok(());
+    }
+    println!(
+        "Syscalls of {target} over {:.3} s ({}):",
+        elapsed.as_secs_f64(),
+        ending.describe()
+    );
+    print!("{}", syscall_table(&snapshot, args.latency));
+    if args.latency {
+        for row in &snapshot.rows {
+            if let Some(hist) = row.latency.as_ref().filter(|h| h.total() > 0) {
+                println!("\n{} latency:", row.name);
+                print!("{}", hist.render());
+            }
+        }
+    }
+    if let Some(verdict) = verdict {
+        println!("\nFile serving: {}", verdict.describe());
+    }
+    Ok(())
+}
+
+/// The per-syscall table: calls, errors, bytes, and with latency the time columns.
+fn syscall_table(snapshot: &SyscallSnapshot, latency: bool) -> String {
+    let mut headers = vec!["syscall", "calls", "errors", "bytes"];
+    if latency {
+        headers.extend(["total", "avg", "p99 <"]);
+    }
+    let mut table = Table::new(&headers);
+    for row in &snapshot.rows {
+        let moves_bytes = sysnames::data_path(&row.name).is_some();
+        let mut cells = vec![
+            row.name.clone(),
+            row.calls.to_string(),
+            row.errors.to_string(),
+            if moves_bytes {
+                report::bytes(row.bytes)
+            } else {
+                "-".into()
+            },
+        ];
+        if latency {
+            let total = row.total_ns.unwrap_or(0);
+            let timed = row.latency.as_ref().map_or(0, Log2Histogram::total);
+            cells.push(report::nanos(total));
+            cells.push(total.checked_div(timed).map_or("-".into(), report::nanos));
+            cells.push(
+                row.latency
+                    .as_ref()
+                    .and_then(|h| h.quantile_upper_bound(0.99))
+                    .map_or("-".into(), report::nanos),
+            );
+        }
+        table.row(cells);
+    }
+    table.render()
+}
+
+fn clock_command(args: &ClockArgs) -> anyhow::Result<()> {
+    require_bpf()?;
+    let sources = Clocksources::read(std::path::Path::new("/"));
+    let vdso = VdsoMapping::of("self").unwrap_or_default();
+    let me = std::process::id();
+    let measurements = {
+        let mut storage = MaybeUninit::uninit();
+        let options = SyscallOptions {
+            scope: Scope::Processes(vec![me]),
+            ..SyscallOptions::default()
+        };
+        let tracer = SyscallTracer::start(&mut storage, &options)?;
+        clock::measure_clocks(&tracer, args.calls)?
+    };
+    let verdict = clock::verdict(sources.as_ref(), &vdso, &measurements);
+    let watched = match args.pid {
+        Some(pid) => Some(watch_clock_syscalls(pid, args.duration)?),
+        None => None,
+    };
+    if args.json {
+        let out = json!({
+            "clocksources": sources,
+            "vdso": vdso,
+            "measurements": measurements,
+            "verdict": verdict,
+            "pid": watched,
+        });
+        println!("{}", serde_json::to_string_pretty(&out)?);
+        return Ok(());
+    }
+    match &sources {
+        Some(s) => println!(
+            "Clocksource: {} (available: {})",
+            s.current,
+            s.available.join(" ")
+        ),
+        None => println!("Clocksource: unknown (no /sys/devices/system/clocksource)"),
+    }
+    println!(
+        "vDSO: {}{}",
+        if vdso.vdso { "mapped" } else { "NOT mapped" },
+        if vdso.vvar.is_empty() {
+            String::new()
+        } else {
+            format!(" ({})", vdso.vvar.join(" "))
+        }
+    );
+    let served: Vec<&str> = measurements
+        .iter()
+        .filter(|m| m.served_by_vdso())
+        .map(|m| m.clock.as_str())
+        .collect();
+    println!(
+        "Served by the vDSO here: {}",
+        if served.is_empty() {
+            "none".into()
+        } else {
+            served.join(", ")
+        }
+    );
+    println!(
+        "\nPer call, measured in this process ({} calls each):",
+        args.calls
+    );
+    let mut table = Table::new(&[
+        "clock",
+        "libc ns",
+        "syscalls/call",
+        "raw syscall ns",
+        "syscalls/call",
+    ]);
+    for m in &measurements {
+        table.row(vec![
+            m.clock.clone(),
+            format!("{:.1}", m.libc_ns_per_call),
+            format!("{:.3}", m.libc_syscalls_per_call),
+            format!("{:.1}", m.syscall_ns_per_call),
+            format!("{:.3}", m.raw_syscalls_per_call),
+        ]);
+    }
+    print!("{}", table.render());
+    println!("\nVerdict: {}", verdict.summary);
+    if let Some(fix) = &verdict.fix {
+        println!("Fix: {fix}");
+    }
+    if let Some(w) = watched {
+        println!("\n{}", w.describe());
+    }
+    Ok(())
+}
+
+/// clock_gettime syscalls of one process over a while.
+#[derive(serde::Serialize)]
+struct WatchedClock {
+    pid: u32,
+    seconds: f64,
+    syscalls: u64,
+    per_second: f64,
+    by_clock: Vec<(String, u64)>,
+    vdso_mapped: bool,
+}
+
+impl WatchedClock {
+    fn describe(&self) -> String {
+        let by: Vec<String> = self
+            .by_clock
+            .iter()
+            .map(|(name, n)| format!("{name} {n}"))
+            .collect();
+        let mut text = format!(
+            "pid {}: {} clock_gettime syscalls in {:.1} s ({:.0}/s){}; vDSO {}",
+            self.pid,
+            self.syscalls,
+            self.seconds,
+            self.per_second,
+            if by.is_empty() {
+                String::new()
+            } else {
+                format!(" [{}]", by.join(", "))
+            },
+            if self.vdso_mapped {
+                "mapped"
+            } else {
+                "NOT mapped"
+            }
+        );
+        let fallback: u64 = self
+            .by_clock
+            .iter()
+            .filter(|(name, _)| !name.contains("CPUTIME"))
+            .map(|(_, n)| n)
+            .sum();
+        if fallback as f64 / self.seconds > 100.0 {
+            text.push_str(
+                "\n  fallback signature: this process reads wall/monotonic clocks through the \
+                 syscall, not the vDSO (a runtime that bypasses the vDSO, a seccomp/ptrace \
+                 sandbox, or a clocksource without vDSO mode)",
+            );
+        }
+        text
+    }
+}
+
+fn watch_clock_syscalls(pid: u32, duration: Duration) -> anyhow::Result<WatchedClock> {
+    let watched = probe::target::WatchedProcess::open(pid)?;
+    let nr = sysnames::number("clock_gettime").expect("clock_gettime exists");
+    let mut storage = MaybeUninit::uninit();
+    let options = SyscallOptions {
+        scope: Scope::Processes(vec![pid]),
+        ..Default::default()
+    };
+    let tracer = SyscallTracer::start(&mut storage, &options)?;
+    let started = Instant::now();
+    while started.elapsed() < duration && !watched.exited() {
+        std::thread::sleep(Duration::from_millis(50).min(duration));
+    }
+    let seconds = started.elapsed().as_secs_f64();
+    let snapshot = tracer.snapshot()?;
+    let syscalls = tracer.calls_of(nr)?;
+    let by_clock = snapshot
+        .clock_ids
+        .iter()
+        .enumerate()
+        .filter(|(_, n)| **n > 0)
+        .map(|(id, n)| {
+            let last = id + 1 == snapshot.clock_ids.len();
+            (
+                if last {
+                    "other/CPU clocks of other tasks".into()
+                } else {
+                    clock::clock_name(id)
+                },
+                *n,
+            )
+        })
+        .collect();
+    Ok(WatchedClock {
+        pid,
+        seconds,
+        syscalls,
+        per_second: syscalls as f64 / seconds,
+        by_clock,
+        vdso_mapped: VdsoMapping::of(&pid.to_string()).is_some_and(|m| m.vdso),
+    })
+}
+
+fn faults(args: &FaultsArgs, signals: &Signals) -> anyhow::Result<()> {
+    require_bpf()?;
+    let spec = args.target.spec();
+    let prepared = Prepared::new(&spec)?;
+    let target = describe_target(&spec, &prepared);
+    let command_name = match &spec {
+        TargetSpec::Command(argv) => std::path::Path::new(&argv[0])
+            .file_name()
+            .map(|n| n.to_string_lossy().into_owned()),
+        _ => None,
+    };
+    let mut storage = MaybeUninit::uninit();
+    let mut tracer = FaultTracer::start(&mut storage, &prepared.scope())?;
+    if !args.json && !matches!(spec, TargetSpec::Command(_)) {
+        eprintln!("Counting page faults of {target}... Ctrl-C to stop.");
+    }
+    let started = Instant::now();
+    let mut watch = prepared.start()?;
+    let ending = watch.wait(signals, args.duration);
+    tracer.stop();
+    let seconds = started.elapsed().as_secs_f64();
+    let mut rows = tracer.snapshot()?;
+    drop(tracer);
+    for row in &mut rows {
+        // The name now (a process may have exec'd since its first fault).
+        if let Some(name) = &command_name {
+            row.comm = name.clone();
+        } else if let Ok(comm) = std::fs::read_to_string(format!("/proc/{}/comm", row.pid)) {
+            row.comm = comm.trim().to_string();
+        }
+    }
+    rows.truncate(args.top);
+    if args.json {
+        let out =
+            json!({"target": target, "seconds": seconds, "ending": ending, "processes": rows});
+        println!("{}", serde_json::to_string_pretty(&out)?);
+        return Ok(());
+    }
+    println!(
+        "Page faults of {target} over {seconds:.3} s ({}):",
+        ending.describe()
+    );
+    let mut table = Table::new(&["pid", "comm", "minor", "major", "minor/s", "major/s"]);
+    for row in &rows {
+        table.row(vec![
+            row.pid.to_string(),
+            row.comm.clone(),
+            row.minor.to_string(),
+            row.major.to_string(),
+            format!("{:.0}", row.minor as f64 / seconds),
+            format!("{:.0}", row.major as f64 / seconds),
+        ]);
+    }
+    print!("{}", table.render());
+    Ok(())
+}
+
+fn runq(args: &RunqArgs, signals: &Signals) -> anyhow::Result<()> {
+    require_bpf()?;
+    let spec = if args.pid.is_empty() {
+        TargetSpec::System
+    } else {
+        TargetSpec::Pids(args.pid.clone())
+    };
+    let prepared = Prepared::new(&spec)?;
+    let target = describe_target(&spec, &prepared);
+    let mut storage = MaybeUninit::uninit();
+    let mut tracer = RunqTracer::start(&mut storage, &prepared.scope())?;
+    if !args.json {
+        eprintln!("Tracing run-queue latency of {target}... Ctrl-C to stop.");
+    }
+    let started = Instant::now();
+    let mut watch = prepared.start()?;
+    let ending = watch.wait(signals, args.duration);
+    tracer.stop();
+    let seconds = started.elapsed().as_secs_f64();
+    let snapshot = tracer.snapshot()?;
+    drop(tracer);
+    if args.json {
+        let out = json!({"target": target, "seconds": seconds, "ending": ending, "runq": snapshot,
+                         "mean_us": snapshot.mean_us(),
+                         "p99_us_upper_bound": snapshot.histogram.quantile_upper_bound(0.99)});
+        println!("{}", serde_json::to_string_pretty(&out)?);
+        return Ok(());
+    }
+    println!(
+        "Run-queue latency of {target} over {seconds:.3} s ({}): {} samples, mean {:.1} us, p99 < {} us",
+        ending.describe(),
+        snapshot.samples,
+        snapshot.mean_us(),
+        snapshot.histogram.quantile_upper_bound(0.99).map_or("-".into(), |v| v.to_string())
+    );
+    print!("{}", snapshot.histogram.render());
+    Ok(())
+}

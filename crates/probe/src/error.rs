@@ -1,0 +1,96 @@
+//! The errors of probe's library.
+
+use std::path::PathBuf;
+
+/// Everything that can stop a probe.
+#[derive(Debug, thiserror::Error)]
+pub enum ProbeError {
+    /// The process may not load BPF programs or open perf events.
+    #[error(
+        "probe needs root (or CAP_BPF and CAP_PERFMON) to load BPF programs; \
+         running as uid {uid} without them"
+    )]
+    NotPrivileged {
+        /// The effective user id.
+        uid: u32,
+    },
+    /// The kernel exposes no BTF, which CO-RE relocations need.
+    #[error(
+        "this kernel has no BTF ({path} is missing; it needs CONFIG_DEBUG_INFO_BTF): \
+         the BPF probes cannot load; `probe clock` timings, `probe faults` counts and \
+         `probe doctor`'s system checks need no BTF and still work"
+    )]
+    NoBtf {
+        /// Where BTF was looked for.
+        path: PathBuf,
+    },
+    /// Loading a BPF object failed.
+    #[error("loading the {object} BPF programs failed: {source}")]
+    Load {
+        /// Which object ("syscalls", "runq", "faults").
+        object: &'static str,
+        /// libbpf's error.
+        source: libbpf_rs::Error,
+    },
+    /// The kernel lacks (or refuses) an attach point.
+    #[error("cannot attach to {point}: {source}; {still_works}")]
+    Attach {
+        /// The attach point, e.g. "raw tracepoint sys_enter".
+        point: String,
+        /// libbpf's error.
+        source: libbpf_rs::Error,
+        /// What does not need this attach point.
+        still_works: &'static str,
+    },
+    /// perf_event_open failed.
+    #[error("perf_event_open({event}, cpu {cpu}) failed: {source}")]
+    PerfEvent {
+        /// The event's name.
+        event: &'static str,
+        /// The CPU it was opened on.
+        cpu: u32,
+        /// The system error.
+        source: std::io::Error,
+    },
+    /// Reading or updating a BPF map failed.
+    #[error("reading the BPF map {map} failed: {source}")]
+    Map {
+        /// The map's name.
+        map: &'static str,
+        /// libbpf's error.
+        source: libbpf_rs::Error,
+    },
+    /// A file of /proc or /sys could not be read.
+    #[error("cannot read {path}: {source}")]
+    Read {
+        /// The file.
+        path: PathBuf,
+        /// The system error.
+        source: std::io::Error,
+    },
+    /// A process to trace does not exist.
+    #[error("no process with pid {pid}")]
+    NoSuchProcess {
+        /// The pid asked for.
+        pid: u32,
+    },
+    /// Starting the command to trace failed.
+    #[error("cannot run {command}: {source}")]
+    Spawn {
+        /// The command.
+        command: String,
+        /// The system error.
+        source: std::io::Error,
+    },
+    /// Another system call failed.
+    #[error("{what} failed: {source}")]
+    Sys {
+        /// What was being done.
+        what: &'static str,
+        /// The system error.
+        source: std::io::Error,
+    },
+}
+
+/// probe's result type.
+pub type Result<T, E = ProbeError> = std::result::Result<T, E>;

@@ -1,0 +1,197 @@
+//! Per-syscall counts, errors, bytes and latency of chosen processes, from the raw
+//! tracepoints sys_enter and sys_exit: what syscount and `strace -c` report, without
+//! ptrace's cost.
+
+use std::mem::MaybeUninit;
+
+use libbpf_rs::skel::{OpenSkel, SkelBuilder};
+use libbpf_rs::OpenObject;
+use serde::Serialize;
+
+use crate::bpf::{self, attach_error, skel::syscalls::*, Scope};
+use crate::error::{ProbeError, Result};
+use crate::histogram::{Log2Histogram, SLOTS};
+use crate::sysnames::{self, MAX_SYSCALLS};
+
+/// Clock-id slots counted for clock_gettime (CLOCK_SLOTS in syscalls.bpf.c).
+pub const CLOCK_SLOTS: usize = 16;
+
+/// What a [`SyscallTracer`] measures.
+#[derive(Clone, Debug, Default)]
+pub struct SyscallOptions {
+    /// The processes to trace.
+    pub scope: Scope,
+    /// Also time each syscall (total time and a log2 histogram per syscall). Costs
+    /// several hundred ns per syscall, so it is opt-in.
+    pub latency: bool,
+}
+
+/// Totals of one syscall.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize)]
+pub struct SyscallRow {
+    /// The syscall number.
+    pub nr: u32,
+    /// Its name.
+    pub name: String,
+    /// Calls (counted at entry).
+    pub calls: u64,
+    /// Calls that returned an error.
+    pub errors: u64,
+    /// Bytes moved, for syscalls whose return value is a byte count (else 0).
+    pub bytes: u64,
+    /// Total time inside the syscall, with latency measurement on.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub total_ns: Option<u64>,
+    /// Latency histogram in ns, with latency measurement on.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub latency: Option<Log2Histogram>,
+}
+
+/// Every syscall seen so far, plus clock_gettime's calls by clock id.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize)]
+pub struct SyscallSnapshot {
+    /// One row per syscall with at least one call, most calls first.
+    pub rows: Vec<SyscallRow>,
+    /// clock_gettime syscalls by clock id (the last slot: other ids).
+    pub clock_ids: Vec<u64>,
+}
+
+impl SyscallSnapshot {
+    /// The row of the syscall called `name`, if it was seen.
+    pub fn row(&self, name: &str) -> Option<&SyscallRow> {
+        self.rows.iter().find(|row| row.name == name)
+    }
+
+    /// Calls of the syscall called `name` (0 when unseen).
+    pub fn calls(&self, name: &str) -> u64 {
+        self.row(name).map_or(0, |row| row.calls)
+    }
+}
+
+/// Attached sys_enter/sys_exit programs; detached when dropped.
+pub struct SyscallTracer<'obj> {
+    skel: SyscallsSkel<'obj>,
+    latency: bool,
+}
+
+impl<'obj> SyscallTracer<'obj> {
+    /// Loads and attaches the programs. `storage` holds the BPF object for as long
+    /// as the tracer lives.
+    pub fn start(
+        storage: &'obj mut MaybeUninit<OpenObject>,
+        options: &SyscallOptions,
+    ) -> Result<Self> {
+        bpf::quiet_libbpf();
+        let load_error = |source| ProbeError::Load {
+            object: "syscalls",
+            source,
+        };
+        let mut open = SyscallsSkelBuilder::default()
+            .open(storage)
+            .map_err(load_error)?;
+        let rodata = open
+            .maps
+            .rodata_data
+            .as_deref_mut()
+            .expect("syscalls.bpf.c has rodata");
+        rodata.filter_tgids = options.scope.filters();
+        rodata.measure_latency = options.latency;
+        rodata.clock_gettime_nr = sysnames::number("clock_gettime").unwrap_or(u32::MAX);
+        rodata.moves_bytes = sysnames::moves_bytes_table();
+        if !options.latency {
+            // Without latency the maps are never touched: keep them tiny.
+            open.maps.latency.set_max_entries(1).map_err(load_error)?;
+            open.maps.starts.set_max_entries(1).map_err(load_error)?;
+        }
+        let mut skel = open.load().map_err(load_error)?;
+        if let Scope::Processes(tgids) = &options.scope {
+            for &tgid in tgids {
+                bpf::add_target(&skel.maps.targets, tgid)?;
+            }
+        }
+        const STILL: &str = "`probe faults`, `probe runq` and `probe doctor`'s system checks \
+                             do not need it";
+        skel.links.on_sys_enter = Some(
+            skel.progs
+                .on_sys_enter
+                .attach_raw_tracepoint("sys_enter")
+                .map_err(attach_error("raw tracepoint sys_enter", STILL))?,
+        );
+        skel.links.on_sys_exit = Some(
+            skel.progs
+                .on_sys_exit
+                .attach_raw_tracepoint("sys_exit")
+                .map_err(attach_error("raw tracepoint sys_exit", STILL))?,
+        );
+        Ok(SyscallTracer {
+            skel,
+            latency: options.latency,
+        })
+    }
+
+    /// Starts tracing the process `tgid` too (only meaningful with a process scope).
+    pub fn add_process(&self, tgid: u32) -> Result<()> {
+        bpf::add_target(&self.skel.maps.targets, tgid)
+    }
+
+    /// Stops tracing the process `tgid` (its counts stay).
+    pub fn remove_process(&self, tgid: u32) {
+        bpf::remove_target(&self.skel.maps.targets, tgid)
+    }
+
+    /// Detaches the programs (the counts stay readable), so that a final snapshot is
+    /// consistent.
+    pub fn stop(&mut self) {
+        self.skel.links = Default::default();
+    }
+
+    /// Calls of syscall `nr` so far (cheaper than a full snapshot).
+    pub fn calls_of(&self, nr: u32) -> Result<u64> {
+        let mut fields = [0u64; 4];
+        bpf::sum_percpu_u64(&self.skel.maps.stats, "stats", nr, &mut fields)?;
+        Ok(fields[0])
+    }
+
+    /// The totals so far.
+    pub fn snapshot(&self) -> Result<SyscallSnapshot> {
+        let maps = &self.skel.maps;
+        let mut rows = Vec::new();
+        let mut fields = [0u64; 4];
+        for nr in 0..MAX_SYSCALLS as u32 {
+            bpf::sum_percpu_u64(&maps.stats, "stats", nr, &mut fields)?;
+            let [calls, errors, bytes, total_ns] = fields;
+            if calls == 0 && errors == 0 {
+                continue;
+            }
+            let latency = if self.latency {
+                let mut slots = vec![0u64; SLOTS];
+                for (slot, count) in slots.iter_mut().enumerate() {
+                    let mut one = [0u64];
+                    let key = nr * SLOTS as u32 + slot as u32;
+                    bpf::sum_percpu_u64(&maps.latency, "latency", key, &mut one)?;
+                    *count = one[0];
+                }
+                Some(Log2Histogram::new("ns", slots))
+            } else {
+                None
+            };
+            rows.push(SyscallRow {
+                nr,
+                name: sysnames::name(nr).into_owned(),
+                calls,
+                errors,
+                bytes,
+                total_ns: self.latency.then_some(total_ns),
+                latency,
+            });
+        }
+        rows.sort_by(|a, b| b.calls.cmp(&a.calls).then(a.nr.cmp(&b.nr)));
+        let mut clock_ids = vec![0u64; CLOCK_SLOTS];
+        for (id, count) in clock_ids.iter_mut().enumerate() {
+            let mut one = [0u64];
+            bpf::sum_percpu_u64(&maps.clock_ids, "clock_ids", id as u32, &mut one)?;
+            *count = one[0];
+        }
+        Ok(SyscallSnapshot { rows, clock_ids })
+    }
+}

@@ -1,0 +1,312 @@
+//! The processes a probe watches: running ones given by pid, or a command probe
+//! starts itself, held stopped until the probes are attached so that its very first
+//! syscall is counted.
+
+use std::ffi::{CString, OsString};
+use std::io;
+use std::os::fd::{AsFd, OwnedFd};
+use std::os::unix::ffi::OsStrExt;
+use std::path::{Path, PathBuf};
+
+use rustix::event::{poll, PollFd, PollFlags, Timespec};
+use rustix::process::{pidfd_open, Pid, PidfdFlags};
+
+use crate::error::{ProbeError, Result};
+
+/// A running process given by pid, watched through a pidfd.
+pub struct WatchedProcess {
+    pid: u32,
+    pidfd: OwnedFd,
+}
+
+impl WatchedProcess {
+    /// Starts watching `pid`; fails when there is no such process.
+    pub fn open(pid: u32) -> Result<Self> {
+        let no_such = || ProbeError::NoSuchProcess { pid };
+        let raw = Pid::from_raw(pid as i32).ok_or_else(no_such)?;
+        let pidfd = pidfd_open(raw, PidfdFlags::empty()).map_err(|err| {
+            if err == rustix::io::Errno::SRCH {
+                no_such()
+            } else {
+                ProbeError::Sys {
+                    what: "pidfd_open",
+                    source: err.into(),
+                }
+            }
+        })?;
+        Ok(WatchedProcess { pid, pidfd })
+    }
+
+    /// The pid.
+    pub fn pid(&self) -> u32 {
+        self.pid
+    }
+
+    /// Whether the process has exited (a zombie counts as exited).
+    pub fn exited(&self) -> bool {
+        let mut fds = [PollFd::new(&self.pidfd, PollFlags::IN)];
+        let zero = Timespec {
+            tv_sec: 0,
+            tv_nsec: 0,
+        };
+        matches!(poll(&mut fds, Some(&zero)), Ok(n) if n > 0)
+    }
+}
+
+/// How a child ended.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ChildExit {
+    /// It exited with this status.
+    Code(i32),
+    /// A signal killed it.
+    Signal(i32),
+}
+
+/// A command started by probe, stopped before its execve until [`release`] is called.
+///
+/// [`release`]: PausedCommand::release
+pub struct PausedCommand {
+    pid: i32,
+    exec_error: OwnedFd,
+    program: String,
+}
+
+/// Starts `argv` stopped: the child blocks signals as the parent did, stops itself
+/// with SIGSTOP and only runs execve once continued. Nothing between the fork and
+/// the execve allocates or takes a lock (the parent prepares everything), and the
+/// stop makes no read or write, so the traced command's counts are its own.
+pub fn spawn_paused(argv: &[OsString]) -> Result<PausedCommand> {
+    let program = argv
+        .first()
+        .map(|p| p.to_string_lossy().into_owned())
+        .unwrap_or_default();
+    let spawn_error = |source| ProbeError::Spawn {
+        command: program.clone(),
+        source,
+    };
+    if argv.is_empty() {
+        return Err(spawn_error(io::Error::new(
+            io::ErrorKind::InvalidInput,
+            "no command given",
+        )));
+    }
+    let path = resolve_program(Path::new(&argv[0]))
+        .ok_or_else(|| spawn_error(io::Error::new(io::ErrorKind::NotFound, "not found in PATH")))?;
+    let c_string = |bytes: &[u8]| {
+        CString::new(bytes).map_err(|_| {
+            spawn_error(io::Error::new(
+                io::ErrorKind::InvalidInput,
+                "contains a NUL byte",
+            ))
+        })
+    };
+    let path = c_string(path.as_os_str().as_bytes())?;
+    let args = argv
+        .iter()
+        .map(|a| c_string(a.as_bytes()))
+        .collect::<Result<Vec<_>>>()?;
+    let env = std::env::vars_os()
+        .map(|(k, v)| {
+            let mut pair = k.as_bytes().to_vec();
+            pair.push(b'=');
+            pair.extend_from_slice(v.as_bytes());
+            c_string(&pair)
+        })
+        .collect::<Result<Vec<_>>>()?;
+    let mut arg_ptrs: Vec<*const libc::c_char> = args.iter().map(|a| a.as_ptr()).collect();
+    arg_ptrs.push(std::ptr::null());
+    let mut env_ptrs: Vec<*const libc::c_char> = env.iter().map(|e| e.as_ptr()).collect();
+    env_ptrs.push(std::ptr::null());
+
+    let (error_read, error_write) = rustix::pipe::pipe_with(rustix::pipe::PipeFlags::CLOEXEC)
+        .map_err(|err| ProbeError::Sys {
+            what: "pipe",
+            source: err.into(),
+        })?;
+    let error_fd = {
+        use std::os::fd::AsRawFd;
+        error_write.as_raw_fd()
+    };
+
+    // SAFETY: fork in a process that may have threads: the child only calls
+    // async-signal-safe functions (sigprocmask, signal, kill, getpid, execve, write,
+    // _exit) on memory prepared before the fork, then execs or exits.
+    let pid = unsafe { libc::fork() };
+    if pid < 0 {
+        return Err(ProbeError::Sys {
+            what: "fork",
+            source: io::Error::last_os_error(),
+        });
+    }
+    if pid == 0 {
+        // SAFETY: see above; all pointers point into vectors the parent built and
+        // that stay alive in the child's copy of the address space.
+        unsafe {
+            let mut empty = std::mem::zeroed::<libc::sigset_t>();
+            libc::sigemptyset(&mut empty);
+            libc::sigprocmask(libc::SIG_SETMASK, &empty, std::ptr::null_mut());
+            // Rust ignores SIGPIPE; commands expect the default.
+            libc::signal(libc::SIGPIPE, libc::SIG_DFL);
+            libc::kill(libc::getpid(), libc::SIGSTOP);
+            libc::execve(path.as_ptr(), arg_ptrs.as_ptr(), env_ptrs.as_ptr());
+            let errno = *libc::__errno_location();
+            libc::write(error_fd, (&errno as *const i32).cast(), 4);
+            libc::_exit(127);
+        }
+    }
+    drop(error_write);
+    // Wait until the child has stopped itself.
+    let mut status = 0;
+    // SAFETY: waitpid writes the status of our own child into `status`.
+    let rc = unsafe { libc::waitpid(pid, &mut status, libc::WUNTRACED) };
+    if rc != pid || !libc::WIFSTOPPED(status) {
+        return Err(spawn_error(io::Error::other(
+            "the child did not stop before its execve",
+        )));
+    }
+    Ok(PausedCommand {
+        pid,
+        exec_error: error_read,
+        program,
+    })
+}
+
+impl PausedCommand {
+    /// The child's pid (which the command keeps after its execve).
+    pub fn pid(&self) -> u32 {
+        self.pid as u32
+    }
+
+    /// Lets the child run its execve; fails when the execve fails.
+    pub fn release(self) -> Result<RunningCommand> {
+        // SAFETY: plain kill(2) of our own stopped child.
+        unsafe { libc::kill(self.pid, libc::SIGCONT) };
+        let mut errno = [0u8; 4];
+        let read = rustix::io::read(self.exec_error.as_fd(), &mut errno).unwrap_or(0);
+        let child = RunningCommand {
+            pid: self.pid,
+            exit: None,
+        };
+        if read == 4 {
+            let mut child = child;
+            child.wait();
+            return Err(ProbeError::Spawn {
+                command: self.program,
+                source: io::Error::from_raw_os_error(i32::from_ne_bytes(errno)),
+            });
+        }
+        Ok(child)
+    }
+}
+
+/// A command started by [`spawn_paused`] and released.
+pub struct RunningCommand {
+    pid: i32,
+    exit: Option<ChildExit>,
+}
+
+impl RunningCommand {
+    /// The pid.
+    pub fn pid(&self) -> u32 {
+        self.pid as u32
+    }
+
+    /// How it ended, if it has (reaps it).
+    pub fn try_wait(&mut self) -> Option<ChildExit> {
+        self.reap(libc::WNOHANG)
+    }
+
+    /// Waits for it to end.
+    pub fn wait(&mut self) -> Option<ChildExit> {
+        self.reap(0)
+    }
+
+    /// Sends it `signal` (if it still runs).
+    pub fn signal(&self, signal: i32) {
+        if self.exit.is_none() {
+            // SAFETY: plain kill(2) of our own, not yet reaped child.
+            unsafe { libc::kill(self.pid, signal) };
+        }
+    }
+
+    fn reap(&mut self, flags: i32) -> Option<ChildExit> {
+        if self.exit.is_some() {
+            return self.exit;
+        }
+        let mut status = 0;
+        // SAFETY: waitpid writes the status of our own child into `status`.
+        let rc = unsafe { libc::waitpid(self.pid, &mut status, flags) };
+        if rc == self.pid {
+            if libc::WIFEXITED(status) {
+                self.exit = Some(ChildExit::Code(libc::WEXITSTATUS(status)));
+            } else if libc::WIFSIGNALED(status) {
+                self.exit = Some(ChildExit::Signal(libc::WTERMSIG(status)));
+            }
+        }
+        self.exit
+    }
+}
+
+/// `program` itself when it contains a slash, else the first executable file of that
+/// name in PATH.
+fn resolve_program(program: &Path) -> Option<PathBuf> {
+    use std::os::unix::fs::PermissionsExt;
+    let executable = |p: &Path| {
+        p.metadata()
+            .map(|m| m.is_file() && m.permissions().mode() & 0o111 != 0)
+            .unwrap_or(false)
+    };
+    if program.as_os_str().as_bytes().contains(&b'/') {
+        return Some(program.to_path_buf());
+    }
+    let path = std::env::var_os("PATH")?;
+    std::env::split_paths(&path)
+        .map(|dir| dir.join(program))
+        .find(|p| executable(p))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_paused_command_runs_only_when_released() {
+        let dir = tempfile::tempdir().unwrap();
+        let marker = dir.path().join("ran");
+        let argv: Vec<OsString> = vec!["touch".into(), marker.clone().into_os_string()];
+        let paused = spawn_paused(&argv).unwrap();
+        std::thread::sleep(std::time::Duration::from_millis(50));
+        assert!(!marker.exists(), "the command ran before release");
+        let mut running = paused.release().unwrap();
+        assert_eq!(running.wait(), Some(ChildExit::Code(0)));
+        assert!(marker.exists());
+    }
+
+    #[test]
+    fn a_missing_program_is_an_error_naming_it() {
+        let err = spawn_paused(&["no-such-program-xyz".into()]).err().unwrap();
+        assert!(err.to_string().contains("no-such-program-xyz"), "{err}");
+        let err = spawn_paused(&["/nonexistent/prog".into()])
+            .unwrap()
+            .release()
+            .err()
+            .unwrap();
+        assert!(err.to_string().contains("/nonexistent/prog"), "{err}");
+    }
+
+    #[test]
+    fn watching_a_pid_sees_its_exit() {
+        assert!(matches!(
+            WatchedProcess::open(0x3fff_fff0),
+            Err(ProbeError::NoSuchProcess { .. })
+        ));
+        let mut child = std::process::Command::new("sleep")
+            .arg("0.2")
+            .spawn()
+            .unwrap();
+        let watched = WatchedProcess::open(child.id()).unwrap();
+        assert!(!watched.exited());
+        child.wait().unwrap();
+        assert!(watched.exited());
+    }
+}
