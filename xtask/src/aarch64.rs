@@ -2,11 +2,13 @@
 //! `cross`), Debian's gcc cross linker and qemu-user run what rustup's aarch64 target
 //! builds (design.md §6; the linker and runner are set in .cargo/config.toml).
 
+use std::fs;
+use std::path::Path;
 use std::process::Command;
 
-use anyhow::{Context as _, Result};
+use anyhow::{bail, Context as _, Result};
 
-use crate::{cargo, cargo_test, ensure_packages, step, TestTotals};
+use crate::{cargo, cargo_test, ensure_packages, project_root, step, TestTotals};
 
 pub(crate) const TARGET: &str = "aarch64-unknown-linux-gnu";
 
@@ -20,18 +22,18 @@ const PACKAGES: &[(&str, &str)] = &[
     ("qemu-user", "qemu-aarch64"),
 ];
 
-/// arm64 libraries probe links against (libbpf needs libelf and zlib); Debian's
-/// cross gcc finds them in the multiarch directory.
-const ARM64_LIBRARIES: &[(&str, &str)] = &[
-    ("libelf-dev:arm64", "/usr/lib/aarch64-linux-gnu/libelf.so"),
-    ("zlib1g-dev:arm64", "/usr/lib/aarch64-linux-gnu/libz.so"),
-];
+/// The cross sysroot's library directory: Debian's cross gcc links from it and
+/// qemu-user (`-L /usr/aarch64-linux-gnu`) loads from it.
+const SYSROOT_LIB: &str = "/usr/aarch64-linux-gnu/lib";
+
+/// The arm64 packages whose libraries probe links against (libbpf needs libelf and
+/// zlib).
+const ARM64_LINK_PACKAGES: &[&str] = &["libelf1", "libelf-dev", "zlib1g", "zlib1g-dev"];
 
 /// Installs what the lane needs: the Debian packages and the rustup target.
 pub(crate) fn ensure_toolchain() -> Result<()> {
     ensure_packages(PACKAGES)?;
-    ensure_arm64_architecture()?;
-    ensure_packages(ARM64_LIBRARIES)?;
+    ensure_arm64_link_libraries()?;
     let installed = Command::new("rustup")
         .args(["target", "list", "--installed"])
         .output()
@@ -47,7 +49,71 @@ pub(crate) fn ensure_toolchain() -> Result<()> {
     Ok(())
 }
 
-/// Lets apt install arm64 packages next to the native ones (multiarch), once.
+/// Puts arm64 libelf and zlib into the cross sysroot, unpacked from Debian's arm64
+/// packages. Installing them with multiarch instead (`apt-get install
+/// libelf-dev:arm64`) drags in libc6:arm64, whose libc then shadows the cross libc
+/// under qemu-user and hangs every aarch64 test binary (a newer libc.so.6 beside the
+/// sysroot's older ld.so).
+fn ensure_arm64_link_libraries() -> Result<()> {
+    let sysroot = Path::new(SYSROOT_LIB);
+    if sysroot.join("libelf.so").exists() && sysroot.join("libz.so").exists() {
+        return Ok(());
+    }
+    if !crate::is_root() {
+        bail!(
+            "arm64 libelf and zlib are missing from {SYSROOT_LIB}: run `cargo xtask ci` (or \
+             `cargo xtask cross`) as root once to unpack them there"
+        );
+    }
+    ensure_arm64_architecture()?;
+    let mut update = Command::new("apt-get");
+    update.args(["-q", "update"]);
+    step("apt-get update", update)?;
+    let work = project_root().join("target/arm64-debs");
+    if work.exists() {
+        fs::remove_dir_all(&work)?;
+    }
+    fs::create_dir_all(&work)?;
+    let mut download = Command::new("apt-get");
+    download
+        .current_dir(&work)
+        .arg("download")
+        .args(ARM64_LINK_PACKAGES.iter().map(|p| format!("{p}:arm64")));
+    step("apt-get download arm64 libelf and zlib", download)?;
+    let unpacked = work.join("unpacked");
+    for deb in fs::read_dir(&work)? {
+        let deb = deb?.path();
+        if deb.extension().is_some_and(|e| e == "deb") {
+            let mut extract = Command::new("dpkg-deb");
+            extract.arg("-x").arg(&deb).arg(&unpacked);
+            step(&format!("dpkg-deb -x {}", deb.display()), extract)?;
+        }
+    }
+    for dir in ["lib/aarch64-linux-gnu", "usr/lib/aarch64-linux-gnu"] {
+        let Ok(entries) = fs::read_dir(unpacked.join(dir)) else { continue };
+        for entry in entries {
+            let entry = entry?;
+            let target = sysroot.join(entry.file_name());
+            let kind = entry.file_type()?;
+            if kind.is_symlink() {
+                // Relink by file name: the packages' links may be absolute
+                // (/lib/aarch64-linux-gnu/...), which means nothing in the sysroot.
+                let link = fs::read_link(entry.path())?;
+                let name = link.file_name().context("symlink without a file name")?;
+                let _ = fs::remove_file(&target);
+                std::os::unix::fs::symlink(name, &target)
+                    .with_context(|| format!("cannot link {}", target.display()))?;
+            } else if kind.is_file() {
+                fs::copy(entry.path(), &target)
+                    .with_context(|| format!("cannot copy to {}", target.display()))?;
+            }
+        }
+    }
+    eprintln!("xtask: arm64 libelf and zlib unpacked into {SYSROOT_LIB}");
+    Ok(())
+}
+
+/// Lets apt download arm64 packages (multiarch), once.
 fn ensure_arm64_architecture() -> Result<()> {
     let foreign = Command::new("dpkg")
         .arg("--print-foreign-architectures")

@@ -459,7 +459,7 @@ pub(crate) fn which(program: &str) -> Option<PathBuf> {
         .find(|path| path.is_file())
 }
 
-fn is_root() -> bool {
+pub(crate) fn is_root() -> bool {
     // Reading the effective uid from /proc keeps xtask free of libc.
     std::fs::read_to_string("/proc/self/status")
         .ok()

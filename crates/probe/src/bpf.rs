@@ -54,7 +54,7 @@ pub(crate) fn add_target(map: &MapMut<'_>, tgid: u32) -> Result<()> {
     map.update(&tgid.to_ne_bytes(), &[1], MapFlags::ANY)
         .map_err(|source| ProbeError::Map {
             map: "targets",
-            source,
+            cause: source,
         })
 }
 
@@ -74,7 +74,10 @@ pub(crate) fn sum_percpu_u64(
     out.iter_mut().for_each(|v| *v = 0);
     let per_cpu = map
         .lookup_percpu(&key.to_ne_bytes(), MapFlags::ANY)
-        .map_err(|source| ProbeError::Map { map: name, source })?
+        .map_err(|source| ProbeError::Map {
+            map: name,
+            cause: source,
+        })?
         .unwrap_or_default();
     for value in per_cpu {
         for (field, bytes) in out.iter_mut().zip(value.chunks_exact(8)) {
@@ -91,7 +94,7 @@ pub(crate) fn attach_error<'a>(
 ) -> impl FnOnce(libbpf_rs::Error) -> ProbeError + 'a {
     move |source| ProbeError::Attach {
         point: point.to_string(),
-        source,
+        cause: source,
         still_works,
     }
 }

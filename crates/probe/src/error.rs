@@ -25,48 +25,48 @@ pub enum ProbeError {
         path: PathBuf,
     },
     /// Loading a BPF object failed.
-    #[error("loading the {object} BPF programs failed: {source}")]
+    #[error("loading the {object} BPF programs failed: {cause}")]
     Load {
         /// Which object ("syscalls", "runq", "faults").
         object: &'static str,
         /// libbpf's error.
-        source: libbpf_rs::Error,
+        cause: libbpf_rs::Error,
     },
     /// The kernel lacks (or refuses) an attach point.
-    #[error("cannot attach to {point}: {source}; {still_works}")]
+    #[error("cannot attach to {point}: {cause}; {still_works}")]
     Attach {
         /// The attach point, e.g. "raw tracepoint sys_enter".
         point: String,
         /// libbpf's error.
-        source: libbpf_rs::Error,
+        cause: libbpf_rs::Error,
         /// What does not need this attach point.
         still_works: &'static str,
     },
     /// perf_event_open failed.
-    #[error("perf_event_open({event}, cpu {cpu}) failed: {source}")]
+    #[error("perf_event_open({event}, cpu {cpu}) failed: {cause}")]
     PerfEvent {
         /// The event's name.
         event: &'static str,
         /// The CPU it was opened on.
         cpu: u32,
         /// The system error.
-        source: std::io::Error,
+        cause: std::io::Error,
     },
     /// Reading or updating a BPF map failed.
-    #[error("reading the BPF map {map} failed: {source}")]
+    #[error("reading the BPF map {map} failed: {cause}")]
     Map {
         /// The map's name.
         map: &'static str,
         /// libbpf's error.
-        source: libbpf_rs::Error,
+        cause: libbpf_rs::Error,
     },
     /// A file of /proc or /sys could not be read.
-    #[error("cannot read {path}: {source}")]
+    #[error("cannot read {path}: {cause}")]
     Read {
         /// The file.
         path: PathBuf,
         /// The system error.
-        source: std::io::Error,
+        cause: std::io::Error,
     },
     /// A process to trace does not exist.
     #[error("no process with pid {pid}")]
@@ -75,20 +75,20 @@ pub enum ProbeError {
         pid: u32,
     },
     /// Starting the command to trace failed.
-    #[error("cannot run {command}: {source}")]
+    #[error("cannot run {command}: {cause}")]
     Spawn {
         /// The command.
         command: String,
         /// The system error.
-        source: std::io::Error,
+        cause: std::io::Error,
     },
     /// Another system call failed.
-    #[error("{what} failed: {source}")]
+    #[error("{what} failed: {cause}")]
     Sys {
         /// What was being done.
         what: &'static str,
         /// The system error.
-        source: std::io::Error,
+        cause: std::io::Error,
     },
 }
 

@@ -39,7 +39,7 @@ impl<'obj> FaultTracer<'obj> {
         bpf::quiet_libbpf();
         let load_error = |source| ProbeError::Load {
             object: "faults",
-            source,
+            cause: source,
         };
         let mut open = FaultsSkelBuilder::default()
             .open(storage)
@@ -97,7 +97,7 @@ impl<'obj> FaultTracer<'obj> {
                 map.lookup(&key, MapFlags::ANY)
                     .map_err(|source| ProbeError::Map {
                         map: "faults",
-                        source,
+                        cause: source,
                     })?
             else {
                 continue; // removed between keys() and lookup()

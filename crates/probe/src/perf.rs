@@ -63,7 +63,7 @@ pub fn open_every_occurrence(event: SoftwareEvent, cpu: u32) -> Result<OwnedFd> 
         return Err(ProbeError::PerfEvent {
             event: event.name(),
             cpu,
-            source: io::Error::last_os_error(),
+            cause: io::Error::last_os_error(),
         });
     }
     // SAFETY: `fd` is a descriptor perf_event_open just returned; nothing else owns it.
@@ -75,11 +75,11 @@ pub fn online_cpus() -> Result<Vec<u32>> {
     let path = "/sys/devices/system/cpu/online";
     let text = std::fs::read_to_string(path).map_err(|source| ProbeError::Read {
         path: path.into(),
-        source,
+        cause: source,
     })?;
     let set = numa::IdSet::parse_list(text.trim()).map_err(|err| ProbeError::Read {
         path: path.into(),
-        source: io::Error::new(io::ErrorKind::InvalidData, err.to_string()),
+        cause: io::Error::new(io::ErrorKind::InvalidData, err.to_string()),
     })?;
     Ok(set.iter().collect())
 }

@@ -44,7 +44,7 @@ impl<'obj> RunqTracer<'obj> {
         bpf::quiet_libbpf();
         let load_error = |source| ProbeError::Load {
             object: "runq",
-            source,
+            cause: source,
         };
         let mut open = RunqSkelBuilder::default()
             .open(storage)

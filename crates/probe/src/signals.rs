@@ -38,7 +38,7 @@ impl Signals {
             if rc != 0 {
                 return Err(ProbeError::Sys {
                     what: "blocking SIGINT and SIGTERM",
-                    source: io::Error::from_raw_os_error(rc),
+                    cause: io::Error::from_raw_os_error(rc),
                 });
             }
             set

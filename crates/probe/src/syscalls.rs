@@ -84,7 +84,7 @@ impl<'obj> SyscallTracer<'obj> {
         bpf::quiet_libbpf();
         let load_error = |source| ProbeError::Load {
             object: "syscalls",
-            source,
+            cause: source,
         };
         let mut open = SyscallsSkelBuilder::default()
             .open(storage)

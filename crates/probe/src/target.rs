@@ -30,7 +30,7 @@ impl WatchedProcess {
             } else {
                 ProbeError::Sys {
                     what: "pidfd_open",
-                    source: err.into(),
+                    cause: err.into(),
                 }
             }
         })?;
@@ -82,7 +82,7 @@ pub fn spawn_paused(argv: &[OsString]) -> Result<PausedCommand> {
         .unwrap_or_default();
     let spawn_error = |source| ProbeError::Spawn {
         command: program.clone(),
-        source,
+        cause: source,
     };
     if argv.is_empty() {
         return Err(spawn_error(io::Error::new(
@@ -121,7 +121,7 @@ pub fn spawn_paused(argv: &[OsString]) -> Result<PausedCommand> {
     let (error_read, error_write) = rustix::pipe::pipe_with(rustix::pipe::PipeFlags::CLOEXEC)
         .map_err(|err| ProbeError::Sys {
             what: "pipe",
-            source: err.into(),
+            cause: err.into(),
         })?;
     let error_fd = {
         use std::os::fd::AsRawFd;
@@ -135,7 +135,7 @@ pub fn spawn_paused(argv: &[OsString]) -> Result<PausedCommand> {
     if pid < 0 {
         return Err(ProbeError::Sys {
             what: "fork",
-            source: io::Error::last_os_error(),
+            cause: io::Error::last_os_error(),
         });
     }
     if pid == 0 {
@@ -192,7 +192,7 @@ impl PausedCommand {
             child.wait();
             return Err(ProbeError::Spawn {
                 command: self.program,
-                source: io::Error::from_raw_os_error(i32::from_ne_bytes(errno)),
+                cause: io::Error::from_raw_os_error(i32::from_ne_bytes(errno)),
             });
         }
         Ok(child)

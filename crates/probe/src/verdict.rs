@@ -11,13 +11,18 @@ use crate::sysnames::{data_path, DataPath};
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "kebab-case")]
 pub enum DataMovement {
-    /// Only sendfile/splice-style syscalls moved bytes out.
+    /// sendfile/splice-style syscalls moved at least 95% of the bytes sent (the rest
+    /// is typically response headers written with write/writev).
     ZeroCopy,
-    /// Bytes went out through write-style syscalls only.
+    /// write-style syscalls moved at least 95% of the bytes sent.
     Copying,
-    /// Both paths moved bytes.
+    /// Both paths moved a real share.
     Mixed,
 }
+
+/// The share of the bytes sent that decides "zero-copy" (and, from the other side,
+/// "copying").
+const ZERO_COPY_SHARE: f64 = 0.95;
 
 /// The verdict with its evidence.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize)]
@@ -57,11 +62,17 @@ impl FileServingVerdict {
                 .by_syscall
                 .push((row.name.clone(), row.calls, row.bytes));
         }
-        verdict.movement = match (verdict.zero_copy_bytes > 0, verdict.copied_out_bytes > 0) {
-            (true, false) => DataMovement::ZeroCopy,
-            (false, true) => DataMovement::Copying,
-            (true, true) => DataMovement::Mixed,
-            (false, false) => return None,
+        let sent = verdict.zero_copy_bytes + verdict.copied_out_bytes;
+        if sent == 0 {
+            return None;
+        }
+        let zero_copy_share = verdict.zero_copy_bytes as f64 / sent as f64;
+        verdict.movement = if zero_copy_share >= ZERO_COPY_SHARE {
+            DataMovement::ZeroCopy
+        } else if zero_copy_share <= 1.0 - ZERO_COPY_SHARE {
+            DataMovement::Copying
+        } else {
+            DataMovement::Mixed
         };
         Some(verdict)
     }
@@ -71,16 +82,19 @@ impl FileServingVerdict {
         use crate::report::bytes;
         match self.movement {
             DataMovement::ZeroCopy => format!(
-                "zero-copy: the kernel moved {} (sendfile/splice); {} written from user space",
+                "zero-copy: the kernel moved {} (sendfile/splice); {} written from user \
+                 space (headers)",
                 bytes(self.zero_copy_bytes),
                 bytes(self.copied_out_bytes)
             ),
             DataMovement::Copying => format!(
-                "copying through user space: {} read into user buffers and {} written back \
-                 out, no sendfile/splice (if this is a file server, sendfile is not in use: \
-                 check TLS, compression, or a wrapper that hides the file descriptor)",
+                "copying through user space: {} written from user buffers ({} read into \
+                 them; none when they are mmap'd), {} by sendfile/splice (if this is a file \
+                 server, sendfile is not in use: check TLS, compression, or a wrapper that \
+                 hides the file descriptor)",
+                bytes(self.copied_out_bytes),
                 bytes(self.copied_in_bytes),
-                bytes(self.copied_out_bytes)
+                bytes(self.zero_copy_bytes)
             ),
             DataMovement::Mixed => format!(
                 "mixed: {} zero-copy (sendfile/splice) and {} written from user space",
@@ -117,16 +131,16 @@ mod tests {
         assert_eq!((v.copied_in_bytes, v.copied_out_bytes), (40960, 40960));
         assert!(v.describe().starts_with("copying through user space"));
 
-        let zero = snap(vec![row("sendfile", 2, 1 << 20), row("write", 1, 200)]);
-        assert_eq!(
-            FileServingVerdict::judge(&zero).unwrap().movement,
-            DataMovement::Mixed
-        );
-        let zero = snap(vec![row("sendfile", 2, 1 << 20), row("read", 1, 200)]);
-        assert_eq!(
-            FileServingVerdict::judge(&zero).unwrap().movement,
-            DataMovement::ZeroCopy
-        );
+        let movement = |rows| FileServingVerdict::judge(&snap(rows)).unwrap().movement;
+        // Headers written with write() beside sendfile's body: still zero-copy.
+        let headers = vec![row("sendfile", 2, 1 << 20), row("write", 1, 200)];
+        assert_eq!(movement(headers), DataMovement::ZeroCopy);
+        let reads = vec![row("sendfile", 2, 1 << 20), row("read", 1, 200)];
+        assert_eq!(movement(reads), DataMovement::ZeroCopy);
+        let both = vec![row("sendfile", 2, 1 << 20), row("writev", 4, 1 << 19)];
+        assert_eq!(movement(both), DataMovement::Mixed);
+        let mostly_copied = vec![row("sendfile", 1, 100), row("writev", 4, 1 << 20)];
+        assert_eq!(movement(mostly_copied), DataMovement::Copying);
 
         assert!(FileServingVerdict::judge(&snap(vec![row("getppid", 5, 0)])).is_none());
         assert!(FileServingVerdict::judge(&snap(vec![row("read", 5, 0)])).is_none());

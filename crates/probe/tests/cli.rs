@@ -16,6 +16,30 @@ use serde_json::Value;
 const PROBE: &str = env!("CARGO_BIN_EXE_probe");
 const CALIBRATE: &str = env!("CARGO_BIN_EXE_probe-calibrate");
 
+/// A child process that is killed and reaped when the test ends, also by a failed
+/// assertion, so that no workload or daemon outlives its test.
+struct Reaped(Child);
+
+impl std::ops::Deref for Reaped {
+    type Target = Child;
+    fn deref(&self) -> &Child {
+        &self.0
+    }
+}
+
+impl std::ops::DerefMut for Reaped {
+    fn deref_mut(&mut self) -> &mut Child {
+        &mut self.0
+    }
+}
+
+impl Drop for Reaped {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
 /// Whether BPF tests can run; panics when they must but cannot.
 fn privileged() -> bool {
     if rustix::process::geteuid().is_root() {
@@ -174,10 +198,12 @@ fn clock_pid_counts_a_process_s_clock_syscalls() {
         return;
     }
     // A process that makes raw clock_gettime syscalls for a while.
-    let mut child = Command::new(CALIBRATE)
-        .args(["syscalls", "--count", "2000000000"])
-        .spawn()
-        .unwrap();
+    let mut child = Reaped(
+        Command::new(CALIBRATE)
+            .args(["syscalls", "--count", "2000000000"])
+            .spawn()
+            .unwrap(),
+    );
     let pid = child.id().to_string();
     let report = probe_json(&[
         "clock",
@@ -401,26 +427,29 @@ fn ctrl_c_prints_the_summary_and_detaches() {
     if !privileged() {
         return;
     }
-    let mut target = Command::new("sleep").arg("30").spawn().unwrap();
-    let mut probe = Command::new(PROBE)
-        .args(["syscalls", "-p", &target.id().to_string()])
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
+    let mut target = Reaped(Command::new("sleep").arg("30").spawn().unwrap());
+    let mut probe = Reaped(
+        Command::new(PROBE)
+            .args(["syscalls", "-p", &target.id().to_string()])
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap(),
+    );
     let (_, rest) = wait_for_line(&mut probe, "Ctrl-C to stop");
     let ids = bpf_ids(probe.id());
     signal(probe.id(), rustix::process::Signal::INT);
-    let out = probe.wait_with_output().unwrap();
+    let mut stdout = String::new();
+    probe
+        .stdout
+        .take()
+        .unwrap()
+        .read_to_string(&mut stdout)
+        .unwrap();
+    let status = probe.wait().unwrap();
     target.kill().unwrap();
     target.wait().unwrap();
-    assert!(
-        out.status.success(),
-        "{:?} {}",
-        out.status,
-        rest.join().unwrap()
-    );
-    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(status.success(), "{status:?} {}", rest.join().unwrap());
     assert!(stdout.contains("interrupted by signal 2"), "{stdout}");
     assert!(stdout.starts_with("Syscalls of pid"), "{stdout}");
     assert_detached(&ids);
@@ -431,7 +460,7 @@ fn a_target_that_exits_ends_the_trace_with_a_summary() {
     if !privileged() {
         return;
     }
-    let mut target = Command::new("sleep").arg("0.5").spawn().unwrap();
+    let mut target = Reaped(Command::new("sleep").arg("0.5").spawn().unwrap());
     let started = Instant::now();
     let out = probe(&[
         "syscalls",
@@ -474,22 +503,26 @@ fn the_daemon_serves_growing_counters_and_detaches_on_sigterm() {
         return;
     }
     // A workload that makes read and write syscalls nonstop.
-    let mut workload = Command::new("dd")
-        .args(["if=/dev/zero", "of=/dev/null", "bs=1", "count=100000000000"])
-        .stderr(Stdio::null())
-        .spawn()
-        .unwrap();
-    let mut daemon = Command::new(PROBE)
-        .args([
-            "daemon",
-            "--listen",
-            "127.0.0.1:0",
-            "-p",
-            &workload.id().to_string(),
-        ])
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
+    let mut workload = Reaped(
+        Command::new("dd")
+            .args(["if=/dev/zero", "of=/dev/null", "bs=1", "count=100000000000"])
+            .stderr(Stdio::null())
+            .spawn()
+            .unwrap(),
+    );
+    let mut daemon = Reaped(
+        Command::new(PROBE)
+            .args([
+                "daemon",
+                "--listen",
+                "127.0.0.1:0",
+                "-p",
+                &workload.id().to_string(),
+            ])
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap(),
+    );
     let (line, rest) = wait_for_line(&mut daemon, "serving http://");
     let address = line
         .split("http://")
@@ -658,10 +691,12 @@ fn doctor_reports_every_area_for_a_pid() {
     if !privileged() {
         return;
     }
-    let mut target = Command::new(CALIBRATE)
-        .args(["syscalls", "--count", "2000000000"])
-        .spawn()
-        .unwrap();
+    let mut target = Reaped(
+        Command::new(CALIBRATE)
+            .args(["syscalls", "--count", "2000000000"])
+            .spawn()
+            .unwrap(),
+    );
     let report = probe_json(&[
         "doctor",
         "--json",
@@ -702,4 +737,109 @@ fn doctor_reports_every_area_for_a_pid() {
             assert!(f["fix"].is_string(), "a warning without a fix: {f:#}");
         }
     }
+}
+
+#[test]
+fn the_daemon_follows_a_command_name_across_restarts() {
+    if !privileged() {
+        return;
+    }
+    let mut daemon = Reaped(
+        Command::new(PROBE)
+            .args([
+                "daemon",
+                "--listen",
+                "127.0.0.1:0",
+                "--comm",
+                "probe-calibrate",
+            ])
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap(),
+    );
+    let (line, rest) = wait_for_line(&mut daemon, "serving http://");
+    let address = line
+        .split("http://")
+        .nth(1)
+        .unwrap()
+        .split('/')
+        .next()
+        .unwrap()
+        .to_string();
+    let up = || metric(&http_get(&address, "/metrics"), "probe_targets_up");
+    let getppid = || {
+        metric(
+            &http_get(&address, "/metrics"),
+            "probe_syscalls_total{syscall=\"getppid\"}",
+        )
+    };
+    // Waits (up to 5 s) until the daemon's rescan (every second) sees `expected` targets.
+    let wait_up = |expected: f64| {
+        let deadline = Instant::now() + Duration::from_secs(5);
+        while up() != expected {
+            assert!(
+                Instant::now() < deadline,
+                "probe_targets_up never became {expected}"
+            );
+            std::thread::sleep(Duration::from_millis(100));
+        }
+    };
+    assert_eq!(up(), 0.0);
+    let mut before = 0.0;
+    for _round in 0..2 {
+        let mut workload = Reaped(
+            Command::new(CALIBRATE)
+                .args(["syscalls", "--count", "2000000000"])
+                .spawn()
+                .unwrap(),
+        );
+        wait_up(1.0);
+        std::thread::sleep(Duration::from_millis(200));
+        let during = getppid();
+        assert!(
+            during > before,
+            "getppid calls of the new process were not counted"
+        );
+        workload.kill().unwrap();
+        workload.wait().unwrap();
+        wait_up(0.0);
+        before = getppid();
+    }
+    signal(daemon.id(), rustix::process::Signal::TERM);
+    let status = daemon.wait().unwrap();
+    assert!(status.success(), "{status:?}: {}", rest.join().unwrap());
+}
+
+#[test]
+fn the_daemon_detaches_on_sigterm_even_when_its_log_reader_is_gone() {
+    if !privileged() {
+        return;
+    }
+    let mut daemon = Reaped(
+        Command::new(PROBE)
+            .args(["daemon", "--listen", "127.0.0.1:0"])
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap(),
+    );
+    let mut reader = BufReader::new(daemon.stderr.take().unwrap());
+    let mut line = String::new();
+    reader.read_line(&mut line).unwrap();
+    assert!(line.contains("serving http://"), "{line}");
+    let ids = bpf_ids(daemon.id());
+    drop(reader); // its "detaching" lines now hit a closed pipe
+    signal(daemon.id(), rustix::process::Signal::TERM);
+    let deadline = Instant::now() + Duration::from_secs(10);
+    let status = loop {
+        if let Some(status) = daemon.try_wait().unwrap() {
+            break status;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "the daemon did not exit on SIGTERM"
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    };
+    assert!(status.success(), "{status:?}");
+    assert_detached(&ids);
 }

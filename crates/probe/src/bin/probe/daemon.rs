@@ -114,11 +114,17 @@ pub fn run(args: &DaemonArgs, signals: &Signals) -> anyhow::Result<()> {
     } else {
         "all processes".into()
     };
-    eprintln!("probe daemon: serving http://{address}/metrics for {what}");
+    note!("probe daemon: serving http://{address}/metrics for {what}");
 
     let stop = AtomicBool::new(false);
     let connections = AtomicUsize::new(0);
-    std::thread::scope(|scope| -> anyhow::Result<()> {
+    std::thread::scope(|scope| {
+        // However this closure ends (even by a panic), the accept loop must end too,
+        // or the scope would wait for it forever.
+        let _stop_acceptor = StopAcceptor {
+            stop: &stop,
+            address,
+        };
         let probes = &probes;
         let (stop, connections, listener) = (&stop, &connections, &listener);
         scope.spawn(move || {
@@ -142,7 +148,7 @@ pub fn run(args: &DaemonArgs, signals: &Signals) -> anyhow::Result<()> {
         let mut by_comm: BTreeSet<u32> = BTreeSet::new();
         loop {
             if let Some(Interrupt::Terminate(signal)) = signals.wait(Duration::from_secs(1)) {
-                eprintln!("probe daemon: signal {signal}, detaching");
+                note!("probe daemon: signal {signal}, detaching");
                 break;
             }
             watched.retain(|process| {
@@ -155,7 +161,9 @@ pub fn run(args: &DaemonArgs, signals: &Signals) -> anyhow::Result<()> {
             if !args.comm.is_empty() {
                 let now = pids_with_comm(&args.comm);
                 for &pid in now.difference(&by_comm) {
-                    probes.add(pid)?;
+                    if let Err(err) = probes.add(pid) {
+                        note!("probe daemon: cannot trace pid {pid}: {err:#}");
+                    }
                 }
                 for &pid in by_comm.difference(&now) {
                     probes.remove(pid);
@@ -166,14 +174,24 @@ pub fn run(args: &DaemonArgs, signals: &Signals) -> anyhow::Result<()> {
                 .targets_up
                 .store(watched.len() + by_comm.len(), Ordering::Relaxed);
         }
-        stop.store(true, Ordering::Relaxed);
-        // Wake the accept loop so that it sees the flag.
-        let _ = TcpStream::connect(address);
-        Ok(())
-    })?;
+    });
     drop(probes);
-    eprintln!("probe daemon: detached");
+    note!("probe daemon: detached");
     Ok(())
+}
+
+/// Ends the accept loop when dropped: sets the flag, then connects once so that the
+/// blocked accept returns and sees it.
+struct StopAcceptor<'a> {
+    stop: &'a AtomicBool,
+    address: SocketAddr,
+}
+
+impl Drop for StopAcceptor<'_> {
+    fn drop(&mut self) {
+        self.stop.store(true, Ordering::Relaxed);
+        let _ = TcpStream::connect(self.address);
+    }
 }
 
 /// Answers one HTTP/1.x request: GET /metrics, or a short index at /.
@@ -225,16 +243,23 @@ fn serve(stream: TcpStream, probes: &Probes<'_>) -> std::io::Result<()> {
 
 use std::io::Read as _;
 
-/// The pids whose /proc/PID/comm is one of `names`.
+/// The pids whose /proc/PID/comm is one of `names`. The kernel keeps the first 15
+/// bytes of a command name, so longer names match by those.
 fn pids_with_comm(names: &[String]) -> BTreeSet<u32> {
+    let names: Vec<&[u8]> = names
+        .iter()
+        .map(|n| &n.as_bytes()[..n.len().min(15)])
+        .collect();
     let Ok(entries) = std::fs::read_dir("/proc") else {
         return BTreeSet::new();
     };
     entries
         .filter_map(|entry| entry.ok()?.file_name().to_str()?.parse::<u32>().ok())
         .filter(|pid| {
-            std::fs::read_to_string(format!("/proc/{pid}/comm"))
-                .is_ok_and(|comm| names.iter().any(|name| name == comm.trim_end()))
+            std::fs::read_to_string(format!("/proc/{pid}/comm")).is_ok_and(|comm| {
+                let comm = comm.trim_end_matches('\n').as_bytes();
+                names.contains(&comm)
+            })
         })
         .collect()
 }

@@ -11,6 +11,7 @@ use serde_json::json;
 use probe::bpf::Scope;
 use probe::clock::{self, Clocksources, VdsoMapping};
 use probe::doctor::{self, Finding, Severity};
+use probe::error::ProbeError;
 use probe::faults::FaultTracer;
 use probe::runq::RunqTracer;
 use probe::session::{Prepared, TargetSpec};
@@ -44,7 +45,7 @@ pub fn run(args: &DoctorArgs, signals: &Signals) -> anyhow::Result<()> {
             anyhow::bail!("{err} (needed for --pid)");
         }
     }
-    let mut findings = vec![clock_finding(args, bpf.is_ok())?];
+    let mut findings = vec![clock_finding(args, &bpf)];
     findings.push(doctor::cpufreq(&args.root));
     findings.push(doctor::numa(&args.root));
     findings.push(doctor::transparent_huge_pages(&args.root));
@@ -52,27 +53,27 @@ pub fn run(args: &DoctorArgs, signals: &Signals) -> anyhow::Result<()> {
         findings.extend(process_findings(pid, args.duration, signals)?);
     }
     if args.json {
-        println!(
+        outln!(
             "{}",
             serde_json::to_string_pretty(&json!({ "findings": findings }))?
         );
         return Ok(());
     }
     for finding in &findings {
-        print!("{}", finding.render());
+        out!("{}", finding.render());
     }
     let warnings = findings
         .iter()
         .filter(|f| f.severity == Severity::Warn)
         .count();
-    println!("\n{warnings} warning(s) in {} checks", findings.len());
+    outln!("\n{warnings} warning(s) in {} checks", findings.len());
     Ok(())
 }
 
 /// The clocksource and vDSO finding: measured with the syscall counter when BPF is
 /// available, else by timing alone (a vDSO call is several times cheaper than a
-/// syscall).
-fn clock_finding(args: &DoctorArgs, bpf: bool) -> anyhow::Result<Finding> {
+/// syscall), saying why.
+fn clock_finding(args: &DoctorArgs, bpf: &Result<(), ProbeError>) -> Finding {
     let sources = Clocksources::read(&args.root);
     let vdso = VdsoMapping::of("self").unwrap_or_default();
     let source_text = sources.as_ref().map_or("unknown".to_string(), |s| {
@@ -82,37 +83,13 @@ fn clock_finding(args: &DoctorArgs, bpf: bool) -> anyhow::Result<Finding> {
             s.available.join(" ")
         )
     });
-    if bpf {
-        let mut storage = MaybeUninit::uninit();
-        let options = SyscallOptions {
-            scope: Scope::Processes(vec![std::process::id()]),
-            ..Default::default()
-        };
-        let tracer = SyscallTracer::start(&mut storage, &options)?;
-        let measurements = clock::measure_clocks(&tracer, 20_000)?;
-        let verdict = clock::verdict(sources.as_ref(), &vdso, &measurements);
-        let monotonic = measurements.iter().find(|m| m.clock == "CLOCK_MONOTONIC");
-        let evidence = match monotonic {
-            Some(m) => format!(
-                "{source_text}; CLOCK_MONOTONIC {:.0} ns/call with {:.3} syscalls/call \
-                 (a real syscall: {:.0} ns)",
-                m.libc_ns_per_call, m.libc_syscalls_per_call, m.syscall_ns_per_call
-            ),
-            None => source_text,
-        };
-        return Ok(Finding {
-            area: "clock",
-            severity: if verdict.ok {
-                Severity::Ok
-            } else {
-                Severity::Warn
-            },
-            summary: verdict.summary,
-            evidence,
-            fix: verdict.fix,
-        });
-    }
-    // Timing only.
+    let why_timed = match bpf {
+        Ok(()) => match measured_clock_finding(sources.as_ref(), &vdso, &source_text) {
+            Ok(finding) => return finding,
+            Err(err) => format!("the syscall counter failed: {err}"),
+        },
+        Err(err) => err.to_string(),
+    };
     let time = |f: &dyn Fn() -> libc::c_long| {
         let start = Instant::now();
         for _ in 0..20_000 {
@@ -123,7 +100,7 @@ fn clock_finding(args: &DoctorArgs, bpf: bool) -> anyhow::Result<Finding> {
     let libc_ns = time(&|| clock::libc_clock_gettime(libc::CLOCK_MONOTONIC));
     let raw_ns = time(&|| clock::raw_clock_gettime(libc::CLOCK_MONOTONIC));
     let syscall_like = !vdso.vdso || libc_ns > 0.5 * raw_ns;
-    Ok(Finding {
+    Finding {
         area: "clock",
         severity: if syscall_like {
             Severity::Warn
@@ -139,9 +116,44 @@ fn clock_finding(args: &DoctorArgs, bpf: bool) -> anyhow::Result<Finding> {
         },
         evidence: format!(
             "{source_text}; {libc_ns:.0} ns/call vs {raw_ns:.0} ns for a real syscall \
-             (timed only: run as root to count the syscalls)"
+             (timed only, syscalls not counted: {why_timed})"
         ),
         fix: syscall_like.then(|| "run `probe clock` as root for the measured verdict".into()),
+    }
+}
+
+/// The clock finding from `probe clock`'s measurement.
+fn measured_clock_finding(
+    sources: Option<&Clocksources>,
+    vdso: &VdsoMapping,
+    source_text: &str,
+) -> Result<Finding, ProbeError> {
+    let mut storage = MaybeUninit::uninit();
+    let options = SyscallOptions {
+        scope: Scope::Processes(vec![std::process::id()]),
+        ..Default::default()
+    };
+    let tracer = SyscallTracer::start(&mut storage, &options)?;
+    let measurements = clock::measure_clocks(&tracer, 20_000)?;
+    let verdict = clock::verdict(sources, vdso, &measurements);
+    let evidence = match measurements.iter().find(|m| m.clock == "CLOCK_MONOTONIC") {
+        Some(m) => format!(
+            "{source_text}; CLOCK_MONOTONIC {:.0} ns/call with {:.3} syscalls/call \
+             (a real syscall: {:.0} ns)",
+            m.libc_ns_per_call, m.libc_syscalls_per_call, m.syscall_ns_per_call
+        ),
+        None => source_text.to_string(),
+    };
+    Ok(Finding {
+        area: "clock",
+        severity: if verdict.ok {
+            Severity::Ok
+        } else {
+            Severity::Warn
+        },
+        summary: verdict.summary,
+        evidence,
+        fix: verdict.fix,
     })
 }
 
@@ -167,7 +179,7 @@ fn process_findings(
     )?;
     let faults = FaultTracer::start(&mut s2, &scope)?;
     let runq = RunqTracer::start(&mut s3, &scope)?;
-    eprintln!("Watching pid {pid} for {:.1} s...", duration.as_secs_f64());
+    note!("Watching pid {pid} for {:.1} s...", duration.as_secs_f64());
     let started = Instant::now();
     let mut watch = prepared.start()?;
     let ending = watch.wait(signals, Some(duration));

@@ -21,6 +21,32 @@ use probe::syscalls::{SyscallOptions, SyscallSnapshot, SyscallTracer};
 use probe::verdict::FileServingVerdict;
 use probe::{bpf::Scope, sysnames};
 
+/// Writes a line to stdout. A closed stdout (`probe ... | head`) is not an error
+/// worth a panic: the output is simply dropped.
+macro_rules! outln {
+    ($($arg:tt)*) => {{
+        use std::io::Write as _;
+        let _ = writeln!(std::io::stdout(), $($arg)*);
+    }};
+}
+
+/// Writes to stdout, ignoring a closed stdout (see `outln!`).
+macro_rules! out {
+    ($($arg:tt)*) => {{
+        use std::io::Write as _;
+        let _ = write!(std::io::stdout(), $($arg)*);
+    }};
+}
+
+/// Writes a progress or log line to stderr, ignoring a closed stderr: a daemon whose
+/// log reader went away must still detach cleanly on SIGTERM.
+macro_rules! note {
+    ($($arg:tt)*) => {{
+        use std::io::Write as _;
+        let _ = writeln!(std::io::stderr(), $($arg)*);
+    }};
+}
+
 mod daemon;
 mod doctor;
 
@@ -177,7 +203,7 @@ fn main() -> ExitCode {
 /// Prints `err` as one line (with its causes) and picks the exit code: 2 for what
 /// the user must fix first (privileges, missing kernel support, bad target), else 1.
 fn fail(err: &anyhow::Error) -> ExitCode {
-    eprintln!("probe: {err:#}");
+    note!("probe: {err:#}");
     match err.downcast_ref::<ProbeError>() {
         Some(
             ProbeError::NotPrivileged { .. }
@@ -224,7 +250,7 @@ fn syscalls(args: &SyscallsArgs, signals: &Signals) -> anyhow::Result<()> {
     };
     let mut tracer = SyscallTracer::start(&mut storage, &options)?;
     if !args.json && !matches!(spec, TargetSpec::Command(_)) {
-        eprintln!("Tracing syscalls of {target}... Ctrl-C to stop.");
+        note!("Tracing syscalls of {target}... Ctrl-C to stop.");
     }
     let started = Instant::now();
     let mut watch = prepared.start()?;
@@ -250,25 +276,25 @@ fn syscalls(args: &SyscallsArgs, signals: &Signals) -> anyhow::Result<()> {
                 "copied_out_bytes": v.copied_out_bytes,
             })),
         });
-        println!("{}", serde_json::to_string_pretty(&out)?);
+        outln!("{}", serde_json::to_string_pretty(&out)?);
         return Ok(());
     }
-    println!(
+    outln!(
         "Syscalls of {target} over {:.3} s ({}):",
         elapsed.as_secs_f64(),
         ending.describe()
     );
-    print!("{}", syscall_table(&snapshot, args.latency));
+    out!("{}", syscall_table(&snapshot, args.latency));
     if args.latency {
         for row in &snapshot.rows {
             if let Some(hist) = row.latency.as_ref().filter(|h| h.total() > 0) {
-                println!("\n{} latency:", row.name);
-                print!("{}", hist.render());
+                outln!("\n{} latency:", row.name);
+                out!("{}", hist.render());
             }
         }
     }
     if let Some(verdict) = verdict {
-        println!("\nFile serving: {}", verdict.describe());
+        outln!("\nFile serving: {}", verdict.describe());
     }
     Ok(())
 }
@@ -336,18 +362,18 @@ fn clock_command(args: &ClockArgs) -> anyhow::Result<()> {
             "verdict": verdict,
             "pid": watched,
         });
-        println!("{}", serde_json::to_string_pretty(&out)?);
+        outln!("{}", serde_json::to_string_pretty(&out)?);
         return Ok(());
     }
     match &sources {
-        Some(s) => println!(
+        Some(s) => outln!(
             "Clocksource: {} (available: {})",
             s.current,
             s.available.join(" ")
         ),
-        None => println!("Clocksource: unknown (no /sys/devices/system/clocksource)"),
+        None => outln!("Clocksource: unknown (no /sys/devices/system/clocksource)"),
     }
-    println!(
+    outln!(
         "vDSO: {}{}",
         if vdso.vdso { "mapped" } else { "NOT mapped" },
         if vdso.vvar.is_empty() {
@@ -361,7 +387,7 @@ fn clock_command(args: &ClockArgs) -> anyhow::Result<()> {
         .filter(|m| m.served_by_vdso())
         .map(|m| m.clock.as_str())
         .collect();
-    println!(
+    outln!(
         "Served by the vDSO here: {}",
         if served.is_empty() {
             "none".into()
@@ -369,7 +395,7 @@ fn clock_command(args: &ClockArgs) -> anyhow::Result<()> {
             served.join(", ")
         }
     );
-    println!(
+    outln!(
         "\nPer call, measured in this process ({} calls each):",
         args.calls
     );
@@ -389,13 +415,13 @@ fn clock_command(args: &ClockArgs) -> anyhow::Result<()> {
             format!("{:.3}", m.raw_syscalls_per_call),
         ]);
     }
-    print!("{}", table.render());
-    println!("\nVerdict: {}", verdict.summary);
+    out!("{}", table.render());
+    outln!("\nVerdict: {}", verdict.summary);
     if let Some(fix) = &verdict.fix {
-        println!("Fix: {fix}");
+        outln!("Fix: {fix}");
     }
     if let Some(w) = watched {
-        println!("\n{}", w.describe());
+        outln!("\n{}", w.describe());
     }
     Ok(())
 }
@@ -509,7 +535,7 @@ fn faults(args: &FaultsArgs, signals: &Signals) -> anyhow::Result<()> {
     let mut storage = MaybeUninit::uninit();
     let mut tracer = FaultTracer::start(&mut storage, &prepared.scope())?;
     if !args.json && !matches!(spec, TargetSpec::Command(_)) {
-        eprintln!("Counting page faults of {target}... Ctrl-C to stop.");
+        note!("Counting page faults of {target}... Ctrl-C to stop.");
     }
     let started = Instant::now();
     let mut watch = prepared.start()?;
@@ -530,10 +556,10 @@ fn faults(args: &FaultsArgs, signals: &Signals) -> anyhow::Result<()> {
     if args.json {
         let out =
             json!({"target": target, "seconds": seconds, "ending": ending, "processes": rows});
-        println!("{}", serde_json::to_string_pretty(&out)?);
+        outln!("{}", serde_json::to_string_pretty(&out)?);
         return Ok(());
     }
-    println!(
+    outln!(
         "Page faults of {target} over {seconds:.3} s ({}):",
         ending.describe()
     );
@@ -548,7 +574,7 @@ fn faults(args: &FaultsArgs, signals: &Signals) -> anyhow::Result<()> {
             format!("{:.0}", row.major as f64 / seconds),
         ]);
     }
-    print!("{}", table.render());
+    out!("{}", table.render());
     Ok(())
 }
 
@@ -564,7 +590,7 @@ fn runq(args: &RunqArgs, signals: &Signals) -> anyhow::Result<()> {
     let mut storage = MaybeUninit::uninit();
     let mut tracer = RunqTracer::start(&mut storage, &prepared.scope())?;
     if !args.json {
-        eprintln!("Tracing run-queue latency of {target}... Ctrl-C to stop.");
+        note!("Tracing run-queue latency of {target}... Ctrl-C to stop.");
     }
     let started = Instant::now();
     let mut watch = prepared.start()?;
@@ -577,16 +603,16 @@ fn runq(args: &RunqArgs, signals: &Signals) -> anyhow::Result<()> {
         let out = json!({"target": target, "seconds": seconds, "ending": ending, "runq": snapshot,
                          "mean_us": snapshot.mean_us(),
                          "p99_us_upper_bound": snapshot.histogram.quantile_upper_bound(0.99)});
-        println!("{}", serde_json::to_string_pretty(&out)?);
+        outln!("{}", serde_json::to_string_pretty(&out)?);
         return Ok(());
     }
-    println!(
+    outln!(
         "Run-queue latency of {target} over {seconds:.3} s ({}): {} samples, mean {:.1} us, p99 < {} us",
         ending.describe(),
         snapshot.samples,
         snapshot.mean_us(),
         snapshot.histogram.quantile_upper_bound(0.99).map_or("-".into(), |v| v.to_string())
     );
-    print!("{}", snapshot.histogram.render());
+    out!("{}", snapshot.histogram.render());
     Ok(())
 }
