@@ -90,7 +90,9 @@ fn ensure_arm64_link_libraries() -> Result<()> {
         }
     }
     for dir in ["lib/aarch64-linux-gnu", "usr/lib/aarch64-linux-gnu"] {
-        let Ok(entries) = fs::read_dir(unpacked.join(dir)) else { continue };
+        let Ok(entries) = fs::read_dir(unpacked.join(dir)) else {
+            continue;
+        };
         for entry in entries {
             let entry = entry?;
             let target = sysroot.join(entry.file_name());

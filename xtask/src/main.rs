@@ -9,6 +9,7 @@
 //! cargo xtask bench [--quick]    criterion benches + Go peers -> target/bench-report
 //! cargo xtask cross [--smoke]    aarch64 binaries and bench executables in a tarball
 //! cargo xtask vmlinux [--btf F]  regenerate probe's vmlinux.h from the kernel's BTF
+//! cargo xtask probe-overhead     dd under probe, strace -c and perf trace (as root)
 //! ```
 
 mod aarch64;
@@ -17,6 +18,7 @@ mod cpio;
 mod cross;
 mod loadtest;
 mod numa_vm;
+mod probe_overhead;
 
 use std::env;
 use std::path::{Path, PathBuf};
@@ -65,6 +67,9 @@ fn main() -> ExitCode {
         }
         Some("numa-vm") => numa_vm::run(),
         Some("vmlinux") => vmlinux(&args[1..]),
+        Some("probe-overhead") => {
+            probe_overhead::Options::parse(&args[1..]).and_then(|o| probe_overhead::run(&o))
+        }
         Some("bench") => bench::Options::parse(&args[1..]).and_then(|o| bench::run(&o)),
         Some("cross") => cross::Options::parse(&args[1..]).and_then(|o| cross::run(&o)),
         Some("loadtest") => loadtest::Options::parse(&args[1..]).and_then(|o| loadtest::run(&o)),
@@ -109,6 +114,10 @@ tasks:
                   127.0.0.1: 8 MiB and 4 KiB files at 100 connections, random 1 MiB
                   ranges at 16; medians over rounds (default 3 x 10 s), ratios to nginx;
                   writes target/loadtest/{report.md,results.json,chart.svg}
+  probe-overhead [--rounds N] [--blocks N]
+                  what tracing costs: dd bs=4k bare and under probe syscalls (count-only
+                  and --latency), strace -c and perf trace -s, interleaved rounds
+                  (default 5 x 500000 blocks), median GB/s and ratio to bare; as root
   vmlinux [--btf PATH]
                   regenerate crates/probe/src/bpf/vmlinux.h (committed, so that building
                   probe needs clang but not bpftool) from PATH, by default this kernel's

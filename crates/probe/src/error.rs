@@ -7,7 +7,7 @@ use std::path::PathBuf;
 pub enum ProbeError {
     /// The process may not load BPF programs or open perf events.
     #[error(
-        "probe needs root (or CAP_BPF and CAP_PERFMON) to load BPF programs; \
+        "needs root (or CAP_BPF and CAP_PERFMON) to load BPF programs; \
          running as uid {uid} without them"
     )]
     NotPrivileged {

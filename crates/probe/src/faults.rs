@@ -19,7 +19,8 @@ use crate::perf::{self, SoftwareEvent};
 pub struct ProcessFaults {
     /// Its pid (tgid).
     pub pid: u32,
-    /// Its command name when the first fault was counted.
+    /// Its command name (after the process exited: the name of its thread that
+    /// faulted first).
     pub comm: String,
     /// Faults served from memory.
     pub minor: u64,
@@ -105,11 +106,19 @@ impl<'obj> FaultTracer<'obj> {
             let pid = u32::from_ne_bytes(key[..4].try_into().expect("u32 key"));
             let minor = u64::from_ne_bytes(value[0..8].try_into().expect("u64"));
             let major = u64::from_ne_bytes(value[8..16].try_into().expect("u64"));
-            let comm = &value[16..32];
-            let end = comm.iter().position(|&b| b == 0).unwrap_or(comm.len());
+            // The process's name (its main thread's) while it runs; else the name of
+            // the thread that faulted first, as the BPF program saw it.
+            let comm = match std::fs::read_to_string(format!("/proc/{pid}/comm")) {
+                Ok(name) => name.trim_end().to_string(),
+                Err(_) => {
+                    let comm = &value[16..32];
+                    let end = comm.iter().position(|&b| b == 0).unwrap_or(comm.len());
+                    String::from_utf8_lossy(&comm[..end]).into_owned()
+                }
+            };
             out.push(ProcessFaults {
                 pid,
-                comm: String::from_utf8_lossy(&comm[..end]).into_owned(),
+                comm,
                 minor,
                 major,
             });

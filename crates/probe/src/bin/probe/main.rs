@@ -544,13 +544,9 @@ fn faults(args: &FaultsArgs, signals: &Signals) -> anyhow::Result<()> {
     let seconds = started.elapsed().as_secs_f64();
     let mut rows = tracer.snapshot()?;
     drop(tracer);
-    for row in &mut rows {
-        // The name now (a process may have exec'd since its first fault).
-        if let Some(name) = &command_name {
-            row.comm = name.clone();
-        } else if let Ok(comm) = std::fs::read_to_string(format!("/proc/{}/comm", row.pid)) {
-            row.comm = comm.trim().to_string();
-        }
+    if let Some(name) = &command_name {
+        // Its first faults happen before its execve, under probe's name.
+        rows.iter_mut().for_each(|row| row.comm = name.clone());
     }
     rows.truncate(args.top);
     if args.json {
