@@ -65,10 +65,14 @@ pub enum ChildExit {
 /// A command started by probe, stopped before its execve until [`release`] is called.
 ///
 /// [`release`]: PausedCommand::release
+///
+/// Dropped without being released (the probes failed to attach), the child is killed
+/// and reaped rather than left stopped.
 pub struct PausedCommand {
     pid: i32,
     exec_error: OwnedFd,
     program: String,
+    released: bool,
 }
 
 /// Starts `argv` stopped: the child blocks signals as the parent did, stops itself
@@ -168,6 +172,7 @@ pub fn spawn_paused(argv: &[OsString]) -> Result<PausedCommand> {
         pid,
         exec_error: error_read,
         program,
+        released: false,
     })
 }
 
@@ -178,7 +183,8 @@ impl PausedCommand {
     }
 
     /// Lets the child run its execve; fails when the execve fails.
-    pub fn release(self) -> Result<RunningCommand> {
+    pub fn release(mut self) -> Result<RunningCommand> {
+        self.released = true;
         // SAFETY: plain kill(2) of our own stopped child.
         unsafe { libc::kill(self.pid, libc::SIGCONT) };
         let mut errno = [0u8; 4];
@@ -191,11 +197,24 @@ impl PausedCommand {
             let mut child = child;
             child.wait();
             return Err(ProbeError::Spawn {
-                command: self.program,
+                command: std::mem::take(&mut self.program),
                 cause: io::Error::from_raw_os_error(i32::from_ne_bytes(errno)),
             });
         }
         Ok(child)
+    }
+}
+
+impl Drop for PausedCommand {
+    fn drop(&mut self) {
+        if !self.released {
+            let mut status = 0;
+            // SAFETY: kill(2) and waitpid(2) of our own, never released child.
+            unsafe {
+                libc::kill(self.pid, libc::SIGKILL);
+                libc::waitpid(self.pid, &mut status, 0);
+            }
+        }
     }
 }
 
@@ -280,6 +299,15 @@ mod tests {
         let mut running = paused.release().unwrap();
         assert_eq!(running.wait(), Some(ChildExit::Code(0)));
         assert!(marker.exists());
+    }
+
+    #[test]
+    fn a_paused_command_dropped_unreleased_is_killed() {
+        let paused = spawn_paused(&["sleep".into(), "30".into()]).unwrap();
+        let pid = paused.pid();
+        drop(paused);
+        // Reaped: the pid no longer exists (not even as a zombie).
+        assert!(!std::path::Path::new(&format!("/proc/{pid}")).exists());
     }
 
     #[test]
