@@ -259,10 +259,11 @@ fn syscalls(args: &SyscallsArgs, signals: &Signals) -> anyhow::Result<()> {
     let elapsed = started.elapsed();
     let mut snapshot = tracer.snapshot()?;
     drop(tracer);
+    // The verdict sees every syscall, whatever --top shows.
+    let verdict = FileServingVerdict::judge(&snapshot);
     if let Some(top) = args.top {
         snapshot.rows.truncate(top);
     }
-    let verdict = FileServingVerdict::judge(&snapshot);
     if args.json {
         let out = json!({
             "target": target,
