@@ -278,5 +278,24 @@ fn smoke(staging: &Path, benches: &[String]) -> Result<()> {
     }
     fs::remove_dir_all(&scratch).ok();
     eprintln!("xtask cross: every bench executable ran under qemu-aarch64");
+    // The binaries start (qemu-user has no bpf(), so probe's probes cannot load here;
+    // its calibration workload and doctor's system checks run).
+    for args in [
+        &["ioserve", "--version"][..],
+        &["numa", "--hardware"],
+        &["probe", "--version"],
+        &["probe-calibrate", "syscalls", "--count", "1000"],
+        &["probe", "doctor"],
+    ] {
+        let mut command = Command::new("qemu-aarch64");
+        command
+            .args(["-L", "/usr/aarch64-linux-gnu"])
+            .arg(staging.join("bin").join(args[0]))
+            .args(&args[1..]);
+        step(
+            &format!("smoke: {} under qemu-aarch64", args.join(" ")),
+            command,
+        )?;
+    }
     Ok(())
 }

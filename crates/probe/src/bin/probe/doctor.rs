@@ -118,7 +118,7 @@ fn clock_finding(args: &DoctorArgs, bpf: &Result<(), ProbeError>) -> Finding {
             "{source_text}; {libc_ns:.0} ns/call vs {raw_ns:.0} ns for a real syscall \
              (timed only, syscalls not counted: {why_timed})"
         ),
-        fix: syscall_like.then(|| "run `probe clock` as root for the measured verdict".into()),
+        fix: syscall_like.then(|| "count the syscalls with `probe clock` where BPF loads (root or CAP_BPF + CAP_PERFMON, a kernel with BTF)".into()),
     }
 }
 
