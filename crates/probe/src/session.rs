@@ -56,6 +56,15 @@ impl Prepared {
         }
     }
 
+    /// Lets a command run (call it after the probes attached) and waits as
+    /// [`Watch::wait`] does; returns why the measurement ended and how long it ran.
+    pub fn run(self, signals: &Signals, duration: Option<Duration>) -> Result<(Ending, Duration)> {
+        let started = Instant::now();
+        let mut watch = self.start()?;
+        let ending = watch.wait(signals, duration);
+        Ok((ending, started.elapsed()))
+    }
+
     /// Lets a command run (after the probes attached).
     pub fn start(self) -> Result<Watch> {
         Ok(match self {

@@ -488,6 +488,28 @@ fn a_target_that_exits_ends_the_trace_with_a_summary() {
     assert!(String::from_utf8_lossy(&out.stdout).contains("(target exited)"));
 }
 
+/// Starts `probe daemon --listen 127.0.0.1:0 ARGS`; returns it, the address it
+/// serves and a thread draining its stderr.
+fn start_daemon(args: &[&str]) -> (Reaped, String, std::thread::JoinHandle<String>) {
+    let mut daemon = Reaped(
+        Command::new(PROBE)
+            .args(["daemon", "--listen", "127.0.0.1:0"])
+            .args(args)
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap(),
+    );
+    let (line, rest) = wait_for_line(&mut daemon, "serving http://");
+    let address = line
+        .split("http://")
+        .nth(1)
+        .unwrap()
+        .split('/')
+        .next()
+        .unwrap();
+    (daemon, address.to_string(), rest)
+}
+
 fn http_get(address: &str, path: &str) -> String {
     let mut stream = TcpStream::connect(address).unwrap();
     write!(stream, "GET {path} HTTP/1.1\r\nHost: test\r\n\r\n").unwrap();
@@ -514,28 +536,7 @@ fn the_daemon_serves_growing_counters_and_detaches_on_sigterm() {
             .spawn()
             .unwrap(),
     );
-    let mut daemon = Reaped(
-        Command::new(PROBE)
-            .args([
-                "daemon",
-                "--listen",
-                "127.0.0.1:0",
-                "-p",
-                &workload.id().to_string(),
-            ])
-            .stderr(Stdio::piped())
-            .spawn()
-            .unwrap(),
-    );
-    let (line, rest) = wait_for_line(&mut daemon, "serving http://");
-    let address = line
-        .split("http://")
-        .nth(1)
-        .unwrap()
-        .split('/')
-        .next()
-        .unwrap()
-        .to_string();
+    let (mut daemon, address, rest) = start_daemon(&["-p", &workload.id().to_string()]);
 
     let first = http_get(&address, "/metrics");
     assert!(first.starts_with("HTTP/1.1 200 OK"), "{first}");
@@ -748,28 +749,7 @@ fn the_daemon_follows_a_command_name_across_restarts() {
     if !privileged() {
         return;
     }
-    let mut daemon = Reaped(
-        Command::new(PROBE)
-            .args([
-                "daemon",
-                "--listen",
-                "127.0.0.1:0",
-                "--comm",
-                "probe-calibrate",
-            ])
-            .stderr(Stdio::piped())
-            .spawn()
-            .unwrap(),
-    );
-    let (line, rest) = wait_for_line(&mut daemon, "serving http://");
-    let address = line
-        .split("http://")
-        .nth(1)
-        .unwrap()
-        .split('/')
-        .next()
-        .unwrap()
-        .to_string();
+    let (mut daemon, address, rest) = start_daemon(&["--comm", "probe-calibrate"]);
     let up = || metric(&http_get(&address, "/metrics"), "probe_targets_up");
     let getppid = || {
         metric(

@@ -170,20 +170,21 @@ fn process_findings(
         MaybeUninit::uninit(),
         MaybeUninit::uninit(),
     );
-    let syscalls = SyscallTracer::start(
+    let mut syscalls = SyscallTracer::start(
         &mut s1,
         &SyscallOptions {
             scope: scope.clone(),
             latency: false,
         },
     )?;
-    let faults = FaultTracer::start(&mut s2, &scope)?;
-    let runq = RunqTracer::start(&mut s3, &scope)?;
+    let mut faults = FaultTracer::start(&mut s2, &scope)?;
+    let mut runq = RunqTracer::start(&mut s3, &scope)?;
     note!("Watching pid {pid} for {:.1} s...", duration.as_secs_f64());
-    let started = Instant::now();
-    let mut watch = prepared.start()?;
-    let ending = watch.wait(signals, Some(duration));
-    let seconds = started.elapsed().as_secs_f64();
+    let (ending, elapsed) = prepared.run(signals, Some(duration))?;
+    syscalls.stop();
+    faults.stop();
+    runq.stop();
+    let seconds = elapsed.as_secs_f64();
     let calls = syscalls.snapshot()?;
     let fault_rows = faults.snapshot()?;
     let delays = runq.snapshot()?;

@@ -3,7 +3,7 @@
 use std::ffi::OsString;
 use std::mem::MaybeUninit;
 use std::process::ExitCode;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use clap::{Args, Parser, Subcommand};
 use serde_json::json;
@@ -188,7 +188,7 @@ fn main() -> ExitCode {
     };
     let result = match cli.command {
         Command::Syscalls(args) => syscalls(&args, &signals),
-        Command::Clock(args) => clock_command(&args),
+        Command::Clock(args) => clock_command(&args, &signals),
         Command::Faults(args) => faults(&args, &signals),
         Command::Runq(args) => runq(&args, &signals),
         Command::Daemon(args) => daemon::run(&args, &signals),
@@ -252,11 +252,8 @@ fn syscalls(args: &SyscallsArgs, signals: &Signals) -> anyhow::Result<()> {
     if !args.json && !matches!(spec, TargetSpec::Command(_)) {
         note!("Tracing syscalls of {target}... Ctrl-C to stop.");
     }
-    let started = Instant::now();
-    let mut watch = prepared.start()?;
-    let ending = watch.wait(signals, args.duration);
+    let (ending, elapsed) = prepared.run(signals, args.duration)?;
     tracer.stop();
-    let elapsed = started.elapsed();
     let mut snapshot = tracer.snapshot()?;
     drop(tracer);
     // The verdict sees every syscall, whatever --top shows.
@@ -336,7 +333,7 @@ fn syscall_table(snapshot: &SyscallSnapshot, latency: bool) -> String {
     table.render()
 }
 
-fn clock_command(args: &ClockArgs) -> anyhow::Result<()> {
+fn clock_command(args: &ClockArgs, signals: &Signals) -> anyhow::Result<()> {
     require_bpf()?;
     let sources = Clocksources::read(std::path::Path::new("/"));
     let vdso = VdsoMapping::of("self").unwrap_or_default();
@@ -352,7 +349,7 @@ fn clock_command(args: &ClockArgs) -> anyhow::Result<()> {
     };
     let verdict = clock::verdict(sources.as_ref(), &vdso, &measurements);
     let watched = match args.pid {
-        Some(pid) => Some(watch_clock_syscalls(pid, args.duration)?),
+        Some(pid) => Some(watch_clock_syscalls(pid, args.duration, signals)?),
         None => None,
     };
     if args.json {
@@ -479,20 +476,22 @@ impl WatchedClock {
     }
 }
 
-fn watch_clock_syscalls(pid: u32, duration: Duration) -> anyhow::Result<WatchedClock> {
-    let watched = probe::target::WatchedProcess::open(pid)?;
+fn watch_clock_syscalls(
+    pid: u32,
+    duration: Duration,
+    signals: &Signals,
+) -> anyhow::Result<WatchedClock> {
+    let prepared = Prepared::new(&TargetSpec::Pids(vec![pid]))?;
     let nr = sysnames::number("clock_gettime").expect("clock_gettime exists");
     let mut storage = MaybeUninit::uninit();
     let options = SyscallOptions {
-        scope: Scope::Processes(vec![pid]),
+        scope: prepared.scope(),
         ..Default::default()
     };
-    let tracer = SyscallTracer::start(&mut storage, &options)?;
-    let started = Instant::now();
-    while started.elapsed() < duration && !watched.exited() {
-        std::thread::sleep(Duration::from_millis(50).min(duration));
-    }
-    let seconds = started.elapsed().as_secs_f64();
+    let mut tracer = SyscallTracer::start(&mut storage, &options)?;
+    let (_, elapsed) = prepared.run(signals, Some(duration))?;
+    tracer.stop();
+    let seconds = elapsed.as_secs_f64();
     let snapshot = tracer.snapshot()?;
     let syscalls = tracer.calls_of(nr)?;
     let by_clock = snapshot
@@ -538,11 +537,9 @@ fn faults(args: &FaultsArgs, signals: &Signals) -> anyhow::Result<()> {
     if !args.json && !matches!(spec, TargetSpec::Command(_)) {
         note!("Counting page faults of {target}... Ctrl-C to stop.");
     }
-    let started = Instant::now();
-    let mut watch = prepared.start()?;
-    let ending = watch.wait(signals, args.duration);
+    let (ending, elapsed) = prepared.run(signals, args.duration)?;
     tracer.stop();
-    let seconds = started.elapsed().as_secs_f64();
+    let seconds = elapsed.as_secs_f64();
     let mut rows = tracer.snapshot()?;
     drop(tracer);
     if let Some(name) = &command_name {
@@ -589,11 +586,9 @@ fn runq(args: &RunqArgs, signals: &Signals) -> anyhow::Result<()> {
     if !args.json {
         note!("Tracing run-queue latency of {target}... Ctrl-C to stop.");
     }
-    let started = Instant::now();
-    let mut watch = prepared.start()?;
-    let ending = watch.wait(signals, args.duration);
+    let (ending, elapsed) = prepared.run(signals, args.duration)?;
     tracer.stop();
-    let seconds = started.elapsed().as_secs_f64();
+    let seconds = elapsed.as_secs_f64();
     let snapshot = tracer.snapshot()?;
     drop(tracer);
     if args.json {
