@@ -259,6 +259,12 @@ pub fn verdict(
          TSC, -cpu host,+invtsc) or use CLOCK_*_COARSE / a cached clock where ms precision \
          is enough"
             .to_string()
+    } else if sources.is_some_and(Clocksources::current_has_vdso_mode) {
+        format!(
+            "{current} can be read from user space, yet the vDSO declined it: the kernel \
+             marked it unstable at run time (dmesg | grep -i clocksource); fix the host's \
+             clock, or cache the time (CLOCK_*_COARSE, ioserve::clock::CachedClock)"
+        )
     } else {
         format!(
             "clocksource {current} has no vDSO mode: use one that has (tsc, kvm-clock, \
@@ -340,6 +346,22 @@ mod tests {
         };
         let v = verdict(Some(&no_tsc), &vdso, &bad);
         assert!(v.fix.unwrap().contains("stable"), "names the stable bit");
+
+        let tsc = Clocksources {
+            current: "tsc".into(),
+            available: vec!["tsc".into()],
+        };
+        let v = verdict(Some(&tsc), &vdso, &bad);
+        assert!(
+            v.fix.unwrap().contains("marked it unstable"),
+            "tsc that falls back"
+        );
+        let hpet = Clocksources {
+            current: "hpet".into(),
+            available: vec!["hpet".into()],
+        };
+        let v = verdict(Some(&hpet), &vdso, &bad);
+        assert!(v.fix.unwrap().contains("hpet has no vDSO mode"));
 
         let v = verdict(Some(&sources), &VdsoMapping::default(), &good);
         assert!(!v.ok && v.fix.unwrap().contains("vdso=0"));

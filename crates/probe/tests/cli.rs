@@ -40,6 +40,16 @@ impl Drop for Reaped {
     }
 }
 
+/// probe-calibrate making raw clock_gettime (and getppid) syscalls until killed.
+fn busy_clock_caller() -> Reaped {
+    Reaped(
+        Command::new(CALIBRATE)
+            .args(["syscalls", "--count", "2000000000"])
+            .spawn()
+            .unwrap(),
+    )
+}
+
 /// Whether BPF tests can run; panics when they must but cannot.
 fn privileged() -> bool {
     if rustix::process::geteuid().is_root() {
@@ -197,13 +207,7 @@ fn clock_pid_counts_a_process_s_clock_syscalls() {
     if !privileged() {
         return;
     }
-    // A process that makes raw clock_gettime syscalls for a while.
-    let mut child = Reaped(
-        Command::new(CALIBRATE)
-            .args(["syscalls", "--count", "2000000000"])
-            .spawn()
-            .unwrap(),
-    );
+    let mut child = busy_clock_caller();
     let pid = child.id().to_string();
     let report = probe_json(&[
         "clock",
@@ -696,12 +700,7 @@ fn doctor_reports_every_area_for_a_pid() {
     if !privileged() {
         return;
     }
-    let mut target = Reaped(
-        Command::new(CALIBRATE)
-            .args(["syscalls", "--count", "2000000000"])
-            .spawn()
-            .unwrap(),
-    );
+    let mut target = busy_clock_caller();
     let report = probe_json(&[
         "doctor",
         "--json",
@@ -771,12 +770,7 @@ fn the_daemon_follows_a_command_name_across_restarts() {
     assert_eq!(up(), 0.0);
     let mut before = 0.0;
     for _round in 0..2 {
-        let mut workload = Reaped(
-            Command::new(CALIBRATE)
-                .args(["syscalls", "--count", "2000000000"])
-                .spawn()
-                .unwrap(),
-        );
+        let mut workload = busy_clock_caller();
         wait_up(1.0);
         std::thread::sleep(Duration::from_millis(200));
         let during = getppid();
