@@ -53,9 +53,13 @@ fn sigterm_drains_downloads_then_exits_zero() {
         };
         whole.extend_from_slice(&response_tail);
         let head_end = whole.windows(4).position(|w| w == b"\r\n\r\n").unwrap() + 4;
+        let body = &whole[head_end..];
         assert!(
-            whole[head_end..] == data[..],
-            "{strategy}: the download finished whole"
+            body == &data[..],
+            "{strategy}: the download finished whole (got {} of {} bytes; first difference at {:?})",
+            body.len(),
+            data.len(),
+            body.iter().zip(&data).position(|(a, b)| a != b)
         );
         let status = server
             .wait_exit(Duration::from_secs(10))
