@@ -585,6 +585,22 @@ fn world_executable_probe(dir: &Path) -> PathBuf {
     copy
 }
 
+/// Runs `probe ARGS` as user nobody without capabilities.
+fn as_nobody(probe: &Path, args: &[&str]) -> Output {
+    Command::new("setpriv")
+        .args([
+            "--reuid=65534",
+            "--regid=65534",
+            "--clear-groups",
+            "--inh-caps=-all",
+            "--",
+        ])
+        .arg(probe)
+        .args(args)
+        .output()
+        .expect("setpriv (util-linux) runs")
+}
+
 #[test]
 fn an_unprivileged_user_gets_one_line_and_exit_2() {
     if !privileged() {
@@ -598,18 +614,7 @@ fn an_unprivileged_user_gets_one_line_and_exit_2() {
         &["daemon"],
         &["clock"],
     ] {
-        let out = Command::new("setpriv")
-            .args([
-                "--reuid=65534",
-                "--regid=65534",
-                "--clear-groups",
-                "--inh-caps=-all",
-                "--",
-            ])
-            .arg(&probe)
-            .args(args)
-            .output()
-            .expect("setpriv (util-linux) runs");
+        let out = as_nobody(&probe, args);
         let stderr = String::from_utf8_lossy(&out.stderr);
         assert_eq!(out.status.code(), Some(2), "{args:?}: {stderr}");
         assert_eq!(
@@ -625,18 +630,7 @@ fn an_unprivileged_user_gets_one_line_and_exit_2() {
         assert!(out.stdout.is_empty());
     }
     // doctor's system checks still work without privileges.
-    let out = Command::new("setpriv")
-        .args([
-            "--reuid=65534",
-            "--regid=65534",
-            "--clear-groups",
-            "--inh-caps=-all",
-            "--",
-        ])
-        .arg(&probe)
-        .args(["doctor"])
-        .output()
-        .unwrap();
+    let out = as_nobody(&probe, &["doctor"]);
     assert!(
         out.status.success(),
         "{}",
