@@ -279,12 +279,7 @@ fn parse_counters_optional(path: &Path) -> Result<Counters, TopologyError> {
 pub(crate) mod tests {
     use super::*;
 
-    /// The shared fixture trees, beside the repository.
-    pub(crate) fn fixture(name: &str) -> PathBuf {
-        Path::new(env!("CARGO_MANIFEST_DIR"))
-            .join("../../../shared/fixtures")
-            .join(name)
-    }
+    pub(crate) use testdata::numa_snapshot as fixture;
 
     #[test]
     fn four_nodes() {

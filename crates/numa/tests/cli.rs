@@ -16,11 +16,7 @@ fn numa(args: &[&str]) -> (i32, String, String) {
     )
 }
 
-fn fixture(name: &str) -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR"))
-        .join("../../../shared/fixtures")
-        .join(name)
-}
+use testdata::numa_snapshot as fixture;
 
 #[test]
 fn hardware_on_the_fixtures_is_numactls_text() {

@@ -264,8 +264,7 @@ mod tests {
 
     #[test]
     fn numa_on_the_fixtures() {
-        let fixture =
-            Path::new(env!("CARGO_MANIFEST_DIR")).join("../../../shared/fixtures/sysfs-4node");
+        let fixture = testdata::numa_snapshot("sysfs-4node");
         let root = tempfile::tempdir().unwrap();
         // No numa_balancing file in the fixture: balancing "not available".
         let finding = numa(&fixture);
