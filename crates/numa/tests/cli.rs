@@ -1,7 +1,6 @@
 //! The `numa` binary against numactl: on the fixtures (snapshots of multi-node guests)
 //! and on this host.
 
-use std::path::{Path, PathBuf};
 use std::process::Command;
 
 fn numa(args: &[&str]) -> (i32, String, String) {
