@@ -30,7 +30,12 @@ use anyhow::{bail, Context as _, Result};
 /// Debian packages the checks need, with the command each provides.
 /// probe's build needs clang (its BPF programs), libelf, zlib, pkg-config and make
 /// (the vendored libbpf); its tests compare with strace and list programs with bpftool.
+/// timeserve's tests query it with chronyd -Q and ntpdig (the latter inside a network
+/// namespace made with unshare and ip).
 const SYSTEM_PACKAGES: &[(&str, &str)] = &[
+    ("chrony", "/usr/sbin/chronyd"),
+    ("ntpsec-ntpdig", "ntpdig"),
+    ("iproute2", "ip"),
     ("strace", "strace"),
     ("numactl", "numactl"),
     ("clang", "clang"),

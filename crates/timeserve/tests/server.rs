@@ -1,0 +1,555 @@
+//! The `timeserve` binary against real clients (Debian's ntpdig and chronyd -Q) and a
+//! raw UDP client for what real clients never send.
+
+use std::io::{BufRead as _, BufReader, Read as _, Write as _};
+use std::net::{SocketAddr, TcpStream, UdpSocket};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, SystemTime};
+
+use timeserve::packet::{client_request, NtpTimestamp, Reply, HEADER_LEN};
+
+/// A running timeserve, killed when dropped.
+struct Server {
+    child: Child,
+    addresses: Vec<SocketAddr>,
+    metrics: Option<SocketAddr>,
+}
+
+impl Server {
+    fn start(args: &[&str]) -> Server {
+        let mut child = Command::new(env!("CARGO_BIN_EXE_timeserve"))
+            .args(args)
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .expect("timeserve starts");
+        let mut lines = BufReader::new(child.stdout.take().unwrap()).lines();
+        let listens = args.iter().filter(|a| **a == "--listen").count().max(1);
+        let mut server = Server {
+            child,
+            addresses: Vec::new(),
+            metrics: None,
+        };
+        let wants_metrics = args.contains(&"--metrics-listen");
+        while server.addresses.len() < listens || (wants_metrics && server.metrics.is_none()) {
+            let Some(Ok(line)) = lines.next() else {
+                let mut err = String::new();
+                server
+                    .child
+                    .stderr
+                    .take()
+                    .unwrap()
+                    .read_to_string(&mut err)
+                    .unwrap();
+                panic!("timeserve {args:?} ended before serving: {err}");
+            };
+            if let Some(rest) = line.strip_prefix("timeserve: serving NTP on ") {
+                server
+                    .addresses
+                    .push(rest.split(' ').next().unwrap().parse().unwrap());
+            } else if let Some(rest) = line.strip_prefix("timeserve: metrics at http://") {
+                server.metrics = Some(rest.trim_end_matches("/metrics").parse().unwrap());
+            }
+        }
+        server
+    }
+
+    fn address(&self) -> SocketAddr {
+        self.addresses[0]
+    }
+
+    fn signal(&self, signal: i32) {
+        // SAFETY: kill has no memory effects; the pid is our child's, not yet reaped.
+        assert_eq!(unsafe { libc::kill(self.child.id() as i32, signal) }, 0);
+    }
+
+    /// Sends SIGTERM and returns the exit code and stderr.
+    fn terminate(mut self) -> (Option<i32>, String) {
+        self.signal(libc::SIGTERM);
+        let status = self.child.wait().unwrap();
+        let mut err = String::new();
+        self.child
+            .stderr
+            .take()
+            .unwrap()
+            .read_to_string(&mut err)
+            .unwrap();
+        (status.code(), err)
+    }
+
+    fn scrape(&self, path: &str) -> String {
+        let mut stream = TcpStream::connect(self.metrics.expect("--metrics-listen")).unwrap();
+        stream
+            .set_read_timeout(Some(Duration::from_secs(5)))
+            .unwrap();
+        write!(
+            stream,
+            "GET {path} HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n"
+        )
+        .unwrap();
+        let mut response = String::new();
+        stream.read_to_string(&mut response).unwrap();
+        assert!(response.starts_with("HTTP/1.1 200"), "{response}");
+        response.split("\r\n\r\n").nth(1).unwrap().to_string()
+    }
+
+    fn metric(&self, line_start: &str) -> u64 {
+        let text = self.scrape("/metrics");
+        text.lines()
+            .find_map(|l| l.strip_prefix(line_start)?.trim().parse().ok())
+            .unwrap_or_else(|| panic!("no {line_start} in:\n{text}"))
+    }
+}
+
+impl Drop for Server {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// A UDP client socket talking to `server`.
+fn client(server: SocketAddr) -> UdpSocket {
+    let bind = if server.is_ipv4() {
+        "127.0.0.1:0"
+    } else {
+        "[::1]:0"
+    };
+    let socket = UdpSocket::bind(bind).unwrap();
+    socket.connect(server).unwrap();
+    socket
+        .set_read_timeout(Some(Duration::from_millis(500)))
+        .unwrap();
+    socket
+}
+
+fn receive(socket: &UdpSocket) -> Option<Reply> {
+    let mut buf = [0u8; 512];
+    let n = socket.recv(&mut buf).ok()?;
+    assert_eq!(n, HEADER_LEN, "replies are bare 48-byte headers");
+    Reply::parse(&buf[..n])
+}
+
+fn now() -> NtpTimestamp {
+    NtpTimestamp::from_system_time(SystemTime::now())
+}
+
+/// The program's path (on PATH, or in /usr/sbin, which a user's PATH may lack), or a
+/// panic that says how CI installs it.
+fn require(program: &str, package: &str) -> std::path::PathBuf {
+    let path = std::env::var_os("PATH").unwrap_or_default();
+    std::env::split_paths(&path)
+        .chain([std::path::PathBuf::from("/usr/sbin"), "/sbin".into()])
+        .map(|dir| dir.join(program))
+        .find(|candidate| candidate.is_file())
+        .unwrap_or_else(|| {
+            panic!("{program} is not installed: `cargo xtask ci` installs it (apt-get install {package})")
+        })
+}
+
+#[test]
+fn every_version_is_answered_in_kind_with_kernel_timestamps() {
+    let server = Server::start(&[
+        "--listen",
+        "127.0.0.1:0",
+        "--listen",
+        "[::1]:0",
+        "--workers",
+        "2",
+        "--stratum",
+        "2",
+        "--refid",
+        "LOCL",
+    ]);
+    for &address in &server.addresses {
+        let socket = client(address);
+        for version in 1..=4u8 {
+            let sent = now();
+            socket.send(&client_request(version, sent)).unwrap();
+            let reply =
+                receive(&socket).unwrap_or_else(|| panic!("no reply to v{version} on {address}"));
+            let back = now();
+            assert_eq!((reply.version, reply.mode), (version, 4), "v{version}");
+            assert_eq!((reply.leap, reply.stratum), (0, 2));
+            assert_eq!(&reply.reference_id, b"LOCL");
+            assert_eq!(reply.origin, sent);
+            assert!(
+                sent <= reply.receive && reply.receive <= reply.transmit && reply.transmit <= back,
+                "T1 {sent:?} <= T2 {:?} <= T3 {:?} <= T4 {back:?}",
+                reply.receive,
+                reply.transmit
+            );
+            assert!(
+                (-30..-5).contains(&reply.precision),
+                "precision {}",
+                reply.precision
+            );
+        }
+    }
+}
+
+#[test]
+fn without_a_declaration_replies_follow_the_kernel() {
+    let kernel = timeserve::sync::KernelState::read().unwrap();
+    let server = Server::start(&["--listen", "127.0.0.1:0", "--workers", "1"]);
+    let socket = client(server.address());
+    socket.send(&client_request(4, now())).unwrap();
+    let reply = receive(&socket).unwrap();
+    if kernel.synchronised {
+        assert_ne!(reply.leap, 3);
+        assert_eq!(reply.stratum, timeserve::sync::DEFAULT_SYNCED_STRATUM);
+    } else {
+        // chrony's answer without a source: alarm, stratum 0.
+        assert_eq!((reply.leap, reply.stratum), (3, 0));
+    }
+}
+
+#[test]
+fn what_is_not_a_client_request_is_dropped_and_counted() {
+    let server = Server::start(&[
+        "--listen",
+        "127.0.0.1:0",
+        "--workers",
+        "1",
+        "--stratum",
+        "3",
+        "--metrics-listen",
+        "127.0.0.1:0",
+    ]);
+    let socket = client(server.address());
+    let good = client_request(4, NtpTimestamp(42 << 32));
+    let with_first_byte = |byte: u8| {
+        let mut packet = good;
+        packet[0] = byte;
+        packet.to_vec()
+    };
+    let junk: Vec<(Vec<u8>, &str)> = vec![
+        (vec![], "short"),
+        (good[..47].to_vec(), "short"),
+        ([&good[..], &[0]].concat(), "bad_length"),
+        (vec![0x23; 2000], "bad_length"),
+        (with_first_byte(0x26), "mode"),    // control (6)
+        (with_first_byte(0x27), "mode"),    // private (7)
+        (with_first_byte(0x24), "mode"),    // a server's reply
+        (with_first_byte(0x21), "mode"),    // symmetric active
+        (with_first_byte(0x03), "version"), // version 0
+        (with_first_byte(0x2b), "version"), // version 5
+    ];
+    for (packet, _) in &junk {
+        socket.send(packet).unwrap();
+    }
+    socket.send(&good).unwrap();
+    let reply = receive(&socket).expect("the valid request is answered");
+    assert_eq!(reply.origin, NtpTimestamp(42 << 32));
+    assert!(receive(&socket).is_none(), "nothing else is answered");
+    for reason in ["short", "bad_length", "mode", "version"] {
+        let expected = junk.iter().filter(|(_, r)| *r == reason).count() as u64;
+        let line = format!("timeserve_dropped_total{{reason=\"{reason}\"}}");
+        assert_eq!(server.metric(&line), expected, "{reason}");
+    }
+    assert_eq!(server.metric("timeserve_requests_total{version=\"4\"}"), 1);
+    assert_eq!(server.metric("timeserve_responses_total"), 1);
+    assert_eq!(server.scrape("/healthz"), "ok\n");
+    let (code, _) = server.terminate();
+    assert_eq!(code, Some(0));
+}
+
+#[test]
+fn a_client_over_its_rate_gets_one_kiss_of_death_then_silence() {
+    let server = Server::start(&[
+        "--listen",
+        "127.0.0.1:0",
+        "--workers",
+        "2",
+        "--stratum",
+        "2",
+        "--rate-limit-interval",
+        "20s",
+        "--rate-limit-burst",
+        "2",
+        "--metrics-listen",
+        "127.0.0.1:0",
+    ]);
+    // Two sockets of one address: the limit is per address, whichever worker answers.
+    let sockets = [client(server.address()), client(server.address())];
+    let mut normal = 0;
+    let mut kisses = Vec::new();
+    for i in 0..6 {
+        let socket = &sockets[i % 2];
+        socket.send(&client_request(4, now())).unwrap();
+        match receive(socket) {
+            Some(reply) if reply.stratum == 0 => kisses.push(reply),
+            Some(_) => normal += 1,
+            None => {}
+        }
+    }
+    assert_eq!(normal, 2, "the burst passes");
+    assert_eq!(kisses.len(), 1, "one KoD per interval");
+    assert_eq!(&kisses[0].reference_id, b"RATE");
+    assert_eq!(kisses[0].leap, 3);
+    assert!(
+        kisses[0].poll >= 5,
+        "the KoD asks for a poll of at least 2^5 s: {}",
+        kisses[0].poll
+    );
+    assert_eq!(server.metric("timeserve_rate_limited_total"), 4);
+    assert_eq!(server.metric("timeserve_kiss_of_death_total"), 1);
+    // Another address (IPv4 loopback has many) is not limited.
+    let other = UdpSocket::bind("127.0.0.2:0").unwrap();
+    other.connect(server.address()).unwrap();
+    other
+        .set_read_timeout(Some(Duration::from_millis(500)))
+        .unwrap();
+    other.send(&client_request(4, now())).unwrap();
+    assert_eq!(receive(&other).map(|r| r.stratum), Some(2));
+}
+
+#[test]
+fn a_full_receive_buffer_shows_in_the_kernel_drop_counter() {
+    let server = Server::start(&[
+        "--listen",
+        "127.0.0.1:0",
+        "--workers",
+        "1",
+        "--stratum",
+        "2",
+        "--receive-buffer",
+        "1024",
+        "--metrics-listen",
+        "127.0.0.1:0",
+    ]);
+    let socket = client(server.address());
+    // Stopped, the server reads nothing: its small buffer fills and the kernel drops.
+    server.signal(libc::SIGSTOP);
+    for _ in 0..500 {
+        let _ = socket.send(&client_request(4, now()));
+    }
+    server.signal(libc::SIGCONT);
+    // A later datagram carries the socket's drop count to the server.
+    let mut answered = 0;
+    while receive(&socket).is_some() {
+        answered += 1;
+    }
+    socket.send(&client_request(4, now())).unwrap();
+    assert!(receive(&socket).is_some());
+    let drops = server.metric("timeserve_socket_receive_drops_total{worker=\"0\"}");
+    assert!(
+        drops > 0 && answered < 500,
+        "answered {answered}, dropped {drops}"
+    );
+    assert_eq!(
+        drops + answered as u64,
+        500,
+        "every datagram was answered or counted as dropped"
+    );
+}
+
+#[test]
+fn chronyd_accepts_the_replies_and_measures_under_a_millisecond() {
+    let chronyd = require("chronyd", "chrony");
+    let server = Server::start(&[
+        "--listen",
+        "127.0.0.1:0",
+        "--workers",
+        "2",
+        "--stratum",
+        "2",
+    ]);
+    let port = server.address().port();
+    // -Q: measure once and exit, without touching the clock; -f /dev/null: no config.
+    let output = Command::new(chronyd)
+        .args([
+            "-Q",
+            "-f",
+            "/dev/null",
+            "-t",
+            "20",
+            &format!("server 127.0.0.1 port {port} iburst"),
+        ])
+        .output()
+        .unwrap();
+    let text = String::from_utf8_lossy(&output.stderr).to_string()
+        + &String::from_utf8_lossy(&output.stdout);
+    let offset: f64 = text
+        .lines()
+        .find_map(|l| {
+            l.split("System clock wrong by ")
+                .nth(1)?
+                .split(' ')
+                .next()?
+                .parse()
+                .ok()
+        })
+        .unwrap_or_else(|| panic!("chronyd did not accept a measurement:\n{text}"));
+    assert!(offset.abs() < 1e-3, "offset {offset} s\n{text}");
+}
+
+#[test]
+fn ntpdig_accepts_the_replies_over_ipv4_and_ipv6() {
+    require("ntpdig", "ntpsec-ntpdig");
+    let unshare = require("unshare", "util-linux");
+    let ip = require("ip", "iproute2");
+    // ntpdig only asks port 123: serve it inside a private network namespace (of a
+    // user namespace, so no privilege is needed), whose loopback is ours alone.
+    let script = format!(
+        "set -e; {} link set lo up; {} --listen 127.0.0.1:123 --listen '[::1]:123' --workers 2 --stratum 2 >/dev/null & \
+         for i in $(seq 100); do ntpdig -j -t 1 127.0.0.1 >/dev/null 2>&1 && break; sleep 0.05; done; \
+         for i in 1 2 3 4 5; do ntpdig -j -t 2 127.0.0.1; ntpdig -j -t 2 ::1; done; kill $!",
+        ip.display(),
+        env!("CARGO_BIN_EXE_timeserve")
+    );
+    let output = Command::new(unshare)
+        .args(["-rn", "sh", "-c", &script])
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    assert!(
+        output.status.success(),
+        "{stdout}\n{}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    for host in ["127.0.0.1", "::1"] {
+        // The best of five queries (ntpdig is Python: its own delays skew single ones).
+        let best = stdout
+            .lines()
+            .filter(|l| l.contains(&format!("\"host\":\"{host}\"")))
+            .map(|l| {
+                let value: serde_json::Value = serde_json::from_str(l).unwrap();
+                assert_eq!(value["stratum"], 2, "{l}");
+                assert_eq!(value["leap"], "no-leap", "{l}");
+                value["offset"].as_f64().unwrap().abs()
+            })
+            .fold(f64::INFINITY, f64::min);
+        assert!(best < 1e-3, "best offset to {host}: {best} s\n{stdout}");
+    }
+}
+
+#[test]
+fn sighup_is_survived_and_sigterm_exits_zero() {
+    let server = Server::start(&[
+        "--listen",
+        "127.0.0.1:0",
+        "--workers",
+        "2",
+        "--stratum",
+        "2",
+    ]);
+    server.signal(libc::SIGHUP);
+    server.signal(libc::SIGUSR1);
+    std::thread::sleep(Duration::from_millis(100));
+    let socket = client(server.address());
+    socket.send(&client_request(4, now())).unwrap();
+    assert!(receive(&socket).is_some(), "still serving after SIGHUP");
+    let (code, err) = server.terminate();
+    assert_eq!(code, Some(0), "{err}");
+    assert!(err.contains("no configuration to reload"), "{err}");
+}
+
+#[test]
+fn a_second_instance_on_the_same_address_is_refused() {
+    let first = Server::start(&[
+        "--listen",
+        "127.0.0.1:0",
+        "--workers",
+        "2",
+        "--stratum",
+        "2",
+    ]);
+    let address = first.address().to_string();
+    let second = Command::new(env!("CARGO_BIN_EXE_timeserve"))
+        .args(["--listen", &address, "--stratum", "2"])
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&second.stderr);
+    assert_eq!(second.status.code(), Some(1), "{err}");
+    assert!(
+        err.contains(&format!("address {address} is already in use")),
+        "{err}"
+    );
+}
+
+#[test]
+fn a_privileged_port_without_the_capability_is_a_clear_error() {
+    // As root, drop to nobody without capabilities; otherwise we already lack them.
+    let mut command = if rustix::process::geteuid().is_root() {
+        let mut c = Command::new("setpriv");
+        c.args([
+            "--reuid=65534",
+            "--regid=65534",
+            "--clear-groups",
+            "--inh-caps=-all",
+            "--bounding-set=-all",
+        ]);
+        c.arg(env!("CARGO_BIN_EXE_timeserve"));
+        c
+    } else {
+        Command::new(env!("CARGO_BIN_EXE_timeserve"))
+    };
+    let output = command
+        .args(["--listen", "127.0.0.1:123", "--stratum", "2"])
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&output.stderr);
+    assert_eq!(output.status.code(), Some(1), "{err}");
+    assert!(
+        err.contains("binding 127.0.0.1:123 needs root or CAP_NET_BIND_SERVICE"),
+        "{err}"
+    );
+}
+
+#[test]
+fn bad_flags_name_the_input_and_what_is_allowed() {
+    for (args, expected) in [
+        (&["--stratum", "16"][..], "16 is not in 1..=15"),
+        (
+            &["--refid", "TOOLONG"],
+            "expected an IPv4 address or 1-4 ASCII",
+        ),
+        (
+            &["--rate-limit-interval", "soon"],
+            "invalid duration 'soon'",
+        ),
+        (&["--workers", "0"], "0 is not in 1..=1024"),
+        (&["--listen", "localhost"], "invalid socket address"),
+        (&["--receive-buffer", "12"], "12 is not in 1024.."),
+    ] {
+        let output = Command::new(env!("CARGO_BIN_EXE_timeserve"))
+            .args(args)
+            .output()
+            .unwrap();
+        let err = String::from_utf8_lossy(&output.stderr);
+        assert_eq!(output.status.code(), Some(2), "{args:?}: {err}");
+        assert!(err.contains(expected), "{args:?}: {err}");
+    }
+}
+
+#[test]
+fn durations_take_units_or_seconds() {
+    for value in ["500ms", "2s", "1m", "3", "0.25"] {
+        let mut child = Command::new(env!("CARGO_BIN_EXE_timeserve"))
+            .args([
+                "--listen",
+                "127.0.0.1:0",
+                "--workers",
+                "1",
+                "--stratum",
+                "2",
+                "--rate-limit-interval",
+                value,
+            ])
+            .stdout(Stdio::piped())
+            .stderr(Stdio::null())
+            .spawn()
+            .unwrap();
+        let mut line = String::new();
+        BufReader::new(child.stdout.take().unwrap())
+            .read_line(&mut line)
+            .unwrap();
+        let _ = child.kill();
+        let _ = child.wait();
+        assert!(
+            line.starts_with("timeserve: serving NTP on"),
+            "{value}: {line}"
+        );
+    }
+}
