@@ -55,6 +55,7 @@ const FUZZ_TARGETS: &[(&str, &str)] = &[
     ("crates/simd", "count"),
     ("crates/simd", "adler32"),
     ("crates/simd", "hash"),
+    ("crates/timeserve", "ntp_packet"),
 ];
 
 fn main() -> ExitCode {

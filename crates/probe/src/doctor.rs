@@ -231,9 +231,142 @@ pub fn transparent_huge_pages(root: &Path) -> Finding {
     }
 }
 
+/// The kernel's UDP receive-buffer error counters (datagrams dropped because a
+/// socket's receive queue was full), IPv4 and IPv6, from `/proc/net/snmp{,6}`.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct UdpCounters {
+    /// `Udp: RcvbufErrors`.
+    pub v4: u64,
+    /// `Udp6RcvbufErrors`.
+    pub v6: u64,
+}
+
+impl UdpCounters {
+    /// Reads the counters under `root` (`/` for this host); a missing file or field
+    /// counts as 0 (IPv6 may be disabled).
+    pub fn read(root: &Path) -> UdpCounters {
+        let snmp = fs::read_to_string(root.join("proc/net/snmp")).unwrap_or_default();
+        let snmp6 = fs::read_to_string(root.join("proc/net/snmp6")).unwrap_or_default();
+        UdpCounters {
+            v4: snmp_field(&snmp, "Udp:", "RcvbufErrors").unwrap_or(0),
+            v6: snmp6
+                .lines()
+                .find_map(|l| l.strip_prefix("Udp6RcvbufErrors")?.trim().parse().ok())
+                .unwrap_or(0),
+        }
+    }
+
+    /// Both families together.
+    pub fn total(&self) -> u64 {
+        self.v4 + self.v6
+    }
+}
+
+/// A field of `/proc/net/snmp`, where each protocol has a line of names followed by a
+/// line of values, both starting with `prefix`.
+fn snmp_field(text: &str, prefix: &str, name: &str) -> Option<u64> {
+    let mut lines = text.lines().filter(|l| l.starts_with(prefix));
+    let names = lines.next()?;
+    let values = lines.next()?;
+    let index = names.split_whitespace().position(|n| n == name)?;
+    values.split_whitespace().nth(index)?.parse().ok()
+}
+
+/// The fix for UDP receive queues that overflow (seed 002).
+const UDP_RCVBUF_FIX: &str = "drain each queue faster or make it larger: more sockets on the \
+     port with SO_REUSEPORT, one per core (timeserve --workers; Go: net.ListenConfig with \
+     a Control func), and a larger receive buffer (SO_RCVBUF, capped by sysctl \
+     net.core.rmem_max; timeserve --receive-buffer)";
+
+/// The UDP receive-buffer finding: errors that grew between `before` and `after`,
+/// `elapsed` apart, are datagrams lost at this moment.
+pub fn udp_receive_buffers(
+    before: &UdpCounters,
+    after: &UdpCounters,
+    elapsed: std::time::Duration,
+) -> Finding {
+    let grown = after.total().saturating_sub(before.total());
+    let evidence = format!(
+        "RcvbufErrors +{grown} in {:.1} s (IPv4 +{}, IPv6 +{}); {} since boot (/proc/net/snmp, snmp6)",
+        elapsed.as_secs_f64(),
+        after.v4.saturating_sub(before.v4),
+        after.v6.saturating_sub(before.v6),
+        after.total(),
+    );
+    if grown > 0 {
+        return Finding {
+            area: "udp",
+            severity: Severity::Warn,
+            summary: "UDP datagrams are being dropped because receive queues are full: some \
+                      UDP service reads more slowly than its clients send"
+                .into(),
+            evidence,
+            fix: Some(UDP_RCVBUF_FIX.into()),
+        };
+    }
+    if after.total() > 0 {
+        return Finding {
+            area: "udp",
+            severity: Severity::Info,
+            summary: "UDP receive queues overflowed earlier, not while watched".into(),
+            evidence,
+            fix: Some(UDP_RCVBUF_FIX.into()),
+        };
+    }
+    Finding {
+        area: "udp",
+        severity: Severity::Ok,
+        summary: "no UDP datagram dropped for a full receive queue".into(),
+        evidence,
+        fix: None,
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn udp_receive_buffer_errors() {
+        let root = tempfile::tempdir().unwrap();
+        write(
+            root.path(),
+            "proc/net/snmp",
+            "Ip: Forwarding DefaultTTL\nIp: 1 64\n\
+             Udp: InDatagrams NoPorts InErrors OutDatagrams RcvbufErrors SndbufErrors\n\
+             Udp: 179 1 994 1175 994 0\n\
+             UdpLite: InDatagrams NoPorts InErrors OutDatagrams RcvbufErrors SndbufErrors\n\
+             UdpLite: 0 0 0 0 7 0\n",
+        );
+        write(
+            root.path(),
+            "proc/net/snmp6",
+            "Udp6InDatagrams 5\nUdp6RcvbufErrors                \t6\n",
+        );
+        let counters = UdpCounters::read(root.path());
+        assert_eq!(counters, UdpCounters { v4: 994, v6: 6 });
+        let second = std::time::Duration::from_secs(1);
+
+        let growing = udp_receive_buffers(&UdpCounters { v4: 990, v6: 6 }, &counters, second);
+        assert_eq!(growing.severity, Severity::Warn);
+        assert!(
+            growing
+                .evidence
+                .starts_with("RcvbufErrors +4 in 1.0 s (IPv4 +4, IPv6 +0)"),
+            "{growing:?}"
+        );
+        assert!(growing.fix.unwrap().contains("SO_REUSEPORT"));
+
+        let past = udp_receive_buffers(&counters, &counters, second);
+        assert_eq!(past.severity, Severity::Info);
+        let clean = udp_receive_buffers(&UdpCounters::default(), &UdpCounters::default(), second);
+        assert_eq!(clean.severity, Severity::Ok);
+        // No files (a snapshot without /proc/net): zeros, not an error.
+        assert_eq!(
+            UdpCounters::read(&root.path().join("absent")),
+            UdpCounters::default()
+        );
+    }
 
     fn write(root: &Path, path: &str, text: &str) {
         let path = root.join(path);

@@ -637,7 +637,7 @@ fn an_unprivileged_user_gets_one_line_and_exit_2() {
         String::from_utf8_lossy(&out.stderr)
     );
     let report = String::from_utf8_lossy(&out.stdout);
-    for area in ["clock:", "cpufreq:", "numa:", "thp:"] {
+    for area in ["clock:", "cpufreq:", "numa:", "thp:", "udp:"] {
         assert!(
             report.contains(area),
             "doctor without root lacks {area}\n{report}"
@@ -690,6 +690,49 @@ fn bad_input_is_named_with_exit_2() {
 }
 
 #[test]
+fn doctor_sees_udp_receive_queues_overflowing() {
+    use std::net::UdpSocket;
+    use std::sync::atomic::{AtomicBool, Ordering};
+    // A socket that is never read, with the smallest buffer: every datagram past the
+    // first few is a receive-buffer error, for as long as doctor watches.
+    let sink = UdpSocket::bind("127.0.0.1:0").unwrap();
+    rustix::net::sockopt::set_socket_recv_buffer_size(&sink, 1024).unwrap();
+    let target = sink.local_addr().unwrap();
+    let stop = AtomicBool::new(false);
+    let report = std::thread::scope(|scope| {
+        scope.spawn(|| {
+            let sender = UdpSocket::bind("127.0.0.1:0").unwrap();
+            while !stop.load(Ordering::Relaxed) {
+                let _ = sender.send_to(&[0u8; 48], target);
+                std::thread::sleep(std::time::Duration::from_micros(200));
+            }
+        });
+        let report = probe_json(&["doctor", "--json"]);
+        stop.store(true, Ordering::Relaxed);
+        report
+    });
+    let udp = report["findings"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|f| f["area"] == "udp")
+        .unwrap_or_else(|| panic!("no udp finding: {report:#}"));
+    assert_eq!(udp["severity"], "warn", "{udp:#}");
+    assert!(
+        udp["evidence"]
+            .as_str()
+            .unwrap()
+            .starts_with("RcvbufErrors +"),
+        "{udp:#}"
+    );
+    assert!(
+        udp["fix"].as_str().unwrap().contains("SO_REUSEPORT"),
+        "{udp:#}"
+    );
+    drop(sink);
+}
+
+#[test]
 fn doctor_reports_every_area_for_a_pid() {
     if !privileged() {
         return;
@@ -720,7 +763,8 @@ fn doctor_reports_every_area_for_a_pid() {
             "sendfile",
             "faults",
             "clock-syscalls",
-            "runq"
+            "runq",
+            "udp"
         ]
     );
     // The calibrate loop makes raw clock_gettime syscalls: the fallback signature.

@@ -37,6 +37,9 @@ pub struct DoctorArgs {
     json: bool,
 }
 
+/// The shortest window over which UDP receive-buffer errors are watched.
+const UDP_WINDOW: Duration = Duration::from_secs(1);
+
 pub fn run(args: &DoctorArgs, signals: &Signals) -> anyhow::Result<()> {
     let bpf = crate::require_bpf();
     if args.pid.is_some() {
@@ -45,6 +48,8 @@ pub fn run(args: &DoctorArgs, signals: &Signals) -> anyhow::Result<()> {
             anyhow::bail!("{err} (needed for --pid)");
         }
     }
+    // UDP drops are counted over the whole run (at least UDP_WINDOW).
+    let udp_before = (doctor::UdpCounters::read(&args.root), Instant::now());
     let mut findings = vec![clock_finding(args, &bpf)];
     findings.push(doctor::cpufreq(&args.root));
     findings.push(doctor::numa(&args.root));
@@ -52,6 +57,12 @@ pub fn run(args: &DoctorArgs, signals: &Signals) -> anyhow::Result<()> {
     if let Some(pid) = args.pid {
         findings.extend(process_findings(pid, args.duration, signals)?);
     }
+    std::thread::sleep(UDP_WINDOW.saturating_sub(udp_before.1.elapsed()));
+    findings.push(doctor::udp_receive_buffers(
+        &udp_before.0,
+        &doctor::UdpCounters::read(&args.root),
+        udp_before.1.elapsed(),
+    ));
     if args.json {
         outln!(
             "{}",
