@@ -367,7 +367,7 @@ pub fn run(options: &Options) -> Result<()> {
     Ok(())
 }
 
-fn find_go() -> Result<PathBuf> {
+pub(crate) fn find_go() -> Result<PathBuf> {
     if on_path("go") {
         return Ok(PathBuf::from("go"));
     }

@@ -9,6 +9,7 @@
 //! cargo xtask bench [--quick]    criterion benches + Go peers -> target/bench-report
 //! cargo xtask cross [--smoke]    aarch64 binaries and bench executables in a tarball
 //! cargo xtask vmlinux [--btf F]  regenerate probe's vmlinux.h from the kernel's BTF
+//! cargo xtask udpload [--quick]  SNTP servers under load: timeserve, chrony, Go (seed 002)
 //! cargo xtask probe-overhead     dd under probe, strace -c and perf trace (as root)
 //! ```
 
@@ -19,6 +20,7 @@ mod cross;
 mod loadtest;
 mod numa_vm;
 mod probe_overhead;
+mod udpload;
 
 use std::env;
 use std::path::{Path, PathBuf};
@@ -79,6 +81,7 @@ fn main() -> ExitCode {
         Some("bench") => bench::Options::parse(&args[1..]).and_then(|o| bench::run(&o)),
         Some("cross") => cross::Options::parse(&args[1..]).and_then(|o| cross::run(&o)),
         Some("loadtest") => loadtest::Options::parse(&args[1..]).and_then(|o| loadtest::run(&o)),
+        Some("udpload") => udpload::Options::parse(&args[1..]).and_then(|o| udpload::run(&o)),
         Some("help" | "--help" | "-h") | None => {
             print!("{}", HELP);
             Ok(())
@@ -120,6 +123,11 @@ tasks:
                   127.0.0.1: 8 MiB and 4 KiB files at 100 connections, random 1 MiB
                   ranges at 16; medians over rounds (default 3 x 10 s), ratios to nginx;
                   writes target/loadtest/{report.md,results.json,chart.svg}
+  udpload [--seconds S] [--rates A,B,..] [--clients K] [--sockets N] [--receive-buffer B] [--quick]
+                  SNTP servers under offered load on 127.0.0.1 (seed 002): timeserve with
+                  1 and N SO_REUSEPORT sockets, chrony, the seed's Go server (1 and N);
+                  answered/s, loss, p50/p99 and the kernel's RcvbufErrors per step, into
+                  target/udpload/{report.md,results.json,chart.svg}
   probe-overhead [--rounds N] [--blocks N]
                   what tracing costs: dd bs=4k bare and under probe syscalls (count-only
                   and --latency), strace -c and perf trace -s, interleaved rounds

@@ -1,0 +1,3 @@
+module ioserve.invalid/peers/go-ntp
+
+go 1.21

@@ -1,0 +1,529 @@
+//! `cargo xtask udpload`: seed 002's measurement. A bounded load generator (K client
+//! sockets on 127.0.0.1, batched sends paced to an offered rate, a fixed duration per
+//! step) against timeserve with one socket, timeserve with N SO_REUSEPORT sockets,
+//! chrony, and the seed's Go server in both shapes. Each step records replies per
+//! second, loss, the round trip's p50/p99 and the kernel's `RcvbufErrors` delta
+//! (datagrams dropped because a receive queue was full), into
+//! target/udpload/{report.md,results.json,chart.svg}.
+
+use std::fmt::Write as _;
+use std::fs;
+use std::io::{BufRead as _, BufReader};
+use std::net::{SocketAddr, UdpSocket};
+use std::os::fd::AsFd as _;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use anyhow::{bail, Context as _, Result};
+use serde::Serialize;
+use timeserve::io::{RecvBatch, SendBatch};
+use timeserve::packet::{client_request, NtpTimestamp, Reply};
+
+use crate::{cargo, project_root, step};
+
+/// The command-line options.
+#[derive(Debug, PartialEq)]
+pub struct Options {
+    /// Seconds of load per step.
+    seconds: f64,
+    /// Offered loads, requests per second.
+    rates: Vec<u64>,
+    /// Client sockets (distinct source ports, so SO_REUSEPORT spreads them).
+    clients: usize,
+    /// Sockets of the multi-socket servers.
+    sockets: usize,
+    /// SO_RCVBUF of the servers' sockets (timeserve --receive-buffer; the Go peer and
+    /// chrony keep the kernel default).
+    receive_buffer: Option<u32>,
+}
+
+impl Options {
+    /// Parses `[--seconds S] [--rates A,B,..] [--clients K] [--sockets N] [--quick]`.
+    pub fn parse(args: &[String]) -> Result<Options> {
+        let cpus = std::thread::available_parallelism().map_or(2, usize::from);
+        let mut options = Options {
+            seconds: 2.0,
+            rates: vec![20_000, 40_000, 80_000, 120_000, 160_000, 240_000],
+            clients: 16,
+            sockets: cpus,
+            receive_buffer: None,
+        };
+        let mut args = args.iter();
+        while let Some(arg) = args.next() {
+            let mut value = |name: &str| {
+                args.next()
+                    .with_context(|| format!("{name} needs a value"))
+                    .cloned()
+            };
+            match arg.as_str() {
+                "--seconds" => {
+                    let text = value("--seconds")?;
+                    options.seconds = text
+                        .parse()
+                        .ok()
+                        .filter(|s: &f64| (0.2..=60.0).contains(s))
+                        .with_context(|| format!("invalid --seconds '{text}': expected 0.2 to 60"))?;
+                }
+                "--rates" => {
+                    let text = value("--rates")?;
+                    options.rates = text
+                        .split(',')
+                        .map(|r| r.trim().parse().ok().filter(|&r: &u64| (1..=2_000_000).contains(&r)))
+                        .collect::<Option<_>>()
+                        .with_context(|| {
+                            format!("invalid --rates '{text}': expected requests per second, 1 to 2000000, separated by commas")
+                        })?;
+                }
+                "--clients" => {
+                    let text = value("--clients")?;
+                    options.clients = text
+                        .parse()
+                        .ok()
+                        .filter(|c| (1..=1024).contains(c))
+                        .with_context(|| format!("invalid --clients '{text}': expected 1 to 1024"))?;
+                }
+                "--sockets" => {
+                    let text = value("--sockets")?;
+                    options.sockets = text
+                        .parse()
+                        .ok()
+                        .filter(|c| (2..=256).contains(c))
+                        .with_context(|| format!("invalid --sockets '{text}': expected 2 to 256"))?;
+                }
+                "--receive-buffer" => {
+                    let text = value("--receive-buffer")?;
+                    options.receive_buffer = Some(
+                        text.parse()
+                            .ok()
+                            .filter(|&b: &u32| b >= 1024)
+                            .with_context(|| format!("invalid --receive-buffer '{text}': expected bytes, at least 1024"))?,
+                    );
+                }
+                "--quick" => {
+                    options.seconds = 0.5;
+                    options.rates = vec![20_000, 80_000, 160_000];
+                }
+                other => bail!(
+                    "unknown udpload option '{other}' (expected --seconds S, --rates A,B,.., --clients K, --sockets N, --receive-buffer BYTES, --quick)"
+                ),
+            }
+        }
+        Ok(options)
+    }
+}
+
+/// One server under test.
+#[derive(Clone, Debug)]
+struct Target {
+    name: String,
+    kind: Kind,
+}
+
+#[derive(Clone, Copy, Debug)]
+enum Kind {
+    Timeserve { sockets: usize },
+    Chrony,
+    Go { sockets: usize },
+}
+
+/// A server process, killed when dropped.
+struct Running {
+    child: Child,
+    address: SocketAddr,
+    _dir: Option<tempfile::TempDir>,
+}
+
+impl Drop for Running {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// One step's figures.
+#[derive(Clone, Debug, Serialize)]
+struct Step {
+    target: String,
+    offered: u64,
+    sent: u64,
+    replies: u64,
+    replies_per_second: f64,
+    loss_percent: f64,
+    p50_us: f64,
+    p99_us: f64,
+    rcvbuf_errors: u64,
+}
+
+/// Runs the sweep and writes the report.
+pub fn run(options: &Options) -> Result<()> {
+    crate::ensure_packages(&[("chrony", "/usr/sbin/chronyd")])?;
+    step(
+        "cargo build --release -p timeserve",
+        cargo(&["build", "--release", "-p", "timeserve"]),
+    )?;
+    let root = project_root();
+    let out = root.join("target/udpload");
+    fs::create_dir_all(&out)?;
+    let go_peer = build_go_peer(&root, &out)?;
+    let targets = [
+        Target {
+            name: "timeserve, 1 socket".into(),
+            kind: Kind::Timeserve { sockets: 1 },
+        },
+        Target {
+            name: format!("timeserve, {} reuseport sockets", options.sockets),
+            kind: Kind::Timeserve {
+                sockets: options.sockets,
+            },
+        },
+        Target {
+            name: "chrony 4.3".into(),
+            kind: Kind::Chrony,
+        },
+        Target {
+            name: "Go (seed), 1 socket".into(),
+            kind: Kind::Go { sockets: 1 },
+        },
+        Target {
+            name: format!("Go (seed), {} reuseport sockets", options.sockets),
+            kind: Kind::Go {
+                sockets: options.sockets,
+            },
+        },
+    ];
+    let mut steps = Vec::new();
+    for target in &targets {
+        let running = start(target, &root, &go_peer, options)?;
+        wait_until_answering(running.address)?;
+        for &rate in &options.rates {
+            let step = measure(&target.name, running.address, rate, options)?;
+            eprintln!(
+                "xtask udpload: {:<34} {:>7}/s offered: {:>9.0}/s answered, loss {:>5.1}%, p50 {:>6.0} us, p99 {:>7.0} us, RcvbufErrors +{}",
+                step.target, step.offered, step.replies_per_second, step.loss_percent, step.p50_us, step.p99_us, step.rcvbuf_errors
+            );
+            steps.push(step);
+        }
+    }
+    fs::write(
+        out.join("results.json"),
+        serde_json::to_string_pretty(&steps)?,
+    )?;
+    fs::write(out.join("report.md"), report(&steps, &targets, options))?;
+    fs::write(out.join("chart.svg"), chart(&steps, &targets))?;
+    eprintln!(
+        "xtask udpload: wrote {}/{{report.md,results.json,chart.svg}}",
+        out.display()
+    );
+    Ok(())
+}
+
+fn build_go_peer(root: &Path, out: &Path) -> Result<PathBuf> {
+    let go = crate::loadtest::find_go()?;
+    let binary = out.join("go-ntp");
+    let mut command = Command::new(go);
+    command
+        .current_dir(root.join("benches/peers/go-ntp"))
+        .env("CGO_ENABLED", "0")
+        .args(["build", "-o"])
+        .arg(&binary)
+        .arg(".");
+    step("go build benches/peers/go-ntp", command)?;
+    Ok(binary)
+}
+
+fn start(target: &Target, root: &Path, go_peer: &Path, options: &Options) -> Result<Running> {
+    let (mut command, dir) = match target.kind {
+        Kind::Timeserve { sockets } => {
+            let mut c = Command::new(root.join("target/release/timeserve"));
+            c.args([
+                "--listen",
+                "127.0.0.1:0",
+                "--stratum",
+                "2",
+                "--workers",
+                &sockets.to_string(),
+            ]);
+            if let Some(bytes) = options.receive_buffer {
+                c.args(["--receive-buffer", &bytes.to_string()]);
+            }
+            (c, None)
+        }
+        Kind::Go { sockets } => {
+            let mut c = Command::new(go_peer);
+            c.args(["-listen", "127.0.0.1:0", "-sockets", &sockets.to_string()]);
+            (c, None)
+        }
+        Kind::Chrony => {
+            let dir = tempfile::tempdir()?;
+            let port = free_udp_port()?;
+            let conf = dir.path().join("chrony.conf");
+            fs::write(
+                &conf,
+                format!(
+                    "port {port}\nbindaddress 127.0.0.1\nallow 127.0.0.1\nlocal stratum 10\ncmdport 0\npidfile {}\n",
+                    dir.path().join("chronyd.pid").display()
+                ),
+            )?;
+            let mut c = Command::new("/usr/sbin/chronyd");
+            // -x: never touch the clock; -d: stay in the foreground; as root, stay
+            // root (dropping to _chrony would lose the temporary directory).
+            c.args(["-x", "-d", "-u", "root", "-f"]).arg(&conf);
+            let mut running = Running {
+                child: c
+                    .stderr(Stdio::null())
+                    .stdout(Stdio::null())
+                    .spawn()
+                    .context("starting chronyd")?,
+                address: SocketAddr::from(([127, 0, 0, 1], port)),
+                _dir: None,
+            };
+            running._dir = Some(dir);
+            return Ok(running);
+        }
+    };
+    let mut child = command
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .with_context(|| format!("starting {}", target.name))?;
+    let mut line = String::new();
+    BufReader::new(child.stdout.take().expect("piped")).read_line(&mut line)?;
+    // "timeserve: serving NTP on ADDR (...)" or "go-ntp: serving on ADDR (...)".
+    let address = line
+        .split_whitespace()
+        .find_map(|word| word.parse::<SocketAddr>().ok())
+        .with_context(|| format!("{} did not say where it serves: {line:?}", target.name))?;
+    Ok(Running {
+        child,
+        address,
+        _dir: dir,
+    })
+}
+
+fn free_udp_port() -> Result<u16> {
+    Ok(UdpSocket::bind("127.0.0.1:0")?.local_addr()?.port())
+}
+
+fn wait_until_answering(address: SocketAddr) -> Result<()> {
+    let socket = UdpSocket::bind("127.0.0.1:0")?;
+    socket.set_read_timeout(Some(Duration::from_millis(100)))?;
+    let mut buf = [0u8; 128];
+    for _ in 0..100 {
+        socket.send_to(&client_request(4, NtpTimestamp(1)), address)?;
+        if socket.recv(&mut buf).is_ok() {
+            return Ok(());
+        }
+    }
+    bail!("no NTP reply from {address} within 10 s")
+}
+
+/// The kernel's `Udp: RcvbufErrors` (IPv4, all sockets).
+fn rcvbuf_errors() -> u64 {
+    let text = fs::read_to_string("/proc/net/snmp").unwrap_or_default();
+    let mut udp = text.lines().filter(|l| l.starts_with("Udp:"));
+    let (Some(names), Some(values)) = (udp.next(), udp.next()) else {
+        return 0;
+    };
+    names
+        .split_whitespace()
+        .position(|n| n == "RcvbufErrors")
+        .and_then(|i| values.split_whitespace().nth(i)?.parse().ok())
+        .unwrap_or(0)
+}
+
+/// Offers `rate` requests per second to `address` for the step's duration from
+/// `options.clients` sockets, then waits 300 ms for stragglers.
+fn measure(name: &str, address: SocketAddr, rate: u64, options: &Options) -> Result<Step> {
+    let sockets: Vec<UdpSocket> = (0..options.clients)
+        .map(|_| {
+            let socket = UdpSocket::bind("127.0.0.1:0")?;
+            socket.set_nonblocking(true)?;
+            // Large client buffers, so that drops are the server's.
+            let _ = rustix::net::sockopt::set_socket_recv_buffer_size_force(&socket, 8 << 20);
+            Ok(socket)
+        })
+        .collect::<Result<_>>()?;
+    let mut receive = RecvBatch::new(64);
+    let mut send = SendBatch::new(256);
+    let mut rtts: Vec<u64> = Vec::with_capacity((rate as f64 * options.seconds) as usize);
+    let duration = Duration::from_secs_f64(options.seconds);
+    let errors_before = rcvbuf_errors();
+    let start = Instant::now();
+    let (mut sent, mut next_socket) = (0u64, 0usize);
+    loop {
+        let elapsed = start.elapsed();
+        if elapsed >= duration + Duration::from_millis(300) {
+            break;
+        }
+        if elapsed < duration {
+            // Requests due by now; each carries its send time (ns) as its transmit
+            // timestamp, which the reply returns as its origin.
+            let due = ((elapsed.as_secs_f64() * rate as f64) as u64)
+                .saturating_sub(sent)
+                .min(256);
+            let socket = &sockets[next_socket];
+            next_socket = (next_socket + 1) % sockets.len();
+            for _ in 0..due {
+                let stamp = NtpTimestamp(start.elapsed().as_nanos() as u64);
+                *send.push(address, None) = client_request(4, stamp);
+            }
+            sent += send.send(socket.as_fd()).sent as u64;
+        }
+        for socket in &sockets {
+            let count = receive.recv(socket.as_fd())?;
+            let now = start.elapsed().as_nanos() as u64;
+            for i in 0..count {
+                if let Some(reply) = Reply::parse(receive.datagram(i).0) {
+                    rtts.push(now.saturating_sub(reply.origin.0));
+                }
+            }
+        }
+        if elapsed >= duration {
+            std::thread::sleep(Duration::from_millis(1));
+        }
+    }
+    let rcvbuf = rcvbuf_errors().saturating_sub(errors_before);
+    rtts.sort_unstable();
+    let percentile = |p: f64| {
+        if rtts.is_empty() {
+            return f64::NAN;
+        }
+        rtts[((rtts.len() - 1) as f64 * p).round() as usize] as f64 / 1000.0
+    };
+    let replies = rtts.len() as u64;
+    Ok(Step {
+        target: name.to_string(),
+        offered: rate,
+        sent,
+        replies,
+        replies_per_second: replies as f64 / options.seconds,
+        loss_percent: if sent == 0 {
+            0.0
+        } else {
+            100.0 * (sent.saturating_sub(replies)) as f64 / sent as f64
+        },
+        p50_us: percentile(0.5),
+        p99_us: percentile(0.99),
+        rcvbuf_errors: rcvbuf,
+    })
+}
+
+fn report(steps: &[Step], targets: &[Target], options: &Options) -> String {
+    let mut md = String::new();
+    let _ = writeln!(
+        md,
+        "# udpload: SNTP servers under offered load\n\n{} client sockets on 127.0.0.1, {} s per step; \
+         `RcvbufErrors` is the kernel's count of datagrams dropped for a full receive queue \
+         during the step. Loss counts requests without a reply.\n",
+        options.clients, options.seconds
+    );
+    let _ = writeln!(
+        md,
+        "| server | offered/s | answered/s | loss | p50 | p99 | RcvbufErrors |"
+    );
+    let _ = writeln!(md, "|---|---|---|---|---|---|---|");
+    for target in targets {
+        for s in steps.iter().filter(|s| s.target == target.name) {
+            let _ = writeln!(
+                md,
+                "| {} | {} | {:.0} | {:.1}% | {:.0} us | {:.0} us | {} |",
+                s.target,
+                s.offered,
+                s.replies_per_second,
+                s.loss_percent,
+                s.p50_us,
+                s.p99_us,
+                s.rcvbuf_errors
+            );
+        }
+    }
+    md
+}
+
+/// Offered load (x) against receive-buffer drops per second (y), one line per server:
+/// the seed's chart.
+fn chart(steps: &[Step], targets: &[Target]) -> String {
+    const COLOURS: [&str; 5] = ["#d62728", "#1f77b4", "#2ca02c", "#ff7f0e", "#9467bd"];
+    let (width, height, left, bottom, top, right) = (760.0, 420.0, 70.0, 50.0, 30.0, 250.0);
+    let max_x = steps.iter().map(|s| s.offered).max().unwrap_or(1) as f64;
+    let drops = |s: &Step| s.rcvbuf_errors as f64 / (s.sent.max(1) as f64 / s.offered as f64);
+    let max_y = steps.iter().map(drops).fold(1.0, f64::max);
+    let x = |v: f64| left + v / max_x * (width - left - right);
+    let y = |v: f64| height - bottom - v / max_y * (height - bottom - top);
+    let mut svg = format!(
+        "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"{width}\" height=\"{height}\" font-family=\"sans-serif\" font-size=\"12\">\n\
+         <rect width=\"100%\" height=\"100%\" fill=\"white\"/>\n\
+         <text x=\"{left}\" y=\"18\" font-size=\"14\">Receive-buffer drops against offered load (127.0.0.1)</text>\n\
+         <line x1=\"{left}\" y1=\"{}\" x2=\"{}\" y2=\"{}\" stroke=\"black\"/>\n\
+         <line x1=\"{left}\" y1=\"{top}\" x2=\"{left}\" y2=\"{}\" stroke=\"black\"/>\n\
+         <text x=\"{}\" y=\"{}\" text-anchor=\"middle\">offered requests/s</text>\n\
+         <text x=\"14\" y=\"{}\" transform=\"rotate(-90 14 {})\" text-anchor=\"middle\">RcvbufErrors per second</text>\n",
+        height - bottom, width - right, height - bottom, height - bottom,
+        (left + width - right) / 2.0, height - 12.0, (top + height - bottom) / 2.0, (top + height - bottom) / 2.0,
+    );
+    for i in 0..=4 {
+        let (vx, vy) = (max_x * f64::from(i) / 4.0, max_y * f64::from(i) / 4.0);
+        let _ = writeln!(
+            svg,
+            "<text x=\"{:.1}\" y=\"{:.1}\" text-anchor=\"middle\">{:.0}k</text>",
+            x(vx),
+            height - bottom + 16.0,
+            vx / 1000.0
+        );
+        let _ = writeln!(
+            svg,
+            "<text x=\"{:.1}\" y=\"{:.1}\" text-anchor=\"end\">{:.0}</text>",
+            left - 6.0,
+            y(vy) + 4.0,
+            vy
+        );
+    }
+    for (i, target) in targets.iter().enumerate() {
+        let colour = COLOURS[i % COLOURS.len()];
+        let points: Vec<String> = steps
+            .iter()
+            .filter(|s| s.target == target.name)
+            .map(|s| format!("{:.1},{:.1}", x(s.offered as f64), y(drops(s))))
+            .collect();
+        let _ = writeln!(
+            svg,
+            "<polyline fill=\"none\" stroke=\"{colour}\" stroke-width=\"2\" points=\"{}\"/>",
+            points.join(" ")
+        );
+        let ly = top + 20.0 * i as f64;
+        let _ = writeln!(
+            svg,
+            "<line x1=\"{:.1}\" y1=\"{ly:.1}\" x2=\"{:.1}\" y2=\"{ly:.1}\" stroke=\"{colour}\" stroke-width=\"2\"/><text x=\"{:.1}\" y=\"{:.1}\">{}</text>",
+            width - right + 10.0, width - right + 30.0, width - right + 35.0, ly + 4.0, target.name
+        );
+    }
+    svg.push_str("</svg>\n");
+    svg
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn options() {
+        let parse =
+            |args: &[&str]| Options::parse(&args.iter().map(|s| s.to_string()).collect::<Vec<_>>());
+        let quick = parse(&["--quick", "--sockets", "4"]).unwrap();
+        assert_eq!((quick.seconds, quick.sockets), (0.5, 4));
+        assert_eq!(
+            parse(&["--rates", "1000,2000"]).unwrap().rates,
+            vec![1000, 2000]
+        );
+        for (bad, says) in [
+            (&["--rates", "1000,x"][..], "invalid --rates '1000,x'"),
+            (&["--seconds", "0"], "invalid --seconds '0'"),
+            (&["--sockets", "1"], "expected 2 to 256"),
+            (&["--fast"], "unknown udpload option '--fast'"),
+        ] {
+            let error = parse(bad).unwrap_err().to_string();
+            assert!(error.contains(says), "{bad:?}: {error}");
+        }
+    }
+}
