@@ -54,6 +54,21 @@ impl Server {
         server
     }
 
+    /// A server on 127.0.0.1 (a free port) with `workers` workers, declared stratum 2
+    /// (this host's kernel clock may be unsynchronised), and `extra` arguments.
+    fn loopback(workers: &str, extra: &[&str]) -> Server {
+        let mut args = vec![
+            "--listen",
+            "127.0.0.1:0",
+            "--workers",
+            workers,
+            "--stratum",
+            "2",
+        ];
+        args.extend_from_slice(extra);
+        Server::start(&args)
+    }
+
     fn address(&self) -> SocketAddr {
         self.addresses[0]
     }
@@ -256,20 +271,17 @@ fn what_is_not_a_client_request_is_dropped_and_counted() {
 
 #[test]
 fn a_client_over_its_rate_gets_one_kiss_of_death_then_silence() {
-    let server = Server::start(&[
-        "--listen",
-        "127.0.0.1:0",
-        "--workers",
+    let server = Server::loopback(
         "2",
-        "--stratum",
-        "2",
-        "--rate-limit-interval",
-        "20s",
-        "--rate-limit-burst",
-        "2",
-        "--metrics-listen",
-        "127.0.0.1:0",
-    ]);
+        &[
+            "--rate-limit-interval",
+            "20s",
+            "--rate-limit-burst",
+            "2",
+            "--metrics-listen",
+            "127.0.0.1:0",
+        ],
+    );
     // Two sockets of one address: the limit is per address, whichever worker answers.
     let sockets = [client(server.address()), client(server.address())];
     let mut normal = 0;
@@ -306,18 +318,15 @@ fn a_client_over_its_rate_gets_one_kiss_of_death_then_silence() {
 
 #[test]
 fn a_full_receive_buffer_shows_in_the_kernel_drop_counter() {
-    let server = Server::start(&[
-        "--listen",
-        "127.0.0.1:0",
-        "--workers",
+    let server = Server::loopback(
         "1",
-        "--stratum",
-        "2",
-        "--receive-buffer",
-        "1024",
-        "--metrics-listen",
-        "127.0.0.1:0",
-    ]);
+        &[
+            "--receive-buffer",
+            "1024",
+            "--metrics-listen",
+            "127.0.0.1:0",
+        ],
+    );
     let socket = client(server.address());
     // Stopped, the server reads nothing: its small buffer fills and the kernel drops.
     server.signal(libc::SIGSTOP);
@@ -347,14 +356,7 @@ fn a_full_receive_buffer_shows_in_the_kernel_drop_counter() {
 #[test]
 fn chronyd_accepts_the_replies_and_measures_under_a_millisecond() {
     let chronyd = require("chronyd", "chrony");
-    let server = Server::start(&[
-        "--listen",
-        "127.0.0.1:0",
-        "--workers",
-        "2",
-        "--stratum",
-        "2",
-    ]);
+    let server = Server::loopback("2", &[]);
     let port = server.address().port();
     // -Q: measure once and exit, without touching the clock; -f /dev/null: no config.
     let output = Command::new(chronyd)
@@ -426,14 +428,7 @@ fn ntpdig_accepts_the_replies_over_ipv4_and_ipv6() {
 
 #[test]
 fn sighup_is_survived_and_sigterm_exits_zero() {
-    let server = Server::start(&[
-        "--listen",
-        "127.0.0.1:0",
-        "--workers",
-        "2",
-        "--stratum",
-        "2",
-    ]);
+    let server = Server::loopback("2", &[]);
     server.signal(libc::SIGHUP);
     server.signal(libc::SIGUSR1);
     std::thread::sleep(Duration::from_millis(100));
@@ -447,14 +442,7 @@ fn sighup_is_survived_and_sigterm_exits_zero() {
 
 #[test]
 fn a_second_instance_on_the_same_address_is_refused() {
-    let first = Server::start(&[
-        "--listen",
-        "127.0.0.1:0",
-        "--workers",
-        "2",
-        "--stratum",
-        "2",
-    ]);
+    let first = Server::loopback("2", &[]);
     let address = first.address().to_string();
     let second = Command::new(env!("CARGO_BIN_EXE_timeserve"))
         .args(["--listen", &address, "--stratum", "2"])
