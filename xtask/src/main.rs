@@ -123,10 +123,12 @@ tasks:
                   127.0.0.1: 8 MiB and 4 KiB files at 100 connections, random 1 MiB
                   ranges at 16; medians over rounds (default 3 x 10 s), ratios to nginx;
                   writes target/loadtest/{report.md,results.json,chart.svg}
-  udpload [--seconds S] [--rates A,B,..] [--clients K] [--sockets N] [--receive-buffer B] [--quick]
+  udpload [--seconds S] [--rates A,B,..] [--clients K] [--sockets N] [--receive-buffer B]
+          [--repeat R] [--quick]
                   SNTP servers under offered load on 127.0.0.1 (seed 002): timeserve with
                   1 and N SO_REUSEPORT sockets, chrony, the seed's Go server (1 and N);
-                  answered/s, loss, p50/p99 and the kernel's RcvbufErrors per step, into
+                  answered/s, loss, p50/p99 and the kernel's RcvbufErrors per step
+                  (medians of R runs, default 3), into
                   target/udpload/{report.md,results.json,chart.svg}
   probe-overhead [--rounds N] [--blocks N]
                   what tracing costs: dd bs=4k bare and under probe syscalls (count-only

@@ -16,6 +16,7 @@ use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
 use anyhow::{bail, Context as _, Result};
+use rustix::event::{poll, PollFd, PollFlags, Timespec};
 use serde::Serialize;
 use timeserve::io::{RecvBatch, SendBatch};
 use timeserve::packet::{client_request, NtpTimestamp, Reply};
@@ -36,10 +37,13 @@ pub struct Options {
     /// SO_RCVBUF of the servers' sockets (timeserve --receive-buffer; the Go peer and
     /// chrony keep the kernel default).
     receive_buffer: Option<u32>,
+    /// Runs of each step; the report gives each figure's median.
+    repeat: usize,
 }
 
 impl Options {
-    /// Parses `[--seconds S] [--rates A,B,..] [--clients K] [--sockets N] [--quick]`.
+    /// Parses `[--seconds S] [--rates A,B,..] [--clients K] [--sockets N]
+    /// [--receive-buffer BYTES] [--repeat R] [--quick]`.
     pub fn parse(args: &[String]) -> Result<Options> {
         let cpus = std::thread::available_parallelism().map_or(2, usize::from);
         let mut options = Options {
@@ -48,6 +52,7 @@ impl Options {
             clients: 16,
             sockets: cpus,
             receive_buffer: None,
+            repeat: 3,
         };
         let mut args = args.iter();
         while let Some(arg) = args.next() {
@@ -100,12 +105,21 @@ impl Options {
                             .with_context(|| format!("invalid --receive-buffer '{text}': expected bytes, at least 1024"))?,
                     );
                 }
+                "--repeat" => {
+                    let text = value("--repeat")?;
+                    options.repeat = text
+                        .parse()
+                        .ok()
+                        .filter(|r| (1..=15).contains(r))
+                        .with_context(|| format!("invalid --repeat '{text}': expected 1 to 15"))?;
+                }
                 "--quick" => {
+                    options.repeat = 1;
                     options.seconds = 0.5;
                     options.rates = vec![20_000, 80_000, 160_000];
                 }
                 other => bail!(
-                    "unknown udpload option '{other}' (expected --seconds S, --rates A,B,.., --clients K, --sockets N, --receive-buffer BYTES, --quick)"
+                    "unknown udpload option '{other}' (expected --seconds S, --rates A,B,.., --clients K, --sockets N, --receive-buffer BYTES, --repeat R, --quick)"
                 ),
             }
         }
@@ -197,7 +211,10 @@ pub fn run(options: &Options) -> Result<()> {
         let running = start(target, &root, &go_peer, options)?;
         wait_until_answering(running.address)?;
         for &rate in &options.rates {
-            let step = measure(&target.name, running.address, rate, options)?;
+            let runs = (0..options.repeat)
+                .map(|_| measure(&target.name, running.address, rate, options))
+                .collect::<Result<Vec<_>>>()?;
+            let step = median(&runs);
             eprintln!(
                 "xtask udpload: {:<34} {:>7}/s offered: {:>9.0}/s answered, loss {:>5.1}%, p50 {:>6.0} us, p99 {:>7.0} us, RcvbufErrors +{}",
                 step.target, step.offered, step.replies_per_second, step.loss_percent, step.p50_us, step.p99_us, step.rcvbuf_errors
@@ -334,7 +351,14 @@ fn rcvbuf_errors() -> u64 {
 
 /// Offers `rate` requests per second to `address` for the step's duration from
 /// `options.clients` sockets, then waits 300 ms for stragglers.
+///
+/// The generator sleeps between ticks in `poll` rather than spinning, so that on a
+/// small machine it leaves the CPUs to the server under test: every `TICK` it sends
+/// the requests that have come due (in chunks, rotating over the client sockets, so
+/// that SO_REUSEPORT spreads them) and drains whichever sockets have replies.
 fn measure(name: &str, address: SocketAddr, rate: u64, options: &Options) -> Result<Step> {
+    const TICK: Duration = Duration::from_micros(250);
+    const CHUNK: u64 = 32;
     let sockets: Vec<UdpSocket> = (0..options.clients)
         .map(|_| {
             let socket = UdpSocket::bind("127.0.0.1:0")?;
@@ -345,7 +369,7 @@ fn measure(name: &str, address: SocketAddr, rate: u64, options: &Options) -> Res
         })
         .collect::<Result<_>>()?;
     let mut receive = RecvBatch::new(64);
-    let mut send = SendBatch::new(256);
+    let mut send = SendBatch::new(CHUNK as usize);
     let mut rtts: Vec<u64> = Vec::with_capacity((rate as f64 * options.seconds) as usize);
     let duration = Duration::from_secs_f64(options.seconds);
     let errors_before = rcvbuf_errors();
@@ -359,28 +383,51 @@ fn measure(name: &str, address: SocketAddr, rate: u64, options: &Options) -> Res
         if elapsed < duration {
             // Requests due by now; each carries its send time (ns) as its transmit
             // timestamp, which the reply returns as its origin.
-            let due = ((elapsed.as_secs_f64() * rate as f64) as u64)
-                .saturating_sub(sent)
-                .min(256);
-            let socket = &sockets[next_socket];
-            next_socket = (next_socket + 1) % sockets.len();
-            for _ in 0..due {
-                let stamp = NtpTimestamp(start.elapsed().as_nanos() as u64);
-                *send.push(address, None) = client_request(4, stamp);
+            let mut due = ((elapsed.as_secs_f64() * rate as f64) as u64).saturating_sub(sent);
+            while due > 0 {
+                let socket = &sockets[next_socket];
+                next_socket = (next_socket + 1) % sockets.len();
+                for _ in 0..due.min(CHUNK) {
+                    let stamp = NtpTimestamp(start.elapsed().as_nanos() as u64);
+                    *send.push(address, None) = client_request(4, stamp);
+                }
+                let outcome = send.send(socket.as_fd());
+                sent += outcome.sent as u64;
+                if outcome.sent == 0 {
+                    break; // the client's own send buffer is full; retry next tick
+                }
+                due = due.saturating_sub(outcome.sent as u64 + outcome.failed as u64);
             }
-            sent += send.send(socket.as_fd()).sent as u64;
         }
-        for socket in &sockets {
-            let count = receive.recv(socket.as_fd())?;
-            let now = start.elapsed().as_nanos() as u64;
-            for i in 0..count {
-                if let Some(reply) = Reply::parse(receive.datagram(i).0) {
-                    rtts.push(now.saturating_sub(reply.origin.0));
+        let next_tick = TICK.saturating_sub(start.elapsed().saturating_sub(elapsed));
+        let mut fds: Vec<PollFd<'_>> = sockets
+            .iter()
+            .map(|s| PollFd::new(s, PollFlags::IN))
+            .collect();
+        let timeout = Timespec {
+            tv_sec: 0,
+            tv_nsec: next_tick.as_nanos() as _,
+        };
+        match poll(&mut fds, Some(&timeout)) {
+            Ok(_) | Err(rustix::io::Errno::INTR) => {}
+            Err(error) => return Err(error).context("poll on the client sockets"),
+        }
+        for (socket, fd) in sockets.iter().zip(&fds) {
+            if !fd.revents().contains(PollFlags::IN) {
+                continue;
+            }
+            loop {
+                let count = receive.recv(socket.as_fd())?;
+                let now = start.elapsed().as_nanos() as u64;
+                for i in 0..count {
+                    if let Some(reply) = Reply::parse(receive.datagram(i).0) {
+                        rtts.push(now.saturating_sub(reply.origin.0));
+                    }
+                }
+                if count < 64 {
+                    break;
                 }
             }
-        }
-        if elapsed >= duration {
-            std::thread::sleep(Duration::from_millis(1));
         }
     }
     let rcvbuf = rcvbuf_errors().saturating_sub(errors_before);
@@ -409,14 +456,35 @@ fn measure(name: &str, address: SocketAddr, rate: u64, options: &Options) -> Res
     })
 }
 
+/// Each figure's median over the runs of one step (the upper median of an even count).
+fn median(runs: &[Step]) -> Step {
+    fn mid<T: Copy + PartialOrd>(runs: &[Step], figure: impl Fn(&Step) -> T) -> T {
+        let mut values: Vec<T> = runs.iter().map(figure).collect();
+        values.sort_by(|a, b| a.partial_cmp(b).unwrap_or(std::cmp::Ordering::Equal));
+        values[values.len() / 2]
+    }
+    Step {
+        target: runs[0].target.clone(),
+        offered: runs[0].offered,
+        sent: mid(runs, |s| s.sent),
+        replies: mid(runs, |s| s.replies),
+        replies_per_second: mid(runs, |s| s.replies_per_second),
+        loss_percent: mid(runs, |s| s.loss_percent),
+        p50_us: mid(runs, |s| s.p50_us),
+        p99_us: mid(runs, |s| s.p99_us),
+        rcvbuf_errors: mid(runs, |s| s.rcvbuf_errors),
+    }
+}
+
 fn report(steps: &[Step], targets: &[Target], options: &Options) -> String {
     let mut md = String::new();
     let _ = writeln!(
         md,
         "# udpload: SNTP servers under offered load\n\n{} client sockets on 127.0.0.1, {} s per step; \
          `RcvbufErrors` is the kernel's count of datagrams dropped for a full receive queue \
-         during the step. Loss counts requests without a reply.\n",
-        options.clients, options.seconds
+         during the step. Loss counts requests without a reply. Each figure is the median \
+         of {} runs.\n",
+        options.clients, options.seconds, options.repeat
     );
     let _ = writeln!(
         md,
@@ -511,7 +579,8 @@ mod tests {
         let parse =
             |args: &[&str]| Options::parse(&args.iter().map(|s| s.to_string()).collect::<Vec<_>>());
         let quick = parse(&["--quick", "--sockets", "4"]).unwrap();
-        assert_eq!((quick.seconds, quick.sockets), (0.5, 4));
+        assert_eq!((quick.seconds, quick.sockets, quick.repeat), (0.5, 4, 1));
+        assert_eq!(parse(&["--repeat", "5"]).unwrap().repeat, 5);
         assert_eq!(
             parse(&["--rates", "1000,2000"]).unwrap().rates,
             vec![1000, 2000]
@@ -520,10 +589,28 @@ mod tests {
             (&["--rates", "1000,x"][..], "invalid --rates '1000,x'"),
             (&["--seconds", "0"], "invalid --seconds '0'"),
             (&["--sockets", "1"], "expected 2 to 256"),
+            (&["--repeat", "0"], "invalid --repeat '0': expected 1 to 15"),
             (&["--fast"], "unknown udpload option '--fast'"),
         ] {
             let error = parse(bad).unwrap_err().to_string();
             assert!(error.contains(says), "{bad:?}: {error}");
         }
+    }
+
+    #[test]
+    fn median_takes_each_figure_separately() {
+        let step = |replies: u64, p99_us: f64| Step {
+            target: "t".into(),
+            offered: 10,
+            sent: 10,
+            replies,
+            replies_per_second: replies as f64,
+            loss_percent: 0.0,
+            p50_us: 1.0,
+            p99_us,
+            rcvbuf_errors: replies,
+        };
+        let m = median(&[step(9, 50.0), step(3, 10.0), step(5, 90.0)]);
+        assert_eq!((m.replies, m.p99_us, m.rcvbuf_errors), (5, 50.0, 5));
     }
 }

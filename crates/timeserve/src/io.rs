@@ -15,14 +15,18 @@ use std::time::Duration;
 
 use crate::packet::{HEADER_LEN, MAX_REQUEST_LEN};
 
-/// Room for the control messages of one datagram: a timestamp (32 bytes), the drop
-/// counter (24) and IPv6 packet info (40), with slack.
+/// Room for the control messages of one received datagram: a timestamp (32 bytes),
+/// the drop counter (24) and IPv6 packet info (40), with slack.
 const CONTROL_LEN: usize = 256;
 
-/// A control-message buffer aligned for `cmsghdr`.
+/// Room for the one control message of a reply: IPv6 packet info (40 bytes) at most.
+/// Small, because [`SendBatch::push`] copies one per reply.
+const SEND_CONTROL_LEN: usize = 48;
+
+/// A control-message buffer of `N` bytes aligned for `cmsghdr`.
 #[derive(Clone, Copy)]
 #[repr(C, align(8))]
-struct Control([u8; CONTROL_LEN]);
+struct Control<const N: usize = CONTROL_LEN>([u8; N]);
 
 /// The local address a datagram arrived at, from packet info.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -248,7 +252,7 @@ fn socket_addr(storage: &libc::sockaddr_storage, len: libc::socklen_t) -> Option
 pub struct SendBatch {
     packets: Vec<[u8; HEADER_LEN]>,
     destinations: Vec<socket2::SockAddr>,
-    controls: Vec<Control>,
+    controls: Vec<Control<SEND_CONTROL_LEN>>,
     control_lens: Vec<usize>,
     iovecs: Vec<libc::iovec>,
     headers: Vec<libc::mmsghdr>,
@@ -283,7 +287,7 @@ impl SendBatch {
         destination: SocketAddr,
         local: Option<LocalAddr>,
     ) -> &mut [u8; HEADER_LEN] {
-        let mut control = Control([0; CONTROL_LEN]);
+        let mut control = Control([0; SEND_CONTROL_LEN]);
         let control_len = write_pktinfo(&mut control, local);
         self.controls.push(control);
         self.control_lens.push(control_len);
@@ -366,15 +370,21 @@ impl SendBatch {
 
 /// Writes the packet-info control message that sends from `local`; returns its
 /// length (0 when there is none).
-fn write_pktinfo(control: &mut Control, local: Option<LocalAddr>) -> usize {
+const _: () = assert!(
+    // CMSG_SPACE(sizeof(struct in6_pktinfo)) on LP64: a 16-byte header and 20 bytes
+    // of payload rounded up to 8.
+    16 + size_of::<libc::in6_pktinfo>().next_multiple_of(8) <= SEND_CONTROL_LEN
+);
+
+fn write_pktinfo(control: &mut Control<SEND_CONTROL_LEN>, local: Option<LocalAddr>) -> usize {
     let Some(local) = local else { return 0 };
     // SAFETY: all-zero is a valid msghdr; it only tells the CMSG macros where the
     // control buffer is and how long it is.
     let mut header: libc::msghdr = unsafe { zeroed() };
     header.msg_control = control.0.as_mut_ptr().cast();
-    header.msg_controllen = CONTROL_LEN as _;
-    // SAFETY: the buffer is CONTROL_LEN bytes, aligned for cmsghdr, and large enough
-    // for one header and either payload, so CMSG_FIRSTHDR is non-null and CMSG_DATA
+    header.msg_controllen = SEND_CONTROL_LEN as _;
+    // SAFETY: the buffer is SEND_CONTROL_LEN bytes, aligned for cmsghdr, and large
+    // enough for one header and either payload (asserted below at compile time), so CMSG_FIRSTHDR is non-null and CMSG_DATA
     // points inside it; write_unaligned makes no alignment assumption.
     unsafe {
         let cmsg = libc::CMSG_FIRSTHDR(&header);
