@@ -7,18 +7,24 @@
 //! - A path is resolved again once its entry is older than the validity (1 s by
 //!   default), so a file replaced by `rename` or deleted is seen within that time;
 //!   nginx's default for the same check is 60 s.
-//! - Each worker has its own shard (no lock contention between workers), bounded in
-//!   entries; when full, expired entries go first, then the least recently checked.
+//! - Each worker has its own shard (no lock contention between workers), a
+//!   least-recently-used list bounded in entries: a miss on a full shard drops the
+//!   least recently used file in O(1).
+//! - [`OpenFileCache::sweep`], run every validity period, closes the descriptors (and
+//!   mappings) of files deleted or replaced since they were opened (no links left), so
+//!   their disk space is returned within about twice the validity even if nobody asks
+//!   for them again.
 
-use std::collections::HashMap;
 use std::fs::{File, Metadata};
 use std::io;
+use std::num::NonZeroUsize;
 use std::ops::Deref;
 use std::os::unix::fs::MetadataExt;
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
+use lru::LruCache;
 use memmap2::{Mmap, MmapOptions};
 
 use crate::path::Root;
@@ -102,11 +108,13 @@ struct Entry {
     resolved: Instant,
 }
 
-/// The cache, one shard per worker.
+/// One worker's entries, least recently used last.
+type Shard = Mutex<LruCache<PathBuf, Entry>>;
+
+/// The cache, one shard per worker; no shards when it is disabled.
 #[derive(Debug)]
 pub struct OpenFileCache {
-    shards: Box<[Mutex<HashMap<PathBuf, Entry>>]>,
-    capacity: usize,
+    shards: Box<[Shard]>,
     validity: Duration,
 }
 
@@ -114,22 +122,49 @@ impl OpenFileCache {
     /// A cache of at most `capacity` files per worker (0 disables it), each path
     /// resolved again after `validity`.
     pub fn new(workers: usize, capacity: usize, validity: Duration) -> OpenFileCache {
-        OpenFileCache {
-            shards: (0..workers.max(1)).map(|_| Mutex::default()).collect(),
-            capacity,
-            validity,
+        let shards = match NonZeroUsize::new(capacity) {
+            Some(capacity) => (0..workers.max(1))
+                .map(|_| Mutex::new(LruCache::new(capacity)))
+                .collect(),
+            None => Box::default(),
+        };
+        OpenFileCache { shards, validity }
+    }
+
+    /// How often [`OpenFileCache::sweep`] should run: the validity period.
+    pub fn sweep_interval(&self) -> Option<Duration> {
+        (!self.shards.is_empty()).then_some(self.validity)
+    }
+
+    /// Closes the entries whose file has no name left (deleted, or replaced by a
+    /// rename): their descriptors, and the disk space they pin, are released once the
+    /// downloads still using them end. Returns how many entries were dropped.
+    pub fn sweep(&self) -> usize {
+        let mut dropped = 0;
+        for shard in &self.shards {
+            let mut entries = shard.lock().unwrap_or_else(|e| e.into_inner());
+            let unlinked: Vec<PathBuf> = entries
+                .iter()
+                .filter(|(_, entry)| entry.file.metadata().is_ok_and(|m| m.nlink() == 0))
+                .map(|(path, _)| path.clone())
+                .collect();
+            for path in &unlinked {
+                entries.pop(path);
+            }
+            dropped += unlinked.len();
         }
+        dropped
     }
 
     /// Opens `relative` under `root`, from the cache when possible.
     pub fn open(&self, worker: usize, root: &Root, relative: &Path) -> io::Result<Opened> {
-        if self.capacity == 0 {
+        if self.shards.is_empty() {
             return Self::open_uncached(root, relative);
         }
         let shard = &self.shards[worker % self.shards.len()];
         let now = Instant::now();
         let (cached, fresh) = {
-            let entries = shard.lock().unwrap_or_else(|e| e.into_inner());
+            let mut entries = shard.lock().unwrap_or_else(|e| e.into_inner());
             match entries.get(relative) {
                 Some(entry) => (
                     Some(Arc::clone(&entry.file)),
@@ -150,7 +185,7 @@ impl OpenFileCache {
             shard
                 .lock()
                 .unwrap_or_else(|e| e.into_inner())
-                .remove(relative);
+                .pop(relative);
             return Ok(opened);
         };
         // The path still names the cached inode: keep the cached descriptor and its
@@ -161,11 +196,8 @@ impl OpenFileCache {
                 open = OpenFile { file, meta: same };
             }
         }
-        let mut entries = shard.lock().unwrap_or_else(|e| e.into_inner());
-        if entries.len() >= self.capacity && !entries.contains_key(relative) {
-            self.evict(&mut entries, now);
-        }
-        entries.insert(
+        // Full: the least recently used entry goes.
+        shard.lock().unwrap_or_else(|e| e.into_inner()).put(
             relative.to_path_buf(),
             Entry {
                 file: Arc::clone(&open.file),
@@ -188,31 +220,14 @@ impl OpenFileCache {
         })
     }
 
-    /// Makes room for one entry: expired ones first, else the least recently resolved.
-    fn evict(&self, entries: &mut HashMap<PathBuf, Entry>, now: Instant) {
-        entries.retain(|_, entry| now.duration_since(entry.resolved) < self.validity);
-        if entries.len() >= self.capacity {
-            let oldest = entries
-                .iter()
-                .min_by_key(|(_, entry)| entry.resolved)
-                .map(|(path, _)| path.clone());
-            if let Some(path) = oldest {
-                entries.remove(&path);
-            }
-        }
-    }
-
     /// Entries held by a worker's shard.
-    pub fn len(&self, worker: usize) -> usize {
-        self.shards[worker % self.shards.len()]
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .len()
-    }
-
-    /// Whether a worker's shard is empty.
-    pub fn is_empty(&self, worker: usize) -> bool {
-        self.len(worker) == 0
+    #[cfg(test)]
+    fn len(&self, worker: usize) -> usize {
+        self.shards
+            .get(worker % self.shards.len().max(1))
+            .map_or(0, |shard| {
+                shard.lock().unwrap_or_else(|e| e.into_inner()).len()
+            })
     }
 }
 
@@ -292,7 +307,8 @@ mod tests {
             file(cache.open(1, &root, Path::new(&i.to_string())));
         }
         assert_eq!(cache.len(1), 3);
-        assert!(cache.is_empty(0), "shards are per worker");
+        assert_eq!(cache.len(0), 0, "shards are per worker");
+        // The least recently used went: 0 and 1 (2 was used after them).
         assert!(matches!(
             cache.open(1, &root, Path::new("d")),
             Ok(Opened::Other(..))
@@ -302,6 +318,47 @@ mod tests {
 
         let off = OpenFileCache::new(1, 0, Duration::from_secs(60));
         file(off.open(0, &root, Path::new("0")));
-        assert!(off.is_empty(0));
+        assert_eq!(off.len(0), 0);
+    }
+
+    #[test]
+    fn least_recently_used_goes_first() {
+        let dir = tempfile::tempdir().unwrap();
+        for name in ["a", "b", "c"] {
+            std::fs::write(dir.path().join(name), name).unwrap();
+        }
+        let root = Root::open(dir.path(), false).unwrap();
+        let cache = OpenFileCache::new(1, 2, Duration::from_secs(60));
+        let a = file(cache.open(0, &root, Path::new("a")));
+        file(cache.open(0, &root, Path::new("b")));
+        // a is used again, so b is the least recently used when c comes.
+        file(cache.open(0, &root, Path::new("a")));
+        file(cache.open(0, &root, Path::new("c")));
+        let again = file(cache.open(0, &root, Path::new("a")));
+        assert!(Arc::ptr_eq(&a.file, &again.file), "a stayed");
+        assert_eq!(cache.len(0), 2);
+    }
+
+    #[test]
+    fn sweep_closes_deleted_and_replaced_files_only() {
+        let dir = tempfile::tempdir().unwrap();
+        for name in ["kept", "deleted", "replaced"] {
+            std::fs::write(dir.path().join(name), name).unwrap();
+        }
+        let root = Root::open(dir.path(), false).unwrap();
+        let cache = OpenFileCache::new(2, 8, Duration::from_secs(60));
+        let opened: Vec<OpenFile> = ["kept", "deleted", "replaced"]
+            .iter()
+            .enumerate()
+            .map(|(i, name)| file(cache.open(i, &root, Path::new(name))))
+            .collect();
+        assert_eq!(cache.sweep(), 0);
+        std::fs::remove_file(dir.path().join("deleted")).unwrap();
+        std::fs::write(dir.path().join("new"), b"new").unwrap();
+        std::fs::rename(dir.path().join("new"), dir.path().join("replaced")).unwrap();
+        assert_eq!(cache.sweep(), 2);
+        assert_eq!(cache.len(0) + cache.len(1), 1);
+        // Only the cache let go: a download in progress keeps its descriptor.
+        assert_eq!(read(&opened[1]), "deleted");
     }
 }

@@ -1,39 +1,62 @@
 //! Validators and conditional requests (RFC 9110 §8.8 and §13).
 //!
-//! Every file response carries a strong `ETag` made from the inode, size and
-//! modification time of the open file (so a replaced or rewritten file gets a new one),
-//! and a `Last-Modified` at one-second resolution. [`evaluate`] applies the request's
-//! preconditions in the order of RFC 9110 §13.2.2.
+//! Every file response carries a strong `ETag` made from the size and the modification
+//! time (nanoseconds included) of the open file, as nginx makes it from size and
+//! seconds: so a rewritten file gets a new one, and replicas holding the same file
+//! (rsync -t, cp -p, one container image) give the same one, which a download resumed
+//! with `If-Range` on another replica needs. `Last-Modified` has one-second resolution
+//! and is left out when the time cannot be written as an HTTP-date (before 1970 or
+//! after 9999: tmpfs and extracted archives hold such times). [`evaluate`] applies the
+//! request's preconditions in the order of RFC 9110 §13.2.2.
 
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+/// The first second that an IMF-fixdate cannot carry: 10000-01-01T00:00:00Z.
+const YEAR_10000: i64 = 253_402_300_800;
 
 /// The validators of one file, taken from its `fstat`.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Validators {
-    /// The strong entity tag, quotes included: `"1a2b-400-17f3c"`.
+    /// The strong entity tag, quotes included: `"6553f100.1dcd6500-3e8"` (seconds and
+    /// nanoseconds of the modification time, then the size, in hex).
     pub etag: String,
-    /// Modification time truncated to whole seconds, as `Last-Modified` carries it.
-    pub last_modified: SystemTime,
+    /// Modification time truncated to whole seconds, as `Last-Modified` carries it;
+    /// `None` when it is not representable as an HTTP-date.
+    pub last_modified: Option<SystemTime>,
 }
 
 impl Validators {
-    /// Validators of a file with this inode, size and modification time.
-    pub fn new(inode: u64, size: u64, modified: SystemTime) -> Self {
-        let since_epoch = modified.duration_since(UNIX_EPOCH).unwrap_or_default();
+    /// Validators of a file with this size and modification time (`st_mtime` seconds,
+    /// which may be negative, and `st_mtime_nsec`).
+    pub fn new(size: u64, mtime_secs: i64, mtime_nsec: i64) -> Self {
+        let sign = if mtime_secs < 0 { "-" } else { "" };
         Validators {
             etag: format!(
-                "\"{inode:x}-{size:x}-{:x}.{:x}\"",
-                since_epoch.as_secs(),
-                since_epoch.subsec_nanos()
+                "\"{sign}{:x}.{:x}-{size:x}\"",
+                mtime_secs.unsigned_abs(),
+                mtime_nsec.clamp(0, 999_999_999)
             ),
-            last_modified: UNIX_EPOCH + Duration::from_secs(since_epoch.as_secs()),
+            last_modified: http_date_time(mtime_secs),
         }
     }
 
-    /// `Last-Modified` as an IMF-fixdate.
-    pub fn last_modified_header(&self) -> String {
-        httpdate::fmt_http_date(self.last_modified)
+    /// `Last-Modified` as an IMF-fixdate, when the time has one.
+    pub fn last_modified_header(&self) -> Option<String> {
+        self.last_modified.map(httpdate::fmt_http_date)
     }
+}
+
+/// Seconds since the epoch as a `SystemTime` that an HTTP-date can carry (1970 to
+/// 9999), else `None`.
+pub fn http_date_time(secs: i64) -> Option<SystemTime> {
+    (0..YEAR_10000)
+        .contains(&secs)
+        .then(|| UNIX_EPOCH + Duration::from_secs(secs as u64))
+}
+
+/// Seconds since the epoch as an IMF-fixdate, when it has one.
+pub fn http_date(secs: i64) -> Option<String> {
+    http_date_time(secs).map(httpdate::fmt_http_date)
 }
 
 /// The precondition header fields of a request, as received.
@@ -76,8 +99,12 @@ pub fn evaluate(pre: &Preconditions<'_>, validators: &Validators) -> Outcome {
         if !any_tag_matches(&pre.if_match, &validators.etag, Comparison::Strong) {
             return Outcome::PreconditionFailed;
         }
-    } else if let Some(date) = pre.if_unmodified_since.and_then(parse_date) {
-        if validators.last_modified > date {
+    } else if let (Some(date), Some(modified)) = (
+        pre.if_unmodified_since.and_then(parse_date),
+        validators.last_modified,
+    ) {
+        // Without a modification date the field is ignored (RFC 9110 §13.1.4).
+        if modified > date {
             return Outcome::PreconditionFailed;
         }
     }
@@ -87,8 +114,12 @@ pub fn evaluate(pre: &Preconditions<'_>, validators: &Validators) -> Outcome {
         if any_tag_matches(&pre.if_none_match, &validators.etag, Comparison::Weak) {
             return Outcome::NotModified;
         }
-    } else if let Some(date) = pre.if_modified_since.and_then(parse_date) {
-        if validators.last_modified <= date {
+    } else if let (Some(date), Some(modified)) = (
+        pre.if_modified_since.and_then(parse_date),
+        validators.last_modified,
+    ) {
+        // Without a modification date the field is ignored (RFC 9110 §13.1.3).
+        if modified <= date {
             return Outcome::NotModified;
         }
     }
@@ -135,7 +166,8 @@ fn if_range_matches(value: &[u8], validators: &Validators) -> bool {
             _ => false,
         }
     } else {
-        parse_date(value) == Some(validators.last_modified)
+        // A date never matches a file without one.
+        validators.last_modified.is_some() && parse_date(value) == validators.last_modified
     }
 }
 
@@ -186,11 +218,7 @@ mod tests {
     use super::*;
 
     fn validators() -> Validators {
-        Validators::new(
-            0x1234,
-            1000,
-            UNIX_EPOCH + Duration::from_millis(1_700_000_000_500),
-        )
+        Validators::new(1000, 1_700_000_000, 500_000_000)
     }
 
     const MODIFIED: &[u8] = b"Tue, 14 Nov 2023 22:13:20 GMT"; // 1_700_000_000
@@ -204,8 +232,56 @@ mod tests {
     #[test]
     fn validators_from_stat() {
         let v = validators();
-        assert_eq!(v.etag, "\"1234-3e8-6553f100.1dcd6500\"");
-        assert_eq!(v.last_modified_header().as_bytes(), MODIFIED);
+        assert_eq!(v.etag, "\"6553f100.1dcd6500-3e8\"");
+        assert_eq!(v.last_modified_header().unwrap().as_bytes(), MODIFIED);
+    }
+
+    #[test]
+    fn times_an_http_date_cannot_carry() {
+        // Before 1970, after 9999, and the edges.
+        for (secs, header) in [
+            (-1, None),
+            (i64::MIN, None),
+            (0, Some("Thu, 01 Jan 1970 00:00:00 GMT")),
+            (YEAR_10000 - 1, Some("Fri, 31 Dec 9999 23:59:59 GMT")),
+            (YEAR_10000, None),
+            (300_000_000_000, None),
+            (i64::MAX, None),
+        ] {
+            let v = Validators::new(7, secs, 0);
+            assert_eq!(v.last_modified_header().as_deref(), header, "{secs}");
+        }
+        assert_eq!(Validators::new(7, -5, 1).etag, "\"-5.1-7\"");
+        assert_eq!(
+            Validators::new(0, i64::MIN, -1).etag,
+            "\"-8000000000000000.0-0\""
+        );
+        // Date preconditions are ignored without a date; If-Range by date fails.
+        let v = Validators::new(7, 300_000_000_000, 0);
+        let pre = Preconditions {
+            if_modified_since: Some(MODIFIED),
+            if_unmodified_since: Some(MODIFIED),
+            if_range: Some(MODIFIED),
+            ..Default::default()
+        };
+        assert_eq!(evaluate(&pre, &v), proceed(false));
+    }
+
+    #[test]
+    fn replicas_agree() {
+        // Same size and mtime, whatever the inode or device: the same tag.
+        assert_eq!(
+            Validators::new(1000, 1_700_000_000, 5),
+            Validators::new(1000, 1_700_000_000, 5)
+        );
+        assert_ne!(
+            Validators::new(1000, 1_700_000_000, 5).etag,
+            Validators::new(1000, 1_700_000_000, 6).etag
+        );
+        assert_ne!(
+            Validators::new(1000, 1_700_000_000, 5).etag,
+            Validators::new(1001, 1_700_000_000, 5).etag
+        );
     }
 
     #[test]

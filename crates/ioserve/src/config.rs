@@ -119,6 +119,10 @@ pub struct Settings {
     /// Answer 403 for directories without index.html instead of listing them
     #[arg(long, num_args = 0..=1, default_missing_value = "true", value_name = "BOOL")]
     pub no_listing: Option<bool>,
+    /// Serve and list hidden files: paths with a segment starting with '.' (.env,
+    /// .git/); by default they are 404 and not listed, except /.well-known/
+    #[arg(long, num_args = 0..=1, default_missing_value = "true", value_name = "BOOL")]
+    pub hidden: Option<bool>,
     /// Read settings from this TOML file; flags given on the command line win
     #[arg(long, value_name = "FILE")]
     #[serde(skip)]
@@ -164,6 +168,8 @@ pub struct Config {
     pub follow_symlinks: bool,
     /// List directories without an index.
     pub listing: bool,
+    /// Serve and list dotfiles.
+    pub hidden: bool,
 }
 
 impl Config {
@@ -213,6 +219,7 @@ impl Settings {
             max_connections: self.max_connections.or(fallback.max_connections),
             follow_symlinks: self.follow_symlinks.or(fallback.follow_symlinks),
             no_listing: self.no_listing.or(fallback.no_listing),
+            hidden: self.hidden.or(fallback.hidden),
             config: self.config,
         }
     }
@@ -267,6 +274,7 @@ impl Settings {
             max_connections,
             follow_symlinks: self.follow_symlinks.unwrap_or(false),
             listing: !self.no_listing.unwrap_or(false),
+            hidden: self.hidden.unwrap_or(false),
         })
     }
 }

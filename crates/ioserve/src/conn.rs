@@ -17,44 +17,65 @@ use std::time::{Duration, Instant};
 
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
+use tokio::sync::Notify;
 use tokio::time::timeout_at;
 
 use crate::handler;
 use crate::output::Output;
 use crate::request::{self, Parsed, Request, RequestError, Version, MAX_HEAD_BYTES};
 use crate::response::{Body, Reply};
-use crate::server::Shared;
+use crate::shared::{ConnectionSlot, Shared};
 
 /// How long a closing connection keeps reading (and dropping) what the client still
 /// sends, so that the kernel does not answer it with a reset that destroys our response.
 const LINGER: Duration = Duration::from_secs(2);
 /// Most bytes read and dropped while lingering.
 const LINGER_BYTES: usize = 256 * 1024;
+/// The first allocation of a connection's read buffer: most request heads fit. It
+/// doubles, up to [`MAX_HEAD_BYTES`], for the rare large head.
+const FIRST_READ: usize = 1024;
 
-/// Serves one accepted connection to its end.
-pub async fn serve(mut stream: TcpStream, peer: SocketAddr, shared: Arc<Shared>, worker: usize) {
+/// Serves one accepted, admitted connection to its end.
+///
+/// Memory per connection stays small, because a server holds thousands of slow or idle
+/// clients: the read buffer is allocated only when bytes arrive, and released while a
+/// body is sent and while the connection waits for its next request.
+pub(crate) async fn serve(
+    stream: TcpStream,
+    peer: SocketAddr,
+    shared: &Shared,
+    slot: &ConnectionSlot,
+) {
     let limits = &shared.limits;
+    let worker = slot.worker();
     let _ = stream.set_nodelay(true);
-    let mut buf: Vec<u8> = Vec::with_capacity(4096);
+    let mut buf: Vec<u8> = Vec::new();
+    // Notified when this connection, idle, must close to admit a new client.
+    let mut close: Option<Arc<Notify>> = None;
     // The first request must arrive within the header timeout of the accept.
     let mut deadline = Instant::now() + limits.header_timeout;
     loop {
         match request::parse(&buf) {
             Ok(Parsed::Partial) => {}
             Ok(Parsed::Complete { request, len }) => {
-                let keep_alive = match answer(&stream, peer, &shared, worker, &request).await {
+                let (reply, log) = prepare(shared, peer, worker, &request);
+                // The request borrows the buffer; it must be gone before the buffer moves.
+                drop(request);
+                buf.drain(..len);
+                if buf.is_empty() {
+                    // Nothing pipelined: give the buffer back while the body goes out.
+                    buf = Vec::new();
+                }
+                let keep_alive = match send(&stream, shared, worker, reply, log).await {
                     Ok(keep_alive) => keep_alive,
                     Err(error) => {
                         tracing::debug!(%peer, %error, "response cut short");
                         return;
                     }
                 };
-                // The request borrows the buffer; it must be gone before the buffer moves.
-                drop(request);
                 if !keep_alive {
                     return linger_close(stream).await;
                 }
-                buf.drain(..len);
                 deadline = Instant::now()
                     + if buf.is_empty() {
                         limits.idle_timeout
@@ -70,66 +91,137 @@ pub async fn serve(mut stream: TcpStream, peer: SocketAddr, shared: Arc<Shared>,
                     RequestError::Version => 505,
                 };
                 tracing::debug!(%peer, %error, "bad request head");
-                return refuse(stream, peer, &shared, worker, status).await;
+                return refuse(stream, peer, shared, worker, status).await;
             }
         }
         if buf.len() >= MAX_HEAD_BYTES {
-            return refuse(stream, peer, &shared, worker, 431).await;
+            return refuse(stream, peer, shared, worker, 431).await;
         }
         let idle = buf.is_empty();
-        buf.reserve(4096);
-        let read = tokio::select! {
-            // Between requests, shutdown closes the connection; inside one, it finishes.
-            _ = shared.shutdown.cancelled(), if idle => return,
-            read = timeout_at(deadline.into(), stream.read_buf(&mut buf)) => read,
+        let readable = if idle {
+            // Between requests: shutdown, or a new client that needs the slot, closes
+            // the connection; no buffer is held while it waits.
+            let close = close.get_or_insert_with(|| Arc::new(Notify::new()));
+            let _waiting = slot.idle(close);
+            tokio::select! {
+                _ = shared.shutdown.cancelled() => return,
+                _ = close.notified() => return,
+                ready = timeout_at(deadline.into(), stream.readable()) => ready,
+            }
+        } else {
+            timeout_at(deadline.into(), stream.readable()).await
         };
-        match read {
-            Ok(Ok(0)) | Ok(Err(_)) => return,
-            Ok(Ok(_)) => {
+        match readable {
+            Ok(Ok(())) => {}
+            Ok(Err(_)) => return,
+            Err(_elapsed) if idle => return,
+            Err(_elapsed) => return refuse(stream, peer, shared, worker, 408).await,
+        }
+        if buf.len() == buf.capacity() {
+            let grow = buf.capacity().clamp(FIRST_READ, MAX_HEAD_BYTES);
+            buf.reserve_exact(grow);
+        }
+        match stream.try_read_buf(&mut buf) {
+            Ok(0) => return,
+            Ok(_) => {
                 if idle {
                     deadline = Instant::now() + limits.header_timeout;
                 }
             }
-            Err(_elapsed) if idle => return,
-            Err(_elapsed) => return refuse(stream, peer, &shared, worker, 408).await,
+            Err(error) if error.kind() == io::ErrorKind::WouldBlock => {
+                if idle && buf.is_empty() {
+                    // A spurious wake-up: hold no buffer while waiting again.
+                    buf = Vec::new();
+                }
+            }
+            Err(_) => return,
         }
     }
 }
 
-/// Answers one request; returns whether the connection stays open.
-async fn answer(
-    stream: &TcpStream,
+/// What the access log says of a request, taken before the request (which borrows the
+/// read buffer) is dropped.
+struct AccessLog {
     peer: SocketAddr,
+    started: Instant,
+    method: String,
+    path: String,
+}
+
+/// Answers one request's semantics: the reply with its head and whether the connection
+/// may stay open, and the access-log fields when the log is on.
+fn prepare(
     shared: &Shared,
+    peer: SocketAddr,
     worker: usize,
     request: &Request<'_>,
-) -> io::Result<bool> {
+) -> (Prepared, Option<AccessLog>) {
     let started = Instant::now();
     let reply = handler::respond(&shared.site, worker, request);
-    let keep_alive =
-        request.keep_alive && !request.has_body && !reply.close && !shared.shutdown.is_cancelled();
+    let keep_alive = request.keep_alive && !request.has_body && !shared.shutdown.is_cancelled();
     let head = reply.finish_head(keep_alive, request.version == Version::Http10);
+    let log = shared.limits.access_log.then(|| AccessLog {
+        peer,
+        started,
+        method: request.method.as_str().to_owned(),
+        path: request.target.to_owned(),
+    });
+    (
+        Prepared {
+            status: reply.status,
+            head,
+            body: reply.body,
+            keep_alive,
+        },
+        log,
+    )
+}
+
+/// A reply ready to go out.
+struct Prepared {
+    status: u16,
+    head: Vec<u8>,
+    body: Body,
+    keep_alive: bool,
+}
+
+/// Sends one reply; returns whether the connection stays open.
+async fn send(
+    stream: &TcpStream,
+    shared: &Shared,
+    worker: usize,
+    prepared: Prepared,
+    log: Option<AccessLog>,
+) -> io::Result<bool> {
+    let Prepared {
+        status,
+        head,
+        body,
+        keep_alive,
+    } = prepared;
     let mut out = Output::new(stream, shared.limits.send_timeout);
     out.queue(&head);
-    let is_download = matches!(reply.body, Body::File { .. } | Body::Multipart { .. });
+    let head_len = head.len() as u64;
+    drop(head);
+    let is_download = matches!(body, Body::File { .. } | Body::Multipart { .. });
     if is_download {
         shared.metrics.download(worker, 1);
     }
-    let result = send_body(&mut out, shared, reply.body).await;
+    let result = send_body(&mut out, shared, body).await;
     if is_download {
         shared.metrics.download(worker, -1);
     }
     let sent = out.sent();
-    shared.metrics.request(worker, reply.status, sent);
-    if shared.limits.access_log {
+    shared.metrics.request(worker, status, sent);
+    if let Some(log) = log {
         tracing::info!(
             target: "ioserve::access",
-            %peer,
-            method = request.method.as_str(),
-            path = request.target,
-            status = reply.status,
-            bytes = sent.saturating_sub(head.len() as u64),
-            micros = started.elapsed().as_micros() as u64,
+            peer = %log.peer,
+            method = log.method,
+            path = log.path,
+            status,
+            bytes = sent.saturating_sub(head_len),
+            micros = log.started.elapsed().as_micros() as u64,
             strategy = shared.strategy.kind().name(),
             complete = result.is_ok(),
         );
@@ -192,7 +284,9 @@ async fn linger_close(mut stream: TcpStream) {
         return;
     }
     let deadline = tokio::time::Instant::now() + LINGER;
-    let mut scratch = [0u8; 8192];
+    // On the heap, and only now: a buffer in the future itself would be part of every
+    // connection's task, idle or not.
+    let mut scratch = vec![0u8; 4096];
     let mut drained = 0;
     while drained < LINGER_BYTES {
         match timeout_at(deadline, stream.read(&mut scratch)).await {

@@ -24,6 +24,8 @@ pub struct Site {
     pub root: Root,
     /// Whether directories without `index.html` get a listing (else 403).
     pub listing: bool,
+    /// Whether hidden paths (a segment starting with `.`) are served and listed.
+    pub hidden: bool,
     /// The `multipart/byteranges` boundary, random per process.
     pub boundary: String,
     /// Open files kept for reuse.
@@ -43,7 +45,7 @@ pub struct CacheSettings {
 
 impl Site {
     /// A site serving `root`.
-    pub fn new(root: Root, listing: bool, cache: CacheSettings) -> Site {
+    pub fn new(root: Root, listing: bool, hidden: bool, cache: CacheSettings) -> Site {
         use std::hash::{BuildHasher, Hasher};
         // RandomState is seeded from the OS's randomness: good enough for a boundary
         // that must not be guessable from the file contents.
@@ -53,6 +55,7 @@ impl Site {
         Site {
             root,
             listing,
+            hidden,
             boundary: format!("ioserve-{random:016x}"),
             files: OpenFileCache::new(cache.workers, cache.capacity, cache.validity),
         }
@@ -79,6 +82,10 @@ fn respond_get(site: &Site, worker: usize, request: &Request<'_>) -> Reply {
         Err(PathError::Malformed) => return Reply::error(400),
         Err(PathError::Forbidden(_)) => return Reply::error(403),
     };
+    if safe.hidden && !site.hidden {
+        // As if it were not there: a 403 would confirm that `.git/config` exists.
+        return Reply::error(404);
+    }
     let (dir, meta) = match site.files.open(worker, &site.root, &safe.relative) {
         Ok(Opened::File(open)) => return file_reply(site, request, open, &safe.relative),
         Ok(Opened::Other(file, meta)) => (file, meta),
@@ -89,11 +96,7 @@ fn respond_get(site: &Site, worker: usize, request: &Request<'_>) -> Reply {
         return Reply::error(403);
     }
     if !safe.trailing_slash {
-        let (path, query) = match request.target.split_once('?') {
-            Some((path, query)) => (path, format!("?{query}")),
-            None => (request.target, String::new()),
-        };
-        return Reply::error(301).header("Location", format!("{path}/{query}"));
+        return Reply::redirect(&directory_location(&safe.relative, request.target));
     }
     let index = safe.relative.join("index.html");
     match site.files.open(worker, &site.root, &index) {
@@ -105,7 +108,7 @@ fn respond_get(site: &Site, worker: usize, request: &Request<'_>) -> Reply {
     if !site.listing {
         return Reply::error(403);
     }
-    match listing::render(&dir, &safe.relative, request.wants_json) {
+    match listing::render(&dir, &safe.relative, request.wants_json, site.hidden) {
         Ok((content_type, bytes)) => Reply::new(200)
             .header("Content-Type", content_type)
             .header("Cache-Control", "no-cache")
@@ -117,15 +120,14 @@ fn respond_get(site: &Site, worker: usize, request: &Request<'_>) -> Reply {
 fn file_reply(site: &Site, request: &Request<'_>, open: OpenFile, name: &Path) -> Reply {
     let OpenFile { file, meta } = open;
     let len = meta.len();
-    let validators = Validators::new(
-        meta.ino(),
-        len,
-        meta.modified().unwrap_or(std::time::UNIX_EPOCH),
-    );
+    let validators = Validators::new(len, meta.mtime(), meta.mtime_nsec());
+    let last_modified = validators.last_modified_header();
     let with_validators = |reply: Reply| {
-        reply
-            .header("ETag", &validators.etag)
-            .header("Last-Modified", validators.last_modified_header())
+        let reply = reply.header("ETag", &validators.etag);
+        match &last_modified {
+            Some(date) => reply.header("Last-Modified", date),
+            None => reply,
+        }
     };
     let honor_range = match conditional::evaluate(&request.preconditions, &validators) {
         Outcome::NotModified => return with_validators(Reply::new(304)),
@@ -196,6 +198,32 @@ fn file_reply(site: &Site, request: &Request<'_>, open: OpenFile, name: &Path) -
     }
 }
 
+/// The `Location` of a directory asked for without its slash: the normalised path,
+/// percent-encoded, with a slash, and the query as sent. Built from the normalised path,
+/// it never starts with `//`, which a browser would read as another host.
+fn directory_location(relative: &Path, target: &str) -> String {
+    use percent_encoding::{percent_encode, AsciiSet, NON_ALPHANUMERIC};
+    use std::os::unix::ffi::OsStrExt as _;
+    /// Left as they are in a path: RFC 3986 unreserved, and the separator.
+    const PATH: &AsciiSet = &NON_ALPHANUMERIC
+        .remove(b'-')
+        .remove(b'.')
+        .remove(b'_')
+        .remove(b'~')
+        .remove(b'/');
+    let mut location = String::with_capacity(target.len() + 2);
+    location.push('/');
+    location.extend(percent_encode(relative.as_os_str().as_bytes(), PATH));
+    if !relative.as_os_str().is_empty() {
+        location.push('/');
+    }
+    if let Some((_, query)) = target.split_once('?') {
+        location.push('?');
+        location.push_str(query);
+    }
+    location
+}
+
 fn io_error_reply(error: &io::Error) -> Reply {
     match error.kind() {
         io::ErrorKind::NotFound | io::ErrorKind::NotADirectory => Reply::error(404),
@@ -204,6 +232,103 @@ fn io_error_reply(error: &io::Error) -> Reply {
         _ => {
             tracing::warn!(%error, "cannot open a requested file");
             Reply::error(500)
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::conditional::Preconditions;
+    use crate::request::Version;
+    use proptest::prelude::*;
+    use std::time::UNIX_EPOCH;
+
+    fn site(dir: &Path) -> Site {
+        let cache = CacheSettings {
+            workers: 1,
+            capacity: 4,
+            validity: Duration::from_secs(1),
+        };
+        Site::new(Root::open(dir, false).unwrap(), true, false, cache)
+    }
+
+    fn request<'a>(
+        target: &'a str,
+        head: bool,
+        pre: Preconditions<'a>,
+        range: Option<&'a [u8]>,
+    ) -> Request<'a> {
+        Request {
+            method: if head { Method::Head } else { Method::Get },
+            target,
+            version: Version::Http11,
+            keep_alive: true,
+            has_body: false,
+            range,
+            preconditions: pre,
+            wants_json: false,
+        }
+    }
+
+    proptest! {
+        #![proptest_config(ProptestConfig::with_cases(64))]
+        /// Any modification time (before 1970, after 9999, the extremes the kernel
+        /// keeps), any size (empty, a 1 TiB sparse file), any preconditions and range:
+        /// an answer, never a panic; `Last-Modified` exactly when an HTTP-date can
+        /// carry the time; a listing of the directory too.
+        #[test]
+        fn extreme_metadata_is_answered(
+            secs in prop_oneof![Just(i64::MIN / 2), Just(-1i64), Just(0i64), -4_000_000_000i64..300_000_000_000, Just(253_402_300_799i64), Just(253_402_300_800i64), Just(i64::MAX / 2)],
+            nanos in 0u32..1_000_000_000,
+            size in prop_oneof![Just(0u64), 1u64..4096, Just(1u64 << 40)],
+            date in prop_oneof![Just("Fri, 31 Dec 9999 23:59:59 GMT"), Just("Thu, 01 Jan 1970 00:00:00 GMT"), Just("junk")],
+            range in proptest::option::of("bytes=[0-9]{0,14}-[0-9]{0,14}"),
+            head in any::<bool>(),
+        ) {
+            // tmpfs keeps 64-bit seconds.
+            let dir = tempfile::tempdir_in("/dev/shm").unwrap();
+            let path = dir.path().join("f");
+            let file = std::fs::File::create(&path).unwrap();
+            file.set_len(size).unwrap();
+            let time = if secs >= 0 {
+                UNIX_EPOCH + Duration::new(secs as u64, nanos)
+            } else {
+                UNIX_EPOCH - Duration::new(secs.unsigned_abs(), 0)
+            };
+            // The kernel may clamp what it cannot keep; the server sees what it kept.
+            let _ = file.set_modified(time);
+            let kept = std::fs::metadata(&path).unwrap().mtime();
+            let site = site(dir.path());
+            let pre = Preconditions {
+                if_modified_since: Some(date.as_bytes()),
+                if_unmodified_since: Some(date.as_bytes()),
+                if_range: Some(date.as_bytes()),
+                ..Default::default()
+            };
+            let reply = respond(&site, 0, &request("/f", head, pre, range.as_deref().map(str::as_bytes)));
+            prop_assert!(matches!(reply.status, 200 | 206 | 304 | 412 | 416), "{}", reply.status);
+            let has_date = reply.headers.contains("\r\nLast-Modified: ");
+            prop_assert_eq!(has_date, (0..253_402_300_800).contains(&kept) && reply.status != 412 && reply.status != 416);
+            let listing = respond(&site, 0, &request("/", false, Preconditions::default(), None));
+            prop_assert_eq!(listing.status, 200);
+        }
+    }
+
+    #[test]
+    fn directory_locations_stay_on_this_host() {
+        for (relative, target, location) in [
+            ("pub", "//pub", "/pub/"),
+            ("pub", "///pub?x=1", "/pub/?x=1"),
+            ("a/b c", "/a/b%20c", "/a/b%20c/"),
+            ("evil.com", "//evil.com", "/evil.com/"),
+            ("a", "/./a?q=//x", "/a/?q=//x"),
+        ] {
+            assert_eq!(
+                directory_location(Path::new(relative), target),
+                location,
+                "{target}"
+            );
         }
     }
 }

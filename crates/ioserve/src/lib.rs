@@ -9,20 +9,21 @@
 //! The HTTP semantics are implemented once; a strategy only moves the bytes of
 //! `(file, offset, len)` to the socket, so every strategy answers identically.
 
-pub mod cache;
+pub(crate) mod cache;
 pub mod clock;
-pub mod conditional;
+pub(crate) mod conditional;
 pub mod config;
-pub mod conn;
+pub(crate) mod conn;
 #[doc(hidden)]
 pub mod fuzzing;
-pub mod handler;
-pub mod listing;
-pub mod metrics;
-pub mod output;
+pub(crate) mod handler;
+pub(crate) mod listing;
+pub(crate) mod metrics;
+pub(crate) mod output;
 pub mod path;
 pub mod range;
-pub mod request;
-pub mod response;
+pub(crate) mod request;
+pub(crate) mod response;
 pub mod server;
+pub(crate) mod shared;
 pub mod strategy;

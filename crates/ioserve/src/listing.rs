@@ -4,11 +4,13 @@ use std::fmt::Write as _;
 use std::fs::File;
 use std::io;
 use std::path::Path;
-use std::time::UNIX_EPOCH;
 
 use percent_encoding::{utf8_percent_encode, AsciiSet, NON_ALPHANUMERIC};
 use rustix::fs::{AtFlags, FileType};
 use serde::Serialize;
+
+use crate::conditional::http_date;
+use crate::path::is_hidden;
 
 /// Characters left as they are in an href: RFC 3986 unreserved.
 const HREF: &AsciiSet = &NON_ALPHANUMERIC
@@ -31,9 +33,16 @@ struct Entry {
 /// Lists the open directory `dir`, whose path below the root is `relative`.
 ///
 /// Returns the content type and the body. Entries are sorted directories first, then by
-/// name; symlinks are listed as such, not followed.
-pub fn render(dir: &File, relative: &Path, json: bool) -> io::Result<(&'static str, Vec<u8>)> {
-    let mut entries = read_entries(dir)?;
+/// name; symlinks are listed as such, not followed; hidden names (see
+/// [`crate::path::is_hidden`]) only with `show_hidden`.
+pub fn render(
+    dir: &File,
+    relative: &Path,
+    json: bool,
+    show_hidden: bool,
+) -> io::Result<(&'static str, Vec<u8>)> {
+    let in_root = relative.as_os_str().is_empty();
+    let mut entries = read_entries(dir, |name| show_hidden || !is_hidden(name, in_root))?;
     entries.sort_by(|a, b| (a.kind != "dir", &a.name).cmp(&(b.kind != "dir", &b.name)));
     if json {
         let body = serde_json::to_vec(&entries).map_err(io::Error::other)?;
@@ -57,9 +66,8 @@ pub fn render(dir: &File, relative: &Path, json: bool) -> io::Result<(&'static s
     }
     for entry in &entries {
         let suffix = if entry.kind == "dir" { "/" } else { "" };
-        let modified = httpdate::fmt_http_date(
-            UNIX_EPOCH + std::time::Duration::from_secs(entry.modified.max(0) as u64),
-        );
+        // A time an HTTP-date cannot carry (before 1970, after 9999) is left blank.
+        let modified = http_date(entry.modified).unwrap_or_default();
         let _ = writeln!(
             html,
             "<tr><td><a href=\"{href}{suffix}\">{name}{suffix}</a></td><td>{size}</td><td>{modified}</td></tr>",
@@ -72,12 +80,12 @@ pub fn render(dir: &File, relative: &Path, json: bool) -> io::Result<(&'static s
     Ok(("text/html; charset=utf-8", html.into_bytes()))
 }
 
-fn read_entries(dir: &File) -> io::Result<Vec<Entry>> {
+fn read_entries(dir: &File, shown: impl Fn(&[u8]) -> bool) -> io::Result<Vec<Entry>> {
     let mut entries = Vec::new();
     for dirent in rustix::fs::Dir::read_from(dir)? {
         let dirent = dirent?;
         let name = dirent.file_name();
-        if matches!(name.to_bytes(), b"." | b"..") {
+        if matches!(name.to_bytes(), b"." | b"..") || !shown(name.to_bytes()) {
             continue;
         }
         // An entry removed since the directory was read is skipped.
@@ -126,7 +134,7 @@ mod tests {
         std::fs::write(dir.path().join("a"), b"").unwrap();
         std::fs::create_dir(dir.path().join("z-dir")).unwrap();
         let file = File::open(dir.path()).unwrap();
-        let (ct, body) = render(&file, Path::new("sub"), false).unwrap();
+        let (ct, body) = render(&file, Path::new("sub"), false, false).unwrap();
         assert_eq!(ct, "text/html; charset=utf-8");
         let html = String::from_utf8(body).unwrap();
         assert!(html.contains("<title>Index of /sub/</title>"));
@@ -135,7 +143,7 @@ mod tests {
         let a = html.find(">a</a>").unwrap();
         assert!(z < a, "directories first");
 
-        let (ct, body) = render(&file, Path::new(""), true).unwrap();
+        let (ct, body) = render(&file, Path::new(""), true, false).unwrap();
         assert_eq!(ct, "application/json");
         let v: serde_json::Value = serde_json::from_slice(&body).unwrap();
         assert_eq!(v[0]["name"], "z-dir");

@@ -32,6 +32,19 @@ fn run() -> anyhow::Result<()> {
         )
         .init();
 
+    // A panic is a bug; it ends only the connection it happened in. Log it once, as
+    // one line through the same logger, instead of the default hook's stderr text.
+    std::panic::set_hook(Box::new(|info| {
+        let location = info.location().map(ToString::to_string).unwrap_or_default();
+        let message = info
+            .payload()
+            .downcast_ref::<&str>()
+            .map(|s| s.to_string())
+            .or_else(|| info.payload().downcast_ref::<String>().cloned())
+            .unwrap_or_default();
+        let thread = std::thread::current();
+        tracing::error!(thread = thread.name().unwrap_or("?"), %location, message, "panic");
+    }));
     raise_fd_limit();
     let server = Server::bind(&config)?;
     let mut stdout = std::io::stdout().lock();

@@ -26,6 +26,8 @@ struct Shard {
     connections_total: AtomicU64,
     connections_open: AtomicI64,
     downloads_in_flight: AtomicI64,
+    panics: AtomicU64,
+    idle_closed: AtomicU64,
 }
 
 /// The server's metrics.
@@ -75,6 +77,16 @@ impl Metrics {
             .fetch_add(delta, Relaxed);
     }
 
+    /// Counts a connection task that panicked (and was ended alone).
+    pub fn panic(&self, worker: usize) {
+        self.shard(worker).panics.fetch_add(1, Relaxed);
+    }
+
+    /// Counts an idle keep-alive connection closed to admit a new client.
+    pub fn idle_closed(&self, worker: usize) {
+        self.shard(worker).idle_closed.fetch_add(1, Relaxed);
+    }
+
     /// The metrics in the Prometheus text exposition format.
     pub fn render(&self) -> String {
         let sum_u = |f: fn(&Shard) -> &AtomicU64| -> u64 {
@@ -110,12 +122,20 @@ impl Metrics {
              ioserve_connections_open {}\n\
              # HELP ioserve_downloads_in_flight File bodies being sent now.\n\
              # TYPE ioserve_downloads_in_flight gauge\n\
-             ioserve_downloads_in_flight {}\n",
+             ioserve_downloads_in_flight {}\n\
+             # HELP ioserve_connection_panics_total Connection tasks ended by a panic (a bug: the log has it).\n\
+             # TYPE ioserve_connection_panics_total counter\n\
+             ioserve_connection_panics_total {}\n\
+             # HELP ioserve_idle_connections_closed_total Idle keep-alive connections closed to admit a new client at --max-connections.\n\
+             # TYPE ioserve_idle_connections_closed_total counter\n\
+             ioserve_idle_connections_closed_total {}\n",
             self.strategy,
             sum_u(|s| &s.sent_bytes),
             sum_u(|s| &s.connections_total),
             sum_i(|s| &s.connections_open),
             sum_i(|s| &s.downloads_in_flight),
+            sum_u(|s| &s.panics),
+            sum_u(|s| &s.idle_closed),
         );
         out
     }

@@ -38,6 +38,15 @@ pub struct SafePath {
     pub relative: PathBuf,
     /// Whether the request path ended with `/` (asks for a directory).
     pub trailing_slash: bool,
+    /// Whether a segment is hidden (starts with `.`), a first segment `.well-known`
+    /// (RFC 8615) excepted: served only with `--hidden`.
+    pub hidden: bool,
+}
+
+/// Whether a directory entry's name is hidden: it starts with `.`. In the root,
+/// `.well-known` is not.
+pub fn is_hidden(name: &[u8], in_root: bool) -> bool {
+    name.starts_with(b".") && !(in_root && name == b".well-known")
 }
 
 /// Reduces the path of a request target (query and fragment are cut off here) to a
@@ -54,6 +63,7 @@ pub fn sanitize(target: &str) -> Result<SafePath, PathError> {
         return Err(PathError::Malformed);
     }
     let mut relative = Vec::with_capacity(path.len());
+    let mut hidden = false;
     for raw in path.split('/') {
         let segment = percent_decode(raw.as_bytes())?;
         match segment.as_slice() {
@@ -69,6 +79,7 @@ pub fn sanitize(target: &str) -> Result<SafePath, PathError> {
         }) {
             return Err(PathError::Forbidden(reason));
         }
+        hidden |= is_hidden(&segment, relative.is_empty());
         if !relative.is_empty() {
             relative.push(b'/');
         }
@@ -77,6 +88,7 @@ pub fn sanitize(target: &str) -> Result<SafePath, PathError> {
     Ok(SafePath {
         relative: PathBuf::from(OsStr::from_bytes(&relative)),
         trailing_slash: path.ends_with('/'),
+        hidden,
     })
 }
 
@@ -178,6 +190,25 @@ mod tests {
         assert_eq!(rel("/a%20b?q=../..#x"), "a b");
         assert!(sanitize("/dir/").unwrap().trailing_slash);
         assert!(!sanitize("/dir").unwrap().trailing_slash);
+    }
+
+    #[test]
+    fn hidden_segments() {
+        for (target, hidden) in [
+            ("/.env", true),
+            ("/.git/config", true),
+            ("/a/.git/HEAD", true),
+            ("/%2egit/config", true),
+            ("/a/b.txt", false),
+            ("/a./b", false),
+            ("/./a", false),
+            ("/.well-known/acme-challenge/x", false),
+            ("/.well-known/", false),
+            ("/a/.well-known/x", true),
+            ("/.well-known/.secret", true),
+        ] {
+            assert_eq!(sanitize(target).unwrap().hidden, hidden, "{target}");
+        }
     }
 
     #[test]

@@ -50,11 +50,6 @@ impl Body {
             }
         }
     }
-
-    /// Whether the body is empty.
-    pub fn is_empty(&self) -> bool {
-        self.len() == 0
-    }
 }
 
 /// A response ready to be sent: status, header lines, body.
@@ -67,9 +62,6 @@ pub struct Reply {
     pub headers: String,
     /// The body.
     pub body: Body,
-    /// The connection must close after this response (an error that left the request
-    /// stream in an unknown state).
-    pub close: bool,
 }
 
 impl Reply {
@@ -87,7 +79,6 @@ impl Reply {
             status,
             headers,
             body: Body::Empty,
-            close: false,
         }
     }
 
@@ -112,10 +103,11 @@ impl Reply {
         reply
     }
 
-    /// Marks the connection for closing after this response.
-    pub fn closing(mut self) -> Reply {
-        self.close = true;
-        self
+    /// 301 to `location`, which the caller builds from the normalised path (so that it
+    /// is never `//host`-like).
+    pub fn redirect(location: &str) -> Reply {
+        debug_assert!(location.starts_with('/') && !location.starts_with("//"));
+        Reply::error(301).header("Location", location)
     }
 
     /// The head as sent: header lines, `Connection`, blank line.

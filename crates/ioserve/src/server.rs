@@ -12,12 +12,14 @@
 
 use std::io;
 use std::net::SocketAddr;
+use std::panic::AssertUnwindSafe;
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::thread;
 use std::time::Duration;
 
+use futures_util::FutureExt as _;
 use socket2::{Domain, Protocol, Socket, Type};
 use tokio::net::TcpListener;
 use tokio_util::sync::CancellationToken;
@@ -28,6 +30,7 @@ use crate::conn;
 use crate::handler::{CacheSettings, Site};
 use crate::metrics::{self, Metrics};
 use crate::path::Root;
+use crate::shared::{ConnectionSlot, Limits, Shared};
 use crate::strategy::Strategy;
 
 /// Why the server could not start.
@@ -54,36 +57,6 @@ pub enum ServerError {
     Worker(io::Error),
 }
 
-/// Per-connection limits.
-#[derive(Clone, Debug)]
-pub struct Limits {
-    /// Time allowed for a complete request head.
-    pub header_timeout: Duration,
-    /// Time a keep-alive connection may wait for its next request.
-    pub idle_timeout: Duration,
-    /// Time a client may leave the socket unread.
-    pub send_timeout: Duration,
-    /// Whether each request is logged.
-    pub access_log: bool,
-}
-
-/// State shared by all workers and connections.
-#[derive(Debug)]
-pub struct Shared {
-    /// The served tree.
-    pub site: Site,
-    /// The IO strategy.
-    pub strategy: Strategy,
-    /// Timeouts and logging.
-    pub limits: Limits,
-    /// Counters.
-    pub metrics: Arc<Metrics>,
-    /// Cancelled when the server shuts down.
-    pub shutdown: CancellationToken,
-    open_connections: AtomicUsize,
-    max_connections: usize,
-}
-
 /// A bound, not yet running server.
 #[derive(Debug)]
 pub struct Server {
@@ -107,44 +80,43 @@ impl Server {
             }
         })?;
         let listen_error = |addr| move |source| ServerError::Listen { addr, source };
-        let first = bind_reuseport(config.listen).map_err(listen_error(config.listen))?;
-        // With port 0 the kernel picked a port: the other workers join that one.
-        let local_addr = first.local_addr().map_err(listen_error(config.listen))?;
-        let mut listeners = vec![first];
+        // With port 0 the kernel picks a port: every worker binds that one.
+        let local_addr = claim(config.listen).map_err(listen_error(config.listen))?;
         let sockets = match config.runtime {
             RuntimeKind::PerCore => config.workers,
             RuntimeKind::Multi => 1,
         };
-        for _ in 1..sockets {
-            listeners.push(bind_reuseport(local_addr).map_err(listen_error(local_addr))?);
-        }
+        let listeners = (0..sockets)
+            .map(|_| bind_reuseport(local_addr).map_err(listen_error(local_addr)))
+            .collect::<Result<Vec<_>, _>>()?;
         let metrics_listener = config
             .metrics_listen
-            .map(|addr| bind_reuseport(addr).map_err(listen_error(addr)))
+            .map(|addr| bind_exclusive(addr).map_err(listen_error(addr)))
             .transpose()?;
         let strategy = Strategy::new(config.strategy, config.chunk_size);
-        let shared = Arc::new(Shared {
-            site: Site::new(
-                root,
-                config.listing,
-                CacheSettings {
-                    workers: config.workers,
-                    capacity: config.open_file_cache,
-                    validity: config.open_file_cache_valid,
-                },
-            ),
-            metrics: Arc::new(Metrics::new(config.workers, config.strategy.name())),
+        let site = Site::new(
+            root,
+            config.listing,
+            config.hidden,
+            CacheSettings {
+                workers: config.workers,
+                capacity: config.open_file_cache,
+                validity: config.open_file_cache_valid,
+            },
+        );
+        let shared = Arc::new(Shared::new(
+            site,
             strategy,
-            limits: Limits {
+            Limits {
                 header_timeout: config.header_timeout,
                 idle_timeout: config.idle_timeout,
                 send_timeout: config.send_timeout,
                 access_log: config.access_log,
             },
-            shutdown: CancellationToken::new(),
-            open_connections: AtomicUsize::new(0),
-            max_connections: config.max_connections,
-        });
+            Arc::new(Metrics::new(config.workers, config.strategy.name())),
+            config.max_connections,
+            config.workers,
+        ));
         Ok(Server {
             shared,
             listeners,
@@ -208,6 +180,9 @@ impl Server {
                     }
                     Err(error) => tracing::error!(%error, "metrics listener unusable"),
                 }
+            }
+            if let Some(every) = shared.site.files.sweep_interval() {
+                tokio::spawn(sweep_open_files(Arc::clone(&shared), every));
             }
             wait_for_shutdown(&shared.shutdown).await;
         });
@@ -307,6 +282,19 @@ fn pin_current_thread(index: usize) {
     }
 }
 
+/// Closes the cached descriptors of deleted and replaced files every `every`.
+async fn sweep_open_files(shared: Arc<Shared>, every: Duration) {
+    let mut ticks = tokio::time::interval(every);
+    ticks.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    loop {
+        ticks.tick().await;
+        let dropped = shared.site.files.sweep();
+        if dropped > 0 {
+            tracing::debug!(dropped, "closed cached files that were deleted or replaced");
+        }
+    }
+}
+
 /// Waits for SIGTERM, SIGINT or the token.
 async fn wait_for_shutdown(token: &CancellationToken) {
     use tokio::signal::unix::{signal, SignalKind};
@@ -358,18 +346,23 @@ async fn accept_loop(
                 continue;
             }
         };
+        let (slot, admitted) = ConnectionSlot::acquire(&shared, id);
+        let metrics = Arc::clone(&shared.metrics);
         let shared = Arc::clone(&shared);
-        let admitted =
-            shared.open_connections.fetch_add(1, Ordering::Relaxed) < shared.max_connections;
-        connections.spawn(async move {
-            shared.metrics.connection(id, 1);
+        let connection = async move {
             if admitted {
-                conn::serve(stream, peer, Arc::clone(&shared), id).await;
+                conn::serve(stream, peer, &shared, &slot).await;
             } else {
                 conn::refuse(stream, peer, &shared, id, 503).await;
             }
-            shared.metrics.connection(id, -1);
-            shared.open_connections.fetch_sub(1, Ordering::Relaxed);
+        };
+        connections.spawn(async move {
+            // A panic is a bug; it ends this connection only (the panic hook has logged
+            // it), and the slot's drop gives its place back.
+            if AssertUnwindSafe(connection).catch_unwind().await.is_err() {
+                metrics.panic(id);
+                tracing::debug!(%peer, worker = id, "connection ended by a panic");
+            }
         });
     }
     drop(listener);
@@ -386,6 +379,32 @@ async fn accept_loop(
     }
 }
 
+/// Makes sure nothing else listens on `addr` and returns it, with the port the kernel
+/// picked when it was 0. A socket bound without SO_REUSEPORT conflicts with any other
+/// socket on the address, so another ioserve (which would otherwise join our
+/// SO_REUSEPORT group and take part of the traffic) makes this fail with "address
+/// already in use"; the socket is closed again before the workers bind.
+fn claim(addr: SocketAddr) -> io::Result<SocketAddr> {
+    let socket = Socket::new(Domain::for_address(addr), Type::STREAM, Some(Protocol::TCP))?;
+    socket.set_reuse_address(true)?;
+    socket.bind(&addr.into())?;
+    socket
+        .local_addr()?
+        .as_socket()
+        .ok_or_else(|| io::Error::other("the bound address is not an IP address"))
+}
+
+/// A listener that nothing else may share (the metrics endpoint).
+fn bind_exclusive(addr: SocketAddr) -> io::Result<std::net::TcpListener> {
+    let socket = Socket::new(Domain::for_address(addr), Type::STREAM, Some(Protocol::TCP))?;
+    socket.set_reuse_address(true)?;
+    socket.set_nonblocking(true)?;
+    socket.bind(&addr.into())?;
+    socket.listen(1024)?;
+    Ok(socket.into())
+}
+
+/// One worker's listener; the workers of this process share the address.
 fn bind_reuseport(addr: SocketAddr) -> io::Result<std::net::TcpListener> {
     let socket = Socket::new(Domain::for_address(addr), Type::STREAM, Some(Protocol::TCP))?;
     socket.set_reuse_address(true)?;

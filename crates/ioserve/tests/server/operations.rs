@@ -90,7 +90,11 @@ fn shutdown_timeout_cuts_stalled_downloads() {
 fn connection_limit_answers_503() {
     let (dir, _) = tree();
     let server = Server::start("sendfile", dir.path(), &["--max-connections", "2"]);
-    let held: Vec<TcpStream> = (0..2).map(|_| connect(server.addr)).collect();
+    // Two downloads that the clients do not read: busy, so nothing can be closed to
+    // make room.
+    let held: Vec<_> = (0..2)
+        .map(|_| start_download(&server, "/big.bin"))
+        .collect();
     std::thread::sleep(Duration::from_millis(200));
     let refused = get(server.addr, "/hello.txt", &[]);
     assert_eq!(refused.status, 503);

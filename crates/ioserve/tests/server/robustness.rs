@@ -6,32 +6,6 @@ use std::time::{Duration, Instant};
 
 use crate::support::*;
 
-/// Reads a response head from a raw stream, leaving the body unread; returns the
-/// Content-Length.
-fn start_download(server: &Server, path: &str) -> (BufReader<TcpStream>, usize) {
-    let mut stream = connect(server.addr);
-    stream
-        .write_all(request_bytes("GET", path, &[]).as_bytes())
-        .unwrap();
-    let mut reader = BufReader::with_capacity(64 * 1024, stream);
-    let mut head = Vec::new();
-    while !head.ends_with(b"\r\n\r\n") {
-        let mut byte = [0u8];
-        reader.read_exact(&mut byte).unwrap();
-        head.push(byte[0]);
-    }
-    let head = String::from_utf8(head).unwrap();
-    assert!(head.starts_with("HTTP/1.1 200 "), "{head}");
-    let len = head
-        .lines()
-        .find_map(|l| l.strip_prefix("Content-Length: "))
-        .unwrap()
-        .trim()
-        .parse()
-        .unwrap();
-    (reader, len)
-}
-
 fn assert_alive(server: &mut Server) {
     assert!(server.child.try_wait().unwrap().is_none(), "server died");
     assert_eq!(get(server.addr, "/alive.txt", &[]).body, b"alive");

@@ -1,7 +1,7 @@
 //! Test support: the real `ioserve` binary on 127.0.0.1:0, a raw HTTP/1.1 client that
 //! shows exactly what went over the wire, and file fixtures.
 
-use std::io::{self, BufRead, BufReader, Write};
+use std::io::{self, BufRead, BufReader, Read, Write};
 use std::net::{SocketAddr, TcpStream};
 use std::path::Path;
 use std::process::{Child, ChildStderr, Command, Stdio};
@@ -395,4 +395,30 @@ pub fn eventually(limit: Duration, mut check: impl FnMut() -> bool) -> bool {
         }
         std::thread::sleep(Duration::from_millis(50));
     }
+}
+
+/// Reads a response head from a raw stream, leaving the body unread; returns the
+/// Content-Length.
+pub fn start_download(server: &Server, path: &str) -> (BufReader<TcpStream>, usize) {
+    let mut stream = connect(server.addr);
+    stream
+        .write_all(request_bytes("GET", path, &[]).as_bytes())
+        .unwrap();
+    let mut reader = BufReader::with_capacity(64 * 1024, stream);
+    let mut head = Vec::new();
+    while !head.ends_with(b"\r\n\r\n") {
+        let mut byte = [0u8];
+        reader.read_exact(&mut byte).unwrap();
+        head.push(byte[0]);
+    }
+    let head = String::from_utf8(head).unwrap();
+    assert!(head.starts_with("HTTP/1.1 200 "), "{head}");
+    let len = head
+        .lines()
+        .find_map(|l| l.strip_prefix("Content-Length: "))
+        .unwrap()
+        .trim()
+        .parse()
+        .unwrap();
+    (reader, len)
 }

@@ -1,0 +1,193 @@
+//! The state that the listeners and every connection share: the site, the strategy,
+//! the limits, the metrics, the shutdown token, and the connection slots with the
+//! keep-alive connections that may be closed to free one.
+//!
+//! It sits below both [`crate::server`] (which creates it) and [`crate::conn`] (which
+//! uses it), so imports run one way: server → conn → handler.
+
+use std::collections::BTreeMap;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use tokio::sync::Notify;
+use tokio_util::sync::CancellationToken;
+
+use crate::handler::Site;
+use crate::metrics::Metrics;
+use crate::strategy::Strategy;
+
+/// Per-connection limits.
+#[derive(Clone, Debug)]
+pub(crate) struct Limits {
+    /// Time allowed for a complete request head.
+    pub header_timeout: Duration,
+    /// Time a keep-alive connection may wait for its next request.
+    pub idle_timeout: Duration,
+    /// Time a client may leave the socket unread.
+    pub send_timeout: Duration,
+    /// Whether each request is logged.
+    pub access_log: bool,
+}
+
+/// State shared by all workers and connections.
+#[derive(Debug)]
+pub(crate) struct Shared {
+    /// The served tree.
+    pub site: Site,
+    /// The IO strategy.
+    pub strategy: Strategy,
+    /// Timeouts and logging.
+    pub limits: Limits,
+    /// Counters.
+    pub metrics: Arc<Metrics>,
+    /// Cancelled when the server shuts down.
+    pub shutdown: CancellationToken,
+    /// Connections open now, admitted or being refused.
+    open_connections: AtomicUsize,
+    /// `--max-connections`.
+    max_connections: usize,
+    /// Each worker's keep-alive connections waiting for a request, oldest first.
+    idle: Box<[Mutex<IdleQueue>]>,
+}
+
+impl Shared {
+    /// Shared state for `workers` workers.
+    pub fn new(
+        site: Site,
+        strategy: Strategy,
+        limits: Limits,
+        metrics: Arc<Metrics>,
+        max_connections: usize,
+        workers: usize,
+    ) -> Shared {
+        Shared {
+            site,
+            strategy,
+            limits,
+            metrics,
+            shutdown: CancellationToken::new(),
+            open_connections: AtomicUsize::new(0),
+            max_connections,
+            idle: (0..workers.max(1))
+                .map(|_| Mutex::new(IdleQueue::default()))
+                .collect(),
+        }
+    }
+}
+
+/// A connection's place in the count of open connections. Dropping it gives the place
+/// back, so a connection task that ends in any way, a panic included, frees its slot.
+#[derive(Debug)]
+pub(crate) struct ConnectionSlot {
+    shared: Arc<Shared>,
+    worker: usize,
+}
+
+impl ConnectionSlot {
+    /// Takes a slot for a connection accepted by `worker`. Returns the slot and whether
+    /// the connection is admitted: it is when the count is under `--max-connections`,
+    /// or when the idle connection that has waited longest was told to close to make
+    /// room; otherwise it gets 503.
+    pub fn acquire(shared: &Arc<Shared>, worker: usize) -> (ConnectionSlot, bool) {
+        let open = shared.open_connections.fetch_add(1, Ordering::Relaxed);
+        shared.metrics.connection(worker, 1);
+        let slot = ConnectionSlot {
+            shared: Arc::clone(shared),
+            worker,
+        };
+        let admitted = open < shared.max_connections || slot.close_an_idle_connection();
+        (slot, admitted)
+    }
+
+    /// The worker that owns the connection.
+    pub fn worker(&self) -> usize {
+        self.worker
+    }
+
+    /// Tells the connection that has been idle longest, of any worker, to close.
+    fn close_an_idle_connection(&self) -> bool {
+        let lock =
+            |queue: &Mutex<IdleQueue>| queue.lock().unwrap_or_else(|e| e.into_inner()).oldest();
+        loop {
+            let Some((_, queue)) = self
+                .shared
+                .idle
+                .iter()
+                .filter_map(|queue| Some((lock(queue)?, queue)))
+                .min_by_key(|(since, _)| *since)
+            else {
+                return false;
+            };
+            // It may have woken since it was seen; then look again.
+            let popped = queue
+                .lock()
+                .unwrap_or_else(|e| e.into_inner())
+                .waiting
+                .pop_first();
+            if let Some((_, close)) = popped {
+                close.notify_one();
+                self.shared.metrics.idle_closed(self.worker);
+                return true;
+            }
+        }
+    }
+
+    /// Registers the connection as idle (waiting for its next request) until the
+    /// returned guard is dropped; `close` is notified if it must make room.
+    pub fn idle(&self, close: &Arc<Notify>) -> IdleGuard<'_> {
+        let queue = &self.shared.idle[self.worker % self.shared.idle.len()];
+        let key = queue
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .push(Arc::clone(close));
+        IdleGuard { queue, key }
+    }
+}
+
+impl Drop for ConnectionSlot {
+    fn drop(&mut self) {
+        self.shared.metrics.connection(self.worker, -1);
+        self.shared.open_connections.fetch_sub(1, Ordering::Relaxed);
+    }
+}
+
+/// When a connection went idle, and a tie-breaker within its queue.
+type IdleKey = (Instant, u64);
+
+/// Idle connections of one worker in the order they went idle.
+#[derive(Debug, Default)]
+struct IdleQueue {
+    next: u64,
+    waiting: BTreeMap<IdleKey, Arc<Notify>>,
+}
+
+impl IdleQueue {
+    fn push(&mut self, close: Arc<Notify>) -> IdleKey {
+        let key = (Instant::now(), self.next);
+        self.next += 1;
+        self.waiting.insert(key, close);
+        key
+    }
+
+    fn oldest(&self) -> Option<Instant> {
+        self.waiting.first_key_value().map(|((since, _), _)| *since)
+    }
+}
+
+/// A connection's entry among the idle ones; removed when dropped.
+#[derive(Debug)]
+pub(crate) struct IdleGuard<'a> {
+    queue: &'a Mutex<IdleQueue>,
+    key: IdleKey,
+}
+
+impl Drop for IdleGuard<'_> {
+    fn drop(&mut self) {
+        self.queue
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .waiting
+            .remove(&self.key);
+    }
+}

@@ -1,0 +1,261 @@
+//! What an operator or an attacker tries: files with times no HTTP-date can carry,
+//! dotfiles, a second instance on the same port, `//host` redirects, idle connections
+//! holding every slot.
+
+use std::io::{BufReader, Read, Write};
+use std::process::{Command, Stdio};
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+use crate::support::*;
+
+fn set_mtime(path: &std::path::Path, time: SystemTime) {
+    std::fs::File::options()
+        .write(true)
+        .open(path)
+        .unwrap()
+        .set_modified(time)
+        .unwrap();
+}
+
+#[test]
+fn times_past_9999_or_before_1970_neither_panic_nor_leak_a_slot() {
+    // tmpfs keeps 64-bit seconds (ext4 stops at 2446).
+    let dir = tempfile::tempdir_in("/dev/shm").unwrap();
+    std::fs::write(dir.path().join("hello.txt"), b"hello").unwrap();
+    std::fs::write(dir.path().join("future.bin"), b"from the year 11476").unwrap();
+    std::fs::write(dir.path().join("past.bin"), b"from 1969").unwrap();
+    // `touch -d @300000000000`: tmpfs, ext4 and btrfs hold it; an archive can carry it.
+    set_mtime(
+        &dir.path().join("future.bin"),
+        UNIX_EPOCH + Duration::from_secs(300_000_000_000),
+    );
+    set_mtime(
+        &dir.path().join("past.bin"),
+        UNIX_EPOCH - Duration::from_secs(1000),
+    );
+    for strategy in STRATEGIES {
+        let server = Server::start(strategy, dir.path(), &["--max-connections", "3"]);
+        // More requests than slots: a leaked slot would turn the last ones into 503.
+        for _ in 0..5 {
+            let future = get(server.addr, "/future.bin", &[]);
+            assert_eq!(future.status, 200, "{strategy}");
+            assert_eq!(future.body, b"from the year 11476");
+            assert_eq!(future.header("Last-Modified"), None, "{strategy}");
+            let etag = future.header("ETag").unwrap();
+            assert!(etag.starts_with("\"45d964b800."), "{etag}");
+            let past = get(server.addr, "/past.bin", &[]);
+            assert_eq!((past.status, past.header("Last-Modified")), (200, None));
+            // Date preconditions cannot apply; the tag still does.
+            let revalidated = get(
+                server.addr,
+                "/future.bin",
+                &[
+                    ("If-Modified-Since", "Fri, 31 Dec 9999 23:59:59 GMT"),
+                    ("If-None-Match", etag),
+                ],
+            );
+            assert_eq!(revalidated.status, 304);
+            let listing = get(server.addr, "/", &[]);
+            assert_eq!(listing.status, 200, "{strategy}");
+            assert!(String::from_utf8_lossy(&listing.body).contains("future.bin"));
+        }
+        assert_eq!(
+            get(server.addr, "/hello.txt", &[]).status,
+            200,
+            "{strategy}"
+        );
+    }
+}
+
+#[test]
+fn dotfiles_are_404_and_unlisted_unless_hidden_is_asked_for() {
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::write(dir.path().join(".env"), b"SECRET=1").unwrap();
+    std::fs::create_dir_all(dir.path().join(".git")).unwrap();
+    std::fs::write(dir.path().join(".git/config"), b"[core]").unwrap();
+    std::fs::create_dir_all(dir.path().join(".well-known/acme-challenge")).unwrap();
+    std::fs::write(dir.path().join(".well-known/acme-challenge/token"), b"ok").unwrap();
+    std::fs::create_dir_all(dir.path().join("sub")).unwrap();
+    std::fs::write(dir.path().join("sub/.htpasswd"), b"user:hash").unwrap();
+    std::fs::write(dir.path().join("visible.txt"), b"v").unwrap();
+    for strategy in STRATEGIES {
+        let server = Server::start(strategy, dir.path(), &[]);
+        for path in [
+            "/.env",
+            "/.git/config",
+            "/.git/",
+            "/sub/.htpasswd",
+            "/%2eenv",
+        ] {
+            assert_eq!(get(server.addr, path, &[]).status, 404, "{strategy} {path}");
+        }
+        let token = get(server.addr, "/.well-known/acme-challenge/token", &[]);
+        assert_eq!((token.status, token.body.as_slice()), (200, &b"ok"[..]));
+        let root = String::from_utf8(get(server.addr, "/", &[]).body).unwrap();
+        assert!(
+            root.contains("visible.txt") && root.contains(".well-known/"),
+            "{root}"
+        );
+        assert!(!root.contains(".env") && !root.contains(".git"), "{root}");
+        let sub = get(server.addr, "/sub/", &[("Accept", "application/json")]);
+        assert_eq!(String::from_utf8(sub.body).unwrap(), "[]");
+    }
+    let server = Server::start("sendfile", dir.path(), &["--hidden"]);
+    assert_eq!(get(server.addr, "/.env", &[]).body, b"SECRET=1");
+    assert!(String::from_utf8(get(server.addr, "/", &[]).body)
+        .unwrap()
+        .contains(".git/"));
+    let config = dir.path().join("ioserve.toml");
+    std::fs::write(&config, "hidden = true\n").unwrap();
+    let server = Server::start(
+        "sendfile",
+        dir.path(),
+        &["--config", config.to_str().unwrap()],
+    );
+    assert_eq!(get(server.addr, "/.git/config", &[]).body, b"[core]");
+}
+
+#[test]
+fn a_second_instance_cannot_share_the_port() {
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::write(dir.path().join("hello.txt"), b"hello").unwrap();
+    let first = Server::start("sendfile", dir.path(), &["--metrics-listen", "127.0.0.1:0"]);
+    let metrics = first.metrics.unwrap();
+    for (listen, metrics_listen, taken) in [
+        (
+            first.addr.to_string(),
+            "127.0.0.1:0".to_string(),
+            first.addr,
+        ),
+        ("127.0.0.1:0".to_string(), metrics.to_string(), metrics),
+    ] {
+        let output = Command::new(env!("CARGO_BIN_EXE_ioserve"))
+            .arg(dir.path())
+            .args(["--listen", &listen, "--metrics-listen", &metrics_listen])
+            .stdin(Stdio::null())
+            .output()
+            .unwrap();
+        let stderr = String::from_utf8_lossy(&output.stderr);
+        assert_eq!(output.status.code(), Some(1), "{stderr}");
+        assert!(
+            stderr.contains(&format!("cannot listen on {taken}"))
+                && stderr.to_lowercase().contains("address already in use"),
+            "{stderr}"
+        );
+    }
+    assert_eq!(get(first.addr, "/hello.txt", &[]).status, 200);
+}
+
+#[test]
+fn directory_redirects_never_name_another_host() {
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::create_dir_all(dir.path().join("pub/a b")).unwrap();
+    for strategy in STRATEGIES {
+        let server = Server::start(strategy, dir.path(), &[]);
+        for (target, location) in [
+            ("//pub", "/pub/"),
+            ("//pub?x=1", "/pub/?x=1"),
+            ("/./pub//a%20b", "/pub/a%20b/"),
+            ("/pub", "/pub/"),
+        ] {
+            let response = raw(
+                server.addr,
+                format!("GET {target} HTTP/1.1\r\nHost: t\r\nConnection: close\r\n\r\n").as_bytes(),
+            );
+            assert_eq!(
+                (response.status, response.header("Location")),
+                (301, Some(location)),
+                "{strategy} {target}"
+            );
+        }
+    }
+}
+
+#[test]
+fn idle_keep_alive_connections_make_room_oldest_first() {
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::write(dir.path().join("hello.txt"), b"hello").unwrap();
+    for strategy in STRATEGIES {
+        let server = Server::start(
+            strategy,
+            dir.path(),
+            &["--max-connections", "2", "--metrics-listen", "127.0.0.1:0"],
+        );
+        let keep_alive = || {
+            let mut stream = connect(server.addr);
+            stream
+                .write_all(b"GET /hello.txt HTTP/1.1\r\nHost: t\r\n\r\n")
+                .unwrap();
+            let mut reader = BufReader::new(stream);
+            assert_eq!(read_response(&mut reader, false).unwrap().status, 200);
+            reader
+        };
+        let mut oldest = keep_alive();
+        std::thread::sleep(Duration::from_millis(50));
+        let mut newer = keep_alive();
+        // At the limit: the new client is admitted, the oldest idle one is closed.
+        assert_eq!(
+            get(server.addr, "/hello.txt", &[]).status,
+            200,
+            "{strategy}"
+        );
+        let mut rest = Vec::new();
+        assert_eq!(oldest.read_to_end(&mut rest).unwrap(), 0, "{strategy}");
+        newer
+            .get_mut()
+            .write_all(b"GET /hello.txt HTTP/1.1\r\nHost: t\r\n\r\n")
+            .unwrap();
+        assert_eq!(read_response(&mut newer, false).unwrap().status, 200);
+        let metrics =
+            String::from_utf8(get(server.metrics.unwrap(), "/metrics", &[]).body).unwrap();
+        assert!(
+            metrics.contains("ioserve_idle_connections_closed_total 1\n"),
+            "{metrics}"
+        );
+    }
+}
+
+/// Paths the server process holds open (descriptors and mappings) to deleted files.
+fn deleted_files_held(server: &Server) -> Vec<String> {
+    let pid = server.pid();
+    let mut held: Vec<String> = std::fs::read_dir(format!("/proc/{pid}/fd"))
+        .map(|dir| {
+            dir.filter_map(|e| std::fs::read_link(e.ok()?.path()).ok())
+                .map(|target| target.to_string_lossy().into_owned())
+                .collect()
+        })
+        .unwrap_or_default();
+    held.extend(
+        std::fs::read_to_string(format!("/proc/{pid}/maps"))
+            .unwrap_or_default()
+            .lines()
+            .map(str::to_owned),
+    );
+    held.retain(|line| line.ends_with("(deleted)"));
+    held
+}
+
+#[test]
+fn deleted_files_are_closed_without_being_asked_for_again() {
+    for strategy in STRATEGIES {
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::write(dir.path().join("gone.bin"), random_bytes(1 << 20, 4)).unwrap();
+        std::fs::write(dir.path().join("replaced.bin"), b"old").unwrap();
+        let server = Server::start(strategy, dir.path(), &["--open-file-cache-valid", "200ms"]);
+        assert_eq!(get(server.addr, "/gone.bin", &[]).status, 200);
+        assert_eq!(get(server.addr, "/replaced.bin", &[]).body, b"old");
+        std::fs::remove_file(dir.path().join("gone.bin")).unwrap();
+        std::fs::write(dir.path().join("new"), b"new").unwrap();
+        std::fs::rename(dir.path().join("new"), dir.path().join("replaced.bin")).unwrap();
+        // Within about twice the validity (400 ms), with slack for a loaded machine.
+        let released = eventually(Duration::from_secs(2), || {
+            deleted_files_held(&server).is_empty()
+        });
+        assert!(
+            released,
+            "{strategy}: still open: {:?}",
+            deleted_files_held(&server)
+        );
+        assert_eq!(get(server.addr, "/replaced.bin", &[]).body, b"new");
+    }
+}
