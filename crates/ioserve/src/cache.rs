@@ -25,7 +25,7 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use lru::LruCache;
-use memmap2::{Mmap, MmapOptions};
+use memmap2::{MmapOptions, MmapRaw};
 
 use crate::path::Root;
 
@@ -38,7 +38,7 @@ use crate::path::Root;
 #[derive(Debug)]
 pub struct SharedFile {
     file: File,
-    mapping: Mutex<Option<Arc<Mmap>>>,
+    mapping: Mutex<Option<Arc<MmapRaw>>>,
 }
 
 impl SharedFile {
@@ -50,13 +50,14 @@ impl SharedFile {
         }
     }
 
-    /// A read-only mapping of the whole file, at least `len` (> 0) bytes long, made
-    /// again when the file has grown past the current one.
+    /// A read-only shared mapping of the whole file, at least `len` (> 0) bytes long,
+    /// made again when the file has grown past the current one.
     ///
-    /// The bytes must never be read by this process (only handed to the kernel, as
-    /// writev does): the file may shrink under the mapping, and touching a page past
-    /// its new end would raise SIGBUS.
-    pub fn mapping(&self, len: u64) -> io::Result<Arc<Mmap>> {
+    /// It is an [`MmapRaw`]: it hands out addresses, never a Rust slice, because the
+    /// file may shrink under the mapping and a slice would claim bytes that may no
+    /// longer be readable. The addresses go to the kernel only (writev), which reports
+    /// `EFAULT` for a page past the new end where this process would take SIGBUS.
+    pub fn mapping(&self, len: u64) -> io::Result<Arc<MmapRaw>> {
         let mut mapping = self.mapping.lock().unwrap_or_else(|e| e.into_inner());
         if let Some(map) = mapping.as_ref().filter(|m| m.len() as u64 >= len) {
             return Ok(Arc::clone(map));
@@ -67,10 +68,7 @@ impl SharedFile {
                 "file larger than the address space",
             )
         })?;
-        // SAFETY: a read-only private mapping. Its bytes are never read by Rust code in
-        // this process (see above), so later changes to the file cannot break Rust's
-        // aliasing rules or fault in our code; the kernel reports EFAULT to writev.
-        let map = Arc::new(unsafe { MmapOptions::new().len(len).map(&self.file)? });
+        let map = Arc::new(MmapOptions::new().len(len).map_raw_read_only(&self.file)?);
         *mapping = Some(Arc::clone(&map));
         Ok(map)
     }

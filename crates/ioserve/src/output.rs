@@ -10,6 +10,9 @@ use std::fs::File;
 use std::io;
 use std::time::Duration;
 
+use std::os::fd::AsRawFd as _;
+
+use memmap2::MmapRaw;
 use rustix::net::SendFlags;
 use tokio::io::Interest;
 use tokio::net::TcpStream;
@@ -59,18 +62,66 @@ impl<'a> Output<'a> {
     }
 
     /// Writes the queued bytes and then all of `data`, in as few `writev` calls as the
-    /// socket allows. The kernel copies `data` without this process reading it, which is
-    /// what makes sending from a file mapping safe against truncation (`EFAULT`, not
-    /// `SIGBUS`).
+    /// socket allows.
     pub async fn write(&mut self, data: &[u8]) -> io::Result<()> {
+        self.write_with(data.len(), |from| data[from..].as_ptr())
+            .await
+    }
+
+    /// Writes the queued bytes and then `map[start..end]`, handing the mapping's
+    /// addresses to `writev` without forming a Rust slice over them: the kernel copies
+    /// the bytes, and a page that a truncation left unbacked makes the call fail with
+    /// `EFAULT` instead of raising SIGBUS in this process.
+    ///
+    /// Panics if `start..end` is not inside the mapping.
+    pub async fn write_mapped(
+        &mut self,
+        map: &MmapRaw,
+        start: usize,
+        end: usize,
+    ) -> io::Result<()> {
+        assert!(
+            start <= end && end <= map.len(),
+            "range outside the mapping"
+        );
+        self.write_with(end - start, |from| map.as_ptr().wrapping_add(start + from))
+            .await
+    }
+
+    /// The loop of [`Output::write`] and [`Output::write_mapped`]: `len` data bytes, of
+    /// which `data_at(i)` gives the address of byte `i` onwards (`len - i` bytes that
+    /// stay mapped for the call).
+    async fn write_with(
+        &mut self,
+        len: usize,
+        data_at: impl Fn(usize) -> *const u8,
+    ) -> io::Result<()> {
         let mut data_sent = 0;
-        while self.pending_sent < self.pending.len() || data_sent < data.len() {
+        while self.pending_sent < self.pending.len() || data_sent < len {
             let pending = &self.pending[self.pending_sent..];
-            let rest = &data[data_sent..];
             let n = self
                 .io(|| {
-                    let slices = [io::IoSlice::new(pending), io::IoSlice::new(rest)];
-                    Ok(rustix::io::writev(self.stream, &slices)?)
+                    let iovecs = [
+                        libc::iovec {
+                            iov_base: pending.as_ptr().cast_mut().cast(),
+                            iov_len: pending.len(),
+                        },
+                        libc::iovec {
+                            iov_base: data_at(data_sent).cast_mut().cast(),
+                            iov_len: len - data_sent,
+                        },
+                    ];
+                    // SAFETY: both iovecs describe mapped memory that outlives the call:
+                    // the rest of the queue, which `self` owns, and `len - data_sent`
+                    // bytes from `data_at(data_sent)` (a borrowed slice, or a range
+                    // inside a mapping the caller holds). writev only reads them, in the
+                    // kernel, which checks each page.
+                    let n = unsafe { libc::writev(self.stream.as_raw_fd(), iovecs.as_ptr(), 2) };
+                    if n < 0 {
+                        Err(io::Error::last_os_error())
+                    } else {
+                        Ok(n as usize)
+                    }
                 })
                 .await?;
             if n == 0 {

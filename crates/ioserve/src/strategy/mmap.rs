@@ -1,7 +1,8 @@
 //! `mmap`: the range is written to the socket from the file's shared mapping.
 //!
-//! This process never reads the mapped bytes itself: it hands the mapping's addresses to
-//! writev(2), and the kernel copies from them. A page beyond the end of a file truncated
+//! This process never reads the mapped bytes itself, nor forms a Rust slice over them:
+//! it hands the mapping's addresses to writev(2) ([`Output::write_mapped`]), and the
+//! kernel copies from them. A page beyond the end of a file truncated
 //! meanwhile then makes writev fail with `EFAULT` instead of raising SIGBUS in the
 //! server. Before each chunk the file's size is checked again, so a truncation stops the
 //! body at the chunk boundary; only a truncation inside the chunk being written races.
@@ -11,7 +12,7 @@
 
 use std::io;
 
-use memmap2::{Advice, Mmap, UncheckedAdvice};
+use memmap2::{Advice, MmapRaw, UncheckedAdvice};
 
 use crate::cache::SharedFile;
 
@@ -37,7 +38,7 @@ pub(super) async fn send(
         if file.metadata()?.len() < next as u64 {
             return Err(super::file_shrank());
         }
-        let written = out.write(&map[done..next]).await;
+        let written = out.write_mapped(&map, done, next).await;
         // A small file's pages are bounded by the file: keeping them mapped saves a
         // fault per response (mapped small files are at most the cache's size times this).
         if map.len() as u64 > KEEP_MAPPED {
@@ -66,11 +67,12 @@ const FAULT_SPAN: usize = 2 << 20;
 
 /// Drops the page-table entries of `map[start..end]`, widened to the blocks a fault may
 /// have filled; the pages stay in the page cache.
-fn release(map: &Mmap, start: usize, end: usize) {
+fn release(map: &MmapRaw, start: usize, end: usize) {
     let from = start - start % FAULT_SPAN;
     let end = end.next_multiple_of(FAULT_SPAN).min(map.len());
-    // SAFETY: MADV_DONTNEED on a read-only private file mapping discards nothing but the
-    // page-table entries; a later access maps the same page-cache pages again, so the
-    // mapping's contents, as any holder of this Arc<Mmap> sees them, do not change.
+    // SAFETY: MADV_DONTNEED on a read-only shared (MAP_SHARED) file mapping drops only
+    // the page-table entries: the pages stay in the page cache, and a later access maps
+    // them again, so what the mapping shows (the file's contents) does not change. No
+    // Rust reference into the mapping exists to be invalidated (it is an MmapRaw).
     let _ = unsafe { map.unchecked_advise_range(UncheckedAdvice::DontNeed, from, end - from) };
 }
