@@ -38,6 +38,7 @@ const SYSTEM_PACKAGES: &[(&str, &str)] = &[
     ("chrony", "/usr/sbin/chronyd"),
     ("ntpsec-ntpdig", "ntpdig"),
     ("iproute2", "ip"),
+    ("haproxy", "/usr/sbin/haproxy"),
     ("strace", "strace"),
     ("numactl", "numactl"),
     ("clang", "clang"),

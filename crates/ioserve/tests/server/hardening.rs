@@ -259,3 +259,139 @@ fn deleted_files_are_closed_without_being_asked_for_again() {
         assert_eq!(get(server.addr, "/replaced.bin", &[]).body, b"new");
     }
 }
+
+/// A program from a Debian package that `cargo xtask ci` installs.
+fn require(program: &str, package: &str) -> std::path::PathBuf {
+    let path = std::env::var_os("PATH").unwrap_or_default();
+    std::env::split_paths(&path)
+        .chain([std::path::PathBuf::from("/usr/sbin"), "/sbin".into()])
+        .map(|dir| dir.join(program))
+        .find(|candidate| candidate.is_file())
+        .unwrap_or_else(|| {
+            panic!("{program} is not installed: `cargo xtask ci` installs it (apt-get install {package})")
+        })
+}
+
+/// HAProxy in the foreground on 127.0.0.1, round-robin over `backends`; killed when
+/// dropped.
+struct Haproxy {
+    child: std::process::Child,
+    addr: std::net::SocketAddr,
+    _dir: tempfile::TempDir,
+}
+
+impl Haproxy {
+    fn start(backends: &[std::net::SocketAddr]) -> Haproxy {
+        let haproxy = require("haproxy", "haproxy");
+        let dir = tempfile::tempdir().unwrap();
+        let addr = std::net::TcpListener::bind("127.0.0.1:0")
+            .unwrap()
+            .local_addr()
+            .unwrap();
+        let mut config = format!(
+            "global\n  maxconn 100\n\
+             defaults\n  mode http\n  timeout connect 5s\n  timeout client 30s\n  timeout server 30s\n\
+             frontend downloads\n  bind {addr}\n  default_backend replicas\n\
+             backend replicas\n  balance roundrobin\n"
+        );
+        for (i, backend) in backends.iter().enumerate() {
+            config.push_str(&format!("  server replica{i} {backend}\n"));
+        }
+        let file = dir.path().join("haproxy.cfg");
+        std::fs::write(&file, config).unwrap();
+        let child = Command::new(haproxy)
+            .arg("-db")
+            .arg("-f")
+            .arg(&file)
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .unwrap();
+        let up = eventually(Duration::from_secs(10), || {
+            std::net::TcpStream::connect(addr).is_ok()
+        });
+        assert!(up, "haproxy did not listen on {addr}");
+        Haproxy {
+            child,
+            addr,
+            _dir: dir,
+        }
+    }
+}
+
+impl Drop for Haproxy {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+#[test]
+fn a_download_resumed_on_another_replica_behind_haproxy_is_whole() {
+    use sha2::{Digest, Sha256};
+    let data = random_bytes(64 << 20, 21);
+    let modified = UNIX_EPOCH + Duration::new(1_700_000_000, 123_456_789);
+    // Two copies of the tree, as rsync -t or cp -p make them: other inodes, same
+    // size and mtime.
+    let trees: Vec<tempfile::TempDir> = (0..2)
+        .map(|_| {
+            let dir = tempfile::tempdir().unwrap();
+            std::fs::write(dir.path().join("image.iso"), &data).unwrap();
+            set_mtime(&dir.path().join("image.iso"), modified);
+            dir
+        })
+        .collect();
+    let replicas: Vec<Server> = trees
+        .iter()
+        .zip(["sendfile", "mmap"])
+        .map(|(tree, strategy)| Server::start(strategy, tree.path(), &[]))
+        .collect();
+    let proxy = Haproxy::start(&[replicas[0].addr, replicas[1].addr]);
+
+    // The first attempt stops after 10 MiB.
+    let mut stream = connect(proxy.addr);
+    stream
+        .write_all(b"GET /image.iso HTTP/1.1\r\nHost: mirror\r\nConnection: close\r\n\r\n")
+        .unwrap();
+    let mut reader = BufReader::new(stream);
+    let mut head = String::new();
+    while !head.ends_with("\r\n\r\n") {
+        let mut byte = [0u8];
+        reader.read_exact(&mut byte).unwrap();
+        head.push(byte[0] as char);
+    }
+    assert!(head.starts_with("HTTP/1.1 200"), "{head}");
+    let etag = head
+        .lines()
+        .find_map(|l| {
+            l.strip_prefix("etag: ")
+                .or_else(|| l.strip_prefix("ETag: "))
+        })
+        .unwrap()
+        .trim()
+        .to_string();
+    let mut got = vec![0u8; 10 << 20];
+    reader.read_exact(&mut got).unwrap();
+    drop(reader);
+
+    // Resumed with If-Range: round-robin sends it to the other replica, whose tag must
+    // match for the range to be honoured (else the whole file would come back).
+    let range = format!("bytes={}-", got.len());
+    let rest = get(
+        proxy.addr,
+        "/image.iso",
+        &[("Range", &range), ("If-Range", &etag)],
+    );
+    assert_eq!(rest.status, 206, "the other replica's ETag differs: {etag}");
+    assert_eq!(rest.header("ETag"), Some(etag.as_str()));
+    got.extend_from_slice(&rest.body);
+    assert_eq!(Sha256::digest(&got), Sha256::digest(&data));
+    // And once more, so that each replica has answered a resumption.
+    let again = get(
+        proxy.addr,
+        "/image.iso",
+        &[("Range", &range), ("If-Range", &etag)],
+    );
+    assert_eq!(again.status, 206);
+}
