@@ -29,7 +29,7 @@ use crate::config::{Config, RuntimeKind};
 use crate::conn;
 use crate::handler::{CacheSettings, Site};
 use crate::metrics::{self, Metrics};
-use crate::path::Root;
+use crate::path::{Resolver, Root};
 use crate::shared::{ConnectionSlot, Limits, Shared};
 use crate::strategy::Strategy;
 
@@ -79,6 +79,16 @@ impl Server {
                 source,
             }
         })?;
+        match root.resolver() {
+            Resolver::Openat2 => {
+                tracing::info!(resolver = "openat2", "paths resolved beneath the root")
+            }
+            Resolver::Walk => tracing::warn!(
+                resolver = "component walk",
+                "openat2 is missing or refused (kernel before 5.6, or a seccomp profile): \
+                 paths are resolved one component at a time, with the same guarantees"
+            ),
+        }
         let listen_error = |addr| move |source| ServerError::Listen { addr, source };
         // With port 0 the kernel picks a port: every worker binds that one.
         let local_addr = claim(config.listen).map_err(listen_error(config.listen))?;

@@ -395,3 +395,64 @@ fn a_download_resumed_on_another_replica_behind_haproxy_is_whole() {
     );
     assert_eq!(again.status, 206);
 }
+
+#[test]
+fn without_openat2_paths_are_walked_with_the_same_guarantees() {
+    let strace = require("strace", "strace");
+    let outside = tempfile::tempdir().unwrap();
+    std::fs::write(outside.path().join("secret"), b"secret").unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::create_dir_all(dir.path().join("sub")).unwrap();
+    std::fs::write(dir.path().join("sub/inside"), b"inside").unwrap();
+    std::os::unix::fs::symlink(outside.path().join("secret"), dir.path().join("out")).unwrap();
+    std::os::unix::fs::symlink("../sub/inside", dir.path().join("sub/up")).unwrap();
+    std::os::unix::fs::symlink("sub", dir.path().join("in")).unwrap();
+    // An old kernel (ENOSYS) and an old container seccomp profile (EPERM).
+    for error in ["ENOSYS", "EPERM"] {
+        for strategy in STRATEGIES {
+            let inject = format!("inject=openat2:error={error}");
+            let wrapper = [
+                strace.to_str().unwrap(),
+                "-f",
+                "-qq",
+                "--seccomp-bpf",
+                "-o",
+                "/dev/null",
+                "-e",
+                "trace=openat2",
+                "-e",
+                &inject,
+            ];
+            let mut server = Server::launch(&wrapper, strategy, dir.path(), &[], true);
+            for (path, status, body) in [
+                ("/sub/inside", 200, &b"inside"[..]),
+                ("/sub/up", 200, b"inside"),
+                ("/in/inside", 200, b"inside"),
+                ("/out", 403, b"403 Forbidden\n"),
+                ("/missing", 404, b"404 Not Found\n"),
+            ] {
+                let response = get(server.addr, path, &[]);
+                assert_eq!(
+                    (response.status, response.body.as_slice()),
+                    (status, body),
+                    "{error} {strategy} {path}"
+                );
+            }
+            let listing = get(server.addr, "/sub/", &[]);
+            assert_eq!(listing.status, 200);
+            server.signal("TERM");
+            assert!(server.wait_exit(Duration::from_secs(10)).is_some());
+            let mut log = String::new();
+            server
+                .stderr
+                .take()
+                .unwrap()
+                .read_to_string(&mut log)
+                .unwrap();
+            assert!(
+                log.contains("resolver=\"component walk\"") && log.contains("openat2 is missing"),
+                "{error} {strategy}: {log}"
+            );
+        }
+    }
+}

@@ -41,7 +41,9 @@ impl Server {
         Self::launch(&wrapper, strategy, root, &[], false)
     }
 
-    fn launch(
+    /// As [`Server::start_with`], the server started by `wrapper` (a program and its
+    /// arguments, to which the server's command line is appended).
+    pub fn launch(
         wrapper: &[&str],
         strategy: &str,
         root: &Path,
