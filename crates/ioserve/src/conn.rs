@@ -52,6 +52,8 @@ pub(crate) async fn serve(
     let mut buf: Vec<u8> = Vec::new();
     // Notified when this connection, idle, must close to admit a new client.
     let mut close: Option<Arc<Notify>> = None;
+    // Requests answered on this connection.
+    let mut served = 0u64;
     // The first request must arrive within the header timeout of the accept.
     let mut deadline = Instant::now() + limits.header_timeout;
     loop {
@@ -76,6 +78,7 @@ pub(crate) async fn serve(
                 if !keep_alive {
                     return linger_close(stream).await;
                 }
+                served += 1;
                 deadline = Instant::now()
                     + if buf.is_empty() {
                         limits.idle_timeout
@@ -99,13 +102,25 @@ pub(crate) async fn serve(
         }
         let idle = buf.is_empty();
         let readable = if idle {
-            // Between requests: shutdown, or a new client that needs the slot, closes
-            // the connection; no buffer is held while it waits.
-            let close = close.get_or_insert_with(|| Arc::new(Notify::new()));
-            let _waiting = slot.idle(close);
+            // Before the first request: shutdown closes the connection. Between
+            // requests, a new client that needs the slot does too (a client that just
+            // connected may have its request in flight: it is not taken for idle).
+            // No buffer is held while it waits.
+            let close = match (&mut close, served) {
+                (_, 0) => None,
+                (Some(close), _) => Some(&*close),
+                (close, _) => Some(&*close.insert(Arc::new(Notify::new()))),
+            };
+            let _waiting = close.map(|close| slot.idle(close));
+            let evicted = async {
+                match close {
+                    Some(close) => close.notified().await,
+                    None => std::future::pending().await,
+                }
+            };
             tokio::select! {
                 _ = shared.shutdown.cancelled() => return,
-                _ = close.notified() => return,
+                _ = evicted => return,
                 ready = timeout_at(deadline.into(), stream.readable()) => ready,
             }
         } else {

@@ -25,6 +25,7 @@ use tokio::net::TcpListener;
 use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 
+use crate::budget;
 use crate::config::{Config, RuntimeKind};
 use crate::conn;
 use crate::handler::{CacheSettings, Site};
@@ -89,6 +90,19 @@ impl Server {
                  paths are resolved one component at a time, with the same guarantees"
             ),
         }
+        let limit = rustix::process::getrlimit(rustix::process::Resource::Nofile)
+            .current
+            .unwrap_or(u64::MAX);
+        let fitted = budget::fit(
+            limit,
+            config.workers,
+            config.max_connections,
+            1 + config.strategy.descriptors_per_download(),
+            config.open_file_cache,
+        );
+        if let Some(warning) = &fitted.warning {
+            tracing::warn!("{warning}");
+        }
         let listen_error = |addr| move |source| ServerError::Listen { addr, source };
         // With port 0 the kernel picks a port: every worker binds that one.
         let local_addr = claim(config.listen).map_err(listen_error(config.listen))?;
@@ -110,7 +124,7 @@ impl Server {
             config.hidden,
             CacheSettings {
                 workers: config.workers,
-                capacity: config.open_file_cache,
+                capacity: fitted.open_file_cache,
                 validity: config.open_file_cache_valid,
             },
         );
@@ -124,7 +138,7 @@ impl Server {
                 access_log: config.access_log,
             },
             Arc::new(Metrics::new(config.workers, config.strategy.name())),
-            config.max_connections,
+            fitted.max_connections,
             config.workers,
         ));
         Ok(Server {
@@ -342,7 +356,15 @@ async fn accept_loop(
         }
     };
     let connections = TaskTracker::new();
+    let (mut failed_accepts, mut last_accept_warning) = (0u64, None);
     loop {
+        if shared.accepting_paused() {
+            // Clients wait in the backlog until a connection ends.
+            tokio::select! {
+                _ = shared.shutdown.cancelled() => break,
+                _ = tokio::time::sleep(Duration::from_millis(10)) => continue,
+            }
+        }
         let accepted = tokio::select! {
             _ = shared.shutdown.cancelled() => break,
             accepted = listener.accept() => accepted,
@@ -350,8 +372,16 @@ async fn accept_loop(
         let (stream, peer) = match accepted {
             Ok(accepted) => accepted,
             Err(error) => {
-                // EMFILE and friends: back off instead of spinning.
-                tracing::warn!(%error, worker = id, "accept failed");
+                // EMFILE and friends: back off instead of spinning, and say so at most
+                // once a second.
+                failed_accepts += 1;
+                if last_accept_warning
+                    .is_none_or(|at: std::time::Instant| at.elapsed() >= Duration::from_secs(1))
+                {
+                    tracing::warn!(%error, worker = id, failed = failed_accepts, "accept failed; backing off");
+                    last_accept_warning = Some(std::time::Instant::now());
+                    failed_accepts = 0;
+                }
                 tokio::time::sleep(Duration::from_millis(100)).await;
                 continue;
             }

@@ -52,6 +52,13 @@ pub(crate) struct Shared {
 }
 
 impl Shared {
+    /// Whether the listeners should wait before accepting: the admitted connections
+    /// and those being refused have reached their bound (see [`crate::budget`]).
+    pub fn accepting_paused(&self) -> bool {
+        self.open_connections.load(Ordering::Relaxed)
+            >= self.max_connections + crate::budget::refusing(self.max_connections)
+    }
+
     /// Shared state for `workers` workers.
     pub fn new(
         site: Site,

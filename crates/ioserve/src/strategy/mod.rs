@@ -51,6 +51,15 @@ impl StrategyKind {
             StrategyKind::Buffered => "buffered",
         }
     }
+
+    /// Descriptors one download holds besides its socket: the file (when it is not in
+    /// the open-file cache), and for `buffered` its own reopened descriptor too.
+    pub fn descriptors_per_download(self) -> usize {
+        match self {
+            StrategyKind::Sendfile | StrategyKind::Mmap | StrategyKind::Read => 1,
+            StrategyKind::Buffered => 2,
+        }
+    }
 }
 
 /// A configured strategy, shared by all connections of the server.

@@ -456,3 +456,96 @@ fn without_openat2_paths_are_walked_with_the_same_guarantees() {
         }
     }
 }
+
+#[test]
+fn a_small_descriptor_limit_shrinks_the_budget_instead_of_failing_requests() {
+    let prlimit = require("prlimit", "util-linux");
+    let dir = tempfile::tempdir().unwrap();
+    for i in 0..64 {
+        std::fs::write(dir.path().join(format!("f{i}")), format!("file {i}")).unwrap();
+    }
+    for strategy in STRATEGIES {
+        let wrapper = [prlimit.to_str().unwrap(), "--nofile=48:48"];
+        let mut server = Server::launch(&wrapper, strategy, dir.path(), &[], true);
+        let statuses: Vec<u16> = std::thread::scope(|scope| {
+            let clients: Vec<_> = (0..24)
+                .map(|client| {
+                    let addr = server.addr;
+                    scope.spawn(move || {
+                        (0..8)
+                            .map(|i| {
+                                let path = format!("/f{}", (client * 8 + i) % 64);
+                                let request = request_bytes("GET", &path, &[]);
+                                let mut stream = connect(addr);
+                                stream.write_all(request.as_bytes()).unwrap();
+                                let Ok(response) =
+                                    read_response(&mut BufReader::new(stream), false)
+                                else {
+                                    return 0;
+                                };
+                                if response.status == 200 {
+                                    assert_eq!(
+                                        response.body,
+                                        format!("file {}", &path[2..]).into_bytes()
+                                    );
+                                }
+                                response.status
+                            })
+                            .collect::<Vec<u16>>()
+                    })
+                })
+                .collect();
+            clients
+                .into_iter()
+                .flat_map(|c| c.join().unwrap())
+                .collect()
+        });
+        if !statuses.iter().all(|s| matches!(s, 200 | 503)) {
+            server.signal("TERM");
+            server.wait_exit(Duration::from_secs(10));
+            let mut log = String::new();
+            server
+                .stderr
+                .take()
+                .unwrap()
+                .read_to_string(&mut log)
+                .unwrap();
+            let log: Vec<&str> = log
+                .lines()
+                .filter(|l| !l.contains("ioserve::access"))
+                .collect();
+            panic!("{strategy}: {statuses:?}\n{}", log.join("\n"));
+        }
+        // 24 clients at once against 6 or 9 admitted connections: some 503, no 500
+        // and no connection closed without an answer.
+        let served = statuses.iter().filter(|&&s| s == 200).count();
+        assert!(served >= 24, "{strategy}: {statuses:?}");
+        for i in 0..20 {
+            assert_eq!(
+                get(server.addr, &format!("/f{i}"), &[]).status,
+                200,
+                "{strategy}"
+            );
+        }
+        server.signal("TERM");
+        assert!(server.wait_exit(Duration::from_secs(10)).is_some());
+        let mut log = String::new();
+        server
+            .stderr
+            .take()
+            .unwrap()
+            .read_to_string(&mut log)
+            .unwrap();
+        let admitted = if strategy == "buffered" { 6 } else { 9 };
+        assert!(
+            log.contains("the open-file limit is 48 descriptors")
+                && log.contains(&format!("at most {admitted} connections")),
+            "{strategy}: {log}"
+        );
+        let accept_warnings = log.matches("accept failed").count();
+        assert!(
+            accept_warnings <= 5,
+            "{strategy}: {accept_warnings} accept warnings: {log}"
+        );
+    }
+}

@@ -106,7 +106,10 @@ impl Server {
             }
         }
         let stderr = child.stderr.take();
-        let traced = !wrapper.is_empty();
+        // strace forks the server; other wrappers (prlimit) exec it.
+        let traced = wrapper
+            .first()
+            .is_some_and(|program| program.ends_with("strace"));
         Server {
             child,
             addr: addr.unwrap(),
