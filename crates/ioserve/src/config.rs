@@ -119,6 +119,10 @@ pub struct Settings {
     /// Answer 403 for directories without index.html instead of listing them
     #[arg(long, num_args = 0..=1, default_missing_value = "true", value_name = "BOOL")]
     pub no_listing: Option<bool>,
+    /// Most entries a directory listing shows; a line says how many more there are
+    /// [default: 10000]
+    #[arg(long, value_name = "N")]
+    pub listing_max_entries: Option<usize>,
     /// Serve and list hidden files: paths with a segment starting with '.' (.env,
     /// .git/); by default they are 404 and not listed, except /.well-known/
     #[arg(long, num_args = 0..=1, default_missing_value = "true", value_name = "BOOL")]
@@ -168,6 +172,8 @@ pub struct Config {
     pub follow_symlinks: bool,
     /// List directories without an index.
     pub listing: bool,
+    /// Most entries shown in a listing.
+    pub listing_max_entries: usize,
     /// Serve and list dotfiles.
     pub hidden: bool,
 }
@@ -219,6 +225,7 @@ impl Settings {
             max_connections: self.max_connections.or(fallback.max_connections),
             follow_symlinks: self.follow_symlinks.or(fallback.follow_symlinks),
             no_listing: self.no_listing.or(fallback.no_listing),
+            listing_max_entries: self.listing_max_entries.or(fallback.listing_max_entries),
             hidden: self.hidden.or(fallback.hidden),
             config: self.config,
         }
@@ -237,6 +244,14 @@ impl Settings {
                 "--chunk-size",
                 chunk_size,
                 "allowed: 4K to 64M".to_string(),
+            ));
+        }
+        let listing_max_entries = self.listing_max_entries.unwrap_or(10_000);
+        if !(1..=10_000_000).contains(&listing_max_entries) {
+            return Err(invalid(
+                "--listing-max-entries",
+                listing_max_entries,
+                "allowed: 1 to 10000000",
             ));
         }
         let max_connections = self.max_connections.unwrap_or(10_000);
@@ -274,6 +289,7 @@ impl Settings {
             max_connections,
             follow_symlinks: self.follow_symlinks.unwrap_or(false),
             listing: !self.no_listing.unwrap_or(false),
+            listing_max_entries,
             hidden: self.hidden.unwrap_or(false),
         })
     }

@@ -20,7 +20,7 @@ use tokio::net::TcpStream;
 use tokio::sync::Notify;
 use tokio::time::timeout_at;
 
-use crate::handler;
+use crate::handler::{self, Answer};
 use crate::output::Output;
 use crate::request::{self, Parsed, Request, RequestError, Version, MAX_HEAD_BYTES};
 use crate::response::{Body, Reply};
@@ -60,7 +60,7 @@ pub(crate) async fn serve(
         match request::parse(&buf) {
             Ok(Parsed::Partial) => {}
             Ok(Parsed::Complete { request, len }) => {
-                let (reply, log) = prepare(shared, peer, worker, &request);
+                let (reply, log) = prepare(shared, peer, worker, &request).await;
                 // The request borrows the buffer; it must be gone before the buffer moves.
                 drop(request);
                 buf.drain(..len);
@@ -165,14 +165,22 @@ struct AccessLog {
 
 /// Answers one request's semantics: the reply with its head and whether the connection
 /// may stay open, and the access-log fields when the log is on.
-fn prepare(
+async fn prepare(
     shared: &Shared,
     peer: SocketAddr,
     worker: usize,
     request: &Request<'_>,
 ) -> (Prepared, Option<AccessLog>) {
     let started = Instant::now();
-    let reply = handler::respond(&shared.site, worker, request);
+    let reply = match handler::respond(&shared.site, worker, request) {
+        Answer::Ready(reply) => reply,
+        // Reading a large directory would stall every connection of this worker.
+        Answer::Listing { job, head_only } => {
+            tokio::task::spawn_blocking(move || handler::listing_reply(&job, head_only))
+                .await
+                .unwrap_or_else(|_| Reply::error(500))
+        }
+    };
     let keep_alive = request.keep_alive && !request.has_body && !shared.shutdown.is_cancelled();
     let head = reply.finish_head(keep_alive, request.version == Version::Http10);
     let log = shared.limits.access_log.then(|| AccessLog {

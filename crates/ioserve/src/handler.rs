@@ -22,8 +22,9 @@ use crate::response::{Body, Reply};
 pub struct Site {
     /// The served directory.
     pub root: Root,
-    /// Whether directories without `index.html` get a listing (else 403).
-    pub listing: bool,
+    /// Whether directories without `index.html` get a listing (else 403), and how
+    /// many entries it shows at most.
+    pub listing: Option<usize>,
     /// Whether hidden paths (a segment starting with `.`) are served and listed.
     pub hidden: bool,
     /// The `multipart/byteranges` boundary, random per process.
@@ -45,7 +46,7 @@ pub struct CacheSettings {
 
 impl Site {
     /// A site serving `root`.
-    pub fn new(root: Root, listing: bool, hidden: bool, cache: CacheSettings) -> Site {
+    pub fn new(root: Root, listing: Option<usize>, hidden: bool, cache: CacheSettings) -> Site {
         use std::hash::{BuildHasher, Hasher};
         // RandomState is seeded from the OS's randomness: good enough for a boundary
         // that must not be guessable from the file contents.
@@ -62,58 +63,107 @@ impl Site {
     }
 }
 
+/// What the handler decided.
+#[derive(Debug)]
+pub enum Answer {
+    /// The reply.
+    Ready(Reply),
+    /// A directory listing, to be built with [`listing_reply`] off the event loop.
+    Listing {
+        /// What to list.
+        job: listing::Job,
+        /// HEAD: the same head, no body.
+        head_only: bool,
+    },
+}
+
 /// Answers a request on behalf of `worker` (which picks the open-file cache shard).
-pub fn respond(site: &Site, worker: usize, request: &Request<'_>) -> Reply {
+pub fn respond(site: &Site, worker: usize, request: &Request<'_>) -> Answer {
     let head_only = match request.method {
         Method::Get => false,
         Method::Head => true,
-        Method::Other(_) => return Reply::error(405).header("Allow", "GET, HEAD"),
+        Method::Other(_) => return Answer::Ready(Reply::error(405).header("Allow", "GET, HEAD")),
     };
-    let mut reply = respond_get(site, worker, request);
-    if head_only {
-        reply.body = Body::Empty;
+    match respond_get(site, worker, request) {
+        Answer::Ready(mut reply) => {
+            if head_only {
+                reply.body = Body::Empty;
+            }
+            Answer::Ready(reply)
+        }
+        Answer::Listing { job, .. } => Answer::Listing { job, head_only },
     }
-    reply
 }
 
-fn respond_get(site: &Site, worker: usize, request: &Request<'_>) -> Reply {
+/// Builds a listing's reply. It reads the directory and `stat`s entries: blocking.
+pub fn listing_reply(job: &listing::Job, head_only: bool) -> Reply {
+    match listing::render(job) {
+        Ok(listing) => {
+            let mut reply = Reply::new(200)
+                .header("Content-Type", listing.content_type)
+                .header("Cache-Control", "no-cache")
+                // The form was negotiated with Accept: caches must keep them apart.
+                .header("Vary", "Accept");
+            if listing.omitted > 0 {
+                reply = reply.header(listing::OMITTED_HEADER, listing.omitted);
+            }
+            let mut reply = reply.with_bytes(listing.body);
+            if head_only {
+                reply.body = Body::Empty;
+            }
+            reply
+        }
+        Err(e) => io_error_reply(&e),
+    }
+}
+
+/// The answer to a GET of the request's path (HEAD drops the body afterwards).
+fn respond_get(site: &Site, worker: usize, request: &Request<'_>) -> Answer {
     let safe = match path::sanitize(request.target) {
         Ok(safe) => safe,
-        Err(PathError::Malformed) => return Reply::error(400),
-        Err(PathError::Forbidden(_)) => return Reply::error(403),
+        Err(PathError::Malformed) => return Answer::Ready(Reply::error(400)),
+        Err(PathError::Forbidden(_)) => return Answer::Ready(Reply::error(403)),
     };
     if safe.hidden && !site.hidden {
         // As if it were not there: a 403 would confirm that `.git/config` exists.
-        return Reply::error(404);
+        return Answer::Ready(Reply::error(404));
     }
     let (dir, meta) = match site.files.open(worker, &site.root, &safe.relative) {
-        Ok(Opened::File(open)) => return file_reply(site, request, open, &safe.relative),
+        Ok(Opened::File(open)) => {
+            return Answer::Ready(file_reply(site, request, open, &safe.relative))
+        }
         Ok(Opened::Other(file, meta)) => (file, meta),
-        Err(e) => return io_error_reply(&e),
+        Err(e) => return Answer::Ready(io_error_reply(&e)),
     };
     if !meta.is_dir() {
         // FIFOs, sockets, devices: never served.
-        return Reply::error(403);
+        return Answer::Ready(Reply::error(403));
     }
     if !safe.trailing_slash {
-        return Reply::redirect(&directory_location(&safe.relative, request.target));
+        return Answer::Ready(Reply::redirect(&directory_location(
+            &safe.relative,
+            request.target,
+        )));
     }
     let index = safe.relative.join("index.html");
     match site.files.open(worker, &site.root, &index) {
-        Ok(Opened::File(open)) => return file_reply(site, request, open, &index),
+        Ok(Opened::File(open)) => return Answer::Ready(file_reply(site, request, open, &index)),
         Ok(Opened::Other(..)) => {}
         Err(e) if e.kind() == io::ErrorKind::NotFound => {}
-        Err(e) => return io_error_reply(&e),
+        Err(e) => return Answer::Ready(io_error_reply(&e)),
     }
-    if !site.listing {
-        return Reply::error(403);
-    }
-    match listing::render(&dir, &safe.relative, request.wants_json, site.hidden) {
-        Ok((content_type, bytes)) => Reply::new(200)
-            .header("Content-Type", content_type)
-            .header("Cache-Control", "no-cache")
-            .with_bytes(bytes),
-        Err(e) => io_error_reply(&e),
+    let Some(max_entries) = site.listing else {
+        return Answer::Ready(Reply::error(403));
+    };
+    Answer::Listing {
+        job: listing::Job {
+            dir,
+            relative: safe.relative,
+            format: listing::Format::negotiate(&request.accept),
+            show_hidden: site.hidden,
+            max_entries,
+        },
+        head_only: false,
     }
 }
 
@@ -250,7 +300,7 @@ mod tests {
             capacity: 4,
             validity: Duration::from_secs(1),
         };
-        Site::new(Root::open(dir, false).unwrap(), true, false, cache)
+        Site::new(Root::open(dir, false).unwrap(), Some(100), false, cache)
     }
 
     fn request<'a>(
@@ -267,7 +317,7 @@ mod tests {
             has_body: false,
             range,
             preconditions: pre,
-            wants_json: false,
+            accept: Vec::new(),
         }
     }
 
@@ -306,12 +356,16 @@ mod tests {
                 if_range: Some(date.as_bytes()),
                 ..Default::default()
             };
-            let reply = respond(&site, 0, &request("/f", head, pre, range.as_deref().map(str::as_bytes)));
+            let Answer::Ready(reply) = respond(&site, 0, &request("/f", head, pre, range.as_deref().map(str::as_bytes))) else {
+                panic!("a file is not listed");
+            };
             prop_assert!(matches!(reply.status, 200 | 206 | 304 | 412 | 416), "{}", reply.status);
             let has_date = reply.headers.contains("\r\nLast-Modified: ");
             prop_assert_eq!(has_date, (0..253_402_300_800).contains(&kept) && reply.status != 412 && reply.status != 416);
-            let listing = respond(&site, 0, &request("/", false, Preconditions::default(), None));
-            prop_assert_eq!(listing.status, 200);
+            let Answer::Listing { job, head_only } = respond(&site, 0, &request("/", false, Preconditions::default(), None)) else {
+                panic!("the root is listed");
+            };
+            prop_assert_eq!(listing_reply(&job, head_only).status, 200);
         }
     }
 

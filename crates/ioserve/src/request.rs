@@ -59,8 +59,8 @@ pub struct Request<'a> {
     pub range: Option<&'a [u8]>,
     /// The precondition fields.
     pub preconditions: Preconditions<'a>,
-    /// Whether `Accept` names `application/json` (directory listings as JSON).
-    pub wants_json: bool,
+    /// The `Accept` lines (directory listings are negotiated with them).
+    pub accept: Vec<&'a [u8]>,
 }
 
 /// Why a head could not be turned into a [`Request`].
@@ -122,7 +122,7 @@ pub fn parse(buf: &[u8]) -> Result<Parsed<'_>, RequestError> {
         has_body: false,
         range: None,
         preconditions: Preconditions::default(),
-        wants_json: false,
+        accept: Vec::new(),
     };
     let mut hosts = 0;
     let mut ranges = 0;
@@ -155,7 +155,7 @@ pub fn parse(buf: &[u8]) -> Result<Parsed<'_>, RequestError> {
         } else if name.eq_ignore_ascii_case("if-range") {
             request.preconditions.if_range = Some(value);
         } else if name.eq_ignore_ascii_case("accept") {
-            request.wants_json |= contains_ignore_case(value, b"application/json");
+            request.accept.push(value);
         } else if name.eq_ignore_ascii_case("content-length") {
             if content_length.is_some_and(|seen| seen != value) {
                 return Err(RequestError::Bad("conflicting Content-Length"));
@@ -202,12 +202,6 @@ fn origin_path(target: &str) -> Result<&str, RequestError> {
         return Err(RequestError::Bad("request target is not a path"));
     };
     Ok(rest.find('/').map_or("/", |at| &rest[at..]))
-}
-
-fn contains_ignore_case(haystack: &[u8], needle: &[u8]) -> bool {
-    haystack
-        .windows(needle.len())
-        .any(|w| w.eq_ignore_ascii_case(needle))
 }
 
 #[cfg(test)]

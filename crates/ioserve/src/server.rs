@@ -120,7 +120,7 @@ impl Server {
         let strategy = Strategy::new(config.strategy, config.chunk_size);
         let site = Site::new(
             root,
-            config.listing,
+            config.listing.then_some(config.listing_max_entries),
             config.hidden,
             CacheSettings {
                 workers: config.workers,

@@ -549,3 +549,100 @@ fn a_small_descriptor_limit_shrinks_the_budget_instead_of_failing_requests() {
         );
     }
 }
+
+#[test]
+fn listings_are_bounded_negotiated_and_link_any_name() {
+    use std::os::unix::ffi::OsStrExt as _;
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::create_dir(dir.path().join("d")).unwrap();
+    for i in 0..30 {
+        std::fs::write(dir.path().join(format!("d/f{i:02}")), b"").unwrap();
+    }
+    let latin1 = std::ffi::OsStr::from_bytes(b"caf\xe9.txt");
+    std::fs::write(dir.path().join(latin1), b"latin-1 name").unwrap();
+    for strategy in STRATEGIES {
+        let server = Server::start(strategy, dir.path(), &["--listing-max-entries", "10"]);
+        let bounded = get(server.addr, "/d/", &[]);
+        let html = String::from_utf8(bounded.body).unwrap();
+        assert_eq!(html.matches("<a href=\"f").count(), 10, "{strategy}");
+        assert!(html.contains("20 more entries are not listed"), "{html}");
+        let json = get(server.addr, "/d/", &[("Accept", "application/json")]);
+        assert_eq!(json.header("Ioserve-Listing-Omitted"), Some("20"));
+        for (accept, content_type) in [
+            ("application/json", "application/json"),
+            ("application/json;q=0", "text/html; charset=utf-8"),
+            (
+                "text/html;q=0.4, application/json;q=0.8",
+                "application/json",
+            ),
+            ("text/html, */*;q=0.8", "text/html; charset=utf-8"),
+        ] {
+            let response = get(server.addr, "/", &[("Accept", accept)]);
+            assert_eq!(
+                response.header("Content-Type"),
+                Some(content_type),
+                "{accept}"
+            );
+            assert_eq!(response.header("Vary"), Some("Accept"), "{accept}");
+        }
+        let head = raw(server.addr, request_bytes("HEAD", "/", &[]).as_bytes());
+        assert_eq!(head.header("Vary"), Some("Accept"));
+        let root = String::from_utf8_lossy(&get(server.addr, "/", &[]).body).into_owned();
+        assert!(
+            root.contains("<a href=\"caf%E9.txt\">caf\u{fffd}.txt</a>"),
+            "{root}"
+        );
+        assert_eq!(get(server.addr, "/caf%E9.txt", &[]).body, b"latin-1 name");
+    }
+}
+
+#[test]
+fn a_huge_listing_does_not_stall_the_worker() {
+    // 100 000 files, one worker: while the listing is built (on the blocking pool),
+    // a small file on another connection of the same worker is answered before the
+    // listing's head goes out. Built on the event loop, it would wait for the listing.
+    let dir = tempfile::tempdir_in("/dev/shm").unwrap();
+    std::fs::create_dir(dir.path().join("many")).unwrap();
+    for i in 0..100_000 {
+        std::fs::File::create(dir.path().join(format!("many/{i:06}"))).unwrap();
+    }
+    std::fs::write(dir.path().join("small.txt"), b"small").unwrap();
+    let server = Server::start(
+        "sendfile",
+        dir.path(),
+        &["--workers", "1", "--listing-max-entries", "10000000"],
+    );
+    let (done_tx, done_rx) = std::sync::mpsc::channel();
+    std::thread::scope(|scope| {
+        let listing_done = done_tx.clone();
+        scope.spawn(move || {
+            let mut stream = connect(server.addr);
+            stream
+                .write_all(request_bytes("GET", "/many/", &[]).as_bytes())
+                .unwrap();
+            // The head goes out as soon as the listing is built.
+            let mut first = [0u8; 1];
+            stream.read_exact(&mut first).unwrap();
+            listing_done.send("listing").unwrap();
+            let mut rest = Vec::new();
+            stream.read_to_end(&mut rest).unwrap();
+            assert_eq!(
+                String::from_utf8_lossy(&rest).matches("<a href=").count(),
+                100_001
+            );
+        });
+        std::thread::sleep(Duration::from_millis(20));
+        scope.spawn(move || {
+            assert_eq!(get(server.addr, "/small.txt", &[]).body, b"small");
+            done_tx.send("small").unwrap();
+        });
+    });
+    let order: Vec<&str> = done_rx.iter().collect();
+    assert_eq!(order, ["small", "listing"]);
+    // The default bound keeps the listing to 10 000 entries.
+    let server = Server::start("sendfile", dir.path(), &[]);
+    let listing = get(server.addr, "/many/", &[]);
+    let html = String::from_utf8_lossy(&listing.body);
+    assert_eq!(html.matches("<a href=\"0").count(), 10_000);
+    assert!(html.contains("90000 more entries are not listed"));
+}
