@@ -35,8 +35,15 @@ pub(crate) struct Fitted {
     pub warning: Option<String>,
 }
 
+/// Cached files per worker kept, when there is room, before connections are limited:
+/// without a cache every request costs an open and a close (and, with `mmap`, a
+/// mapping of its own).
+const CACHE_FLOOR: usize = 64;
+
 /// Fits `max_connections` (each holding up to `each` descriptors) and
-/// `open_file_cache` (per worker) to `limit` descriptors.
+/// `open_file_cache` (per worker) to `limit` descriptors: first the cache shrinks,
+/// down to [`CACHE_FLOOR`] per worker; then the connection limit is lowered; in a very
+/// small limit the cache goes too.
 pub(crate) fn fit(
     limit: u64,
     workers: usize,
@@ -44,44 +51,54 @@ pub(crate) fn fit(
     each: usize,
     open_file_cache: usize,
 ) -> Fitted {
-    let fixed = fixed_descriptors(workers);
-    let per_connection = (each * max_connections + refusing(max_connections)) as u64;
-    let cache = (workers * open_file_cache) as u64;
-    let need = fixed + per_connection + cache;
-    if need <= limit {
+    let workers = workers.max(1);
+    let fixed = fixed_descriptors(workers) as usize;
+    let connections_need = |c: usize| each * c + refusing(c);
+    let need = fixed + connections_need(max_connections) + workers * open_file_cache;
+    if need as u64 <= limit {
         return Fitted {
             open_file_cache,
             max_connections,
             warning: None,
         };
     }
-    let for_cache = limit.saturating_sub(fixed + per_connection) / workers.max(1) as u64;
-    if for_cache > 0 || (open_file_cache == 0 && fixed + per_connection <= limit) {
+    let room = usize::try_from(limit)
+        .unwrap_or(usize::MAX)
+        .saturating_sub(fixed);
+    let floor = open_file_cache.min(CACHE_FLOOR);
+    let said = format!(
+        "the open-file limit is {limit} descriptors; --max-connections {max_connections} \
+         ({each} each) and --open-file-cache {open_file_cache} per worker x {workers} need {need}"
+    );
+    if connections_need(max_connections) + workers * floor <= room {
+        let cache = (room - connections_need(max_connections)) / workers;
         return Fitted {
-            open_file_cache: for_cache as usize,
+            open_file_cache: cache,
             max_connections,
             warning: Some(format!(
-                "the open-file limit is {limit} descriptors; --max-connections {max_connections} \
-                 ({each} each) and --open-file-cache {open_file_cache} per worker x {workers} need \
-                 {need}: the cache is shrunk to {for_cache} per worker (raise the limit, e.g. \
+                "{said}: the cache is shrunk to {cache} per worker (raise the limit, e.g. \
                  LimitNOFILE= in the unit, to keep it)"
             )),
         };
     }
-    // The most connections c with each * c + refusing(c) descriptors left.
-    let room = limit.saturating_sub(fixed) as usize;
+    // Keep the floor of the cache if a connection still fits beside it.
+    let cache = if workers * floor + connections_need(1) <= room {
+        floor
+    } else {
+        0
+    };
+    let room = room - workers * cache;
     let connections = (1..=room / each.max(1))
         .rev()
-        .find(|&c| each * c + refusing(c) <= room)
+        .find(|&c| connections_need(c) <= room)
         .unwrap_or(1);
     Fitted {
-        open_file_cache: 0,
+        open_file_cache: cache,
         max_connections: connections,
         warning: Some(format!(
-            "the open-file limit is {limit} descriptors; --max-connections {max_connections} \
-             ({each} each) and --open-file-cache {open_file_cache} per worker x {workers} need \
-             {need}: the cache is off and at most {connections} connections are admitted, \
-             more get 503 (raise the limit, e.g. LimitNOFILE= in the unit or ulimit -n)"
+            "{said}: the cache keeps {cache} per worker and at most {connections} connections \
+             are admitted, more get 503 (raise the limit, e.g. LimitNOFILE= in the unit or \
+             ulimit -n)"
         )),
     }
 }

@@ -15,6 +15,7 @@ use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+use futures_util::future::OptionFuture;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
 use tokio::sync::Notify;
@@ -22,7 +23,7 @@ use tokio::time::timeout_at;
 
 use crate::handler::{self, Answer};
 use crate::output::Output;
-use crate::request::{self, Parsed, Request, RequestError, Version, MAX_HEAD_BYTES};
+use crate::request::{self, Parsed, RequestError, Version, MAX_HEAD_BYTES};
 use crate::response::{Body, Reply};
 use crate::shared::{ConnectionSlot, Shared};
 
@@ -57,18 +58,17 @@ pub(crate) async fn serve(
     // The first request must arrive within the header timeout of the accept.
     let mut deadline = Instant::now() + limits.header_timeout;
     loop {
-        match request::parse(&buf) {
-            Ok(Parsed::Partial) => {}
-            Ok(Parsed::Complete { request, len }) => {
-                let (reply, log) = prepare(shared, peer, worker, &request).await;
-                // The request borrows the buffer; it must be gone before the buffer moves.
-                drop(request);
+        // Parsing and deciding are synchronous and leave nothing that borrows the
+        // buffer, so the parsed request is not part of the task while it waits.
+        match next_step(shared, peer, worker, &buf) {
+            Step::Partial => {}
+            Step::Respond { decision, len } => {
                 buf.drain(..len);
                 if buf.is_empty() {
                     // Nothing pipelined: give the buffer back while the body goes out.
                     buf = Vec::new();
                 }
-                let keep_alive = match send(&stream, shared, worker, reply, log).await {
+                let keep_alive = match Box::pin(respond(&stream, shared, worker, decision)).await {
                     Ok(keep_alive) => keep_alive,
                     Err(error) => {
                         tracing::debug!(%peer, %error, "response cut short");
@@ -76,7 +76,7 @@ pub(crate) async fn serve(
                     }
                 };
                 if !keep_alive {
-                    return linger_close(stream).await;
+                    return Box::pin(linger_close(stream)).await;
                 }
                 served += 1;
                 deadline = Instant::now()
@@ -87,50 +87,34 @@ pub(crate) async fn serve(
                     };
                 continue;
             }
-            Err(error) => {
-                let status = match error {
-                    RequestError::Bad(_) => 400,
-                    RequestError::TooLarge => 431,
-                    RequestError::Version => 505,
-                };
-                tracing::debug!(%peer, %error, "bad request head");
-                return refuse(stream, peer, shared, worker, status).await;
+            Step::Refuse(status) => {
+                return Box::pin(refuse(stream, peer, shared, worker, status)).await;
             }
         }
         if buf.len() >= MAX_HEAD_BYTES {
-            return refuse(stream, peer, shared, worker, 431).await;
+            return Box::pin(refuse(stream, peer, shared, worker, 431)).await;
         }
         let idle = buf.is_empty();
-        let readable = if idle {
-            // Before the first request: shutdown closes the connection. Between
-            // requests, a new client that needs the slot does too (a client that just
-            // connected may have its request in flight: it is not taken for idle).
-            // No buffer is held while it waits.
-            let close = match (&mut close, served) {
-                (_, 0) => None,
-                (Some(close), _) => Some(&*close),
-                (close, _) => Some(&*close.insert(Arc::new(Notify::new()))),
-            };
-            let _waiting = close.map(|close| slot.idle(close));
-            let evicted = async {
-                match close {
-                    Some(close) => close.notified().await,
-                    None => std::future::pending().await,
-                }
-            };
-            tokio::select! {
-                _ = shared.shutdown.cancelled() => return,
-                _ = evicted => return,
-                ready = timeout_at(deadline.into(), stream.readable()) => ready,
-            }
-        } else {
-            timeout_at(deadline.into(), stream.readable()).await
+        // Before the first request, shutdown closes the connection. Between requests, a
+        // new client that needs the slot does too (a client that just connected may
+        // have its request in flight: it is not taken for idle). No buffer is held
+        // while it waits. One select for both cases keeps the task small.
+        let close = match (&mut close, idle && served > 0) {
+            (_, false) => None,
+            (Some(close), true) => Some(&*close),
+            (close, true) => Some(&*close.insert(Arc::new(Notify::new()))),
+        };
+        let _waiting = close.map(|close| slot.idle(close));
+        let readable = tokio::select! {
+            _ = shared.shutdown.cancelled(), if idle => return,
+            _ = OptionFuture::from(close.map(|close| close.notified())), if close.is_some() => return,
+            ready = timeout_at(deadline.into(), stream.readable()) => ready,
         };
         match readable {
             Ok(Ok(())) => {}
             Ok(Err(_)) => return,
             Err(_elapsed) if idle => return,
-            Err(_elapsed) => return refuse(stream, peer, shared, worker, 408).await,
+            Err(_elapsed) => return Box::pin(refuse(stream, peer, shared, worker, 408)).await,
         }
         if buf.len() == buf.capacity() {
             let grow = buf.capacity().clamp(FIRST_READ, MAX_HEAD_BYTES);
@@ -163,41 +147,86 @@ struct AccessLog {
     path: String,
 }
 
-/// Answers one request's semantics: the reply with its head and whether the connection
-/// may stay open, and the access-log fields when the log is on.
-async fn prepare(
-    shared: &Shared,
-    peer: SocketAddr,
-    worker: usize,
-    request: &Request<'_>,
-) -> (Prepared, Option<AccessLog>) {
+/// What to do with the bytes read so far.
+enum Step {
+    /// The head is not complete yet.
+    Partial,
+    /// A complete request of `len` bytes, decided.
+    Respond { decision: Decision, len: usize },
+    /// A head that cannot be answered: this status, then close.
+    Refuse(u16),
+}
+
+/// A request's answer and everything its response needs, owned (the request, which
+/// borrows the read buffer, is gone).
+struct Decision {
+    answer: Answer,
+    keep_alive: bool,
+    http10: bool,
+    log: Option<AccessLog>,
+}
+
+/// Parses the buffer and, for a complete head, decides the answer.
+fn next_step(shared: &Shared, peer: SocketAddr, worker: usize, buf: &[u8]) -> Step {
+    let (request, len) = match request::parse(buf) {
+        Ok(Parsed::Partial) => return Step::Partial,
+        Ok(Parsed::Complete { request, len }) => (request, len),
+        Err(error) => {
+            tracing::debug!(%peer, %error, "bad request head");
+            return Step::Refuse(match error {
+                RequestError::Bad(_) => 400,
+                RequestError::TooLarge => 431,
+                RequestError::Version => 505,
+            });
+        }
+    };
     let started = Instant::now();
-    let reply = match handler::respond(&shared.site, worker, request) {
+    let answer = handler::respond(&shared.site, worker, &request);
+    let decision = Decision {
+        answer,
+        keep_alive: request.keep_alive && !request.has_body && !shared.shutdown.is_cancelled(),
+        http10: request.version == Version::Http10,
+        log: shared.limits.access_log.then(|| AccessLog {
+            peer,
+            started,
+            method: request.method.as_str().to_owned(),
+            path: request.target.to_owned(),
+        }),
+    };
+    Step::Respond { decision, len }
+}
+
+/// Completes a decision (a listing is built on the blocking pool: reading a large
+/// directory would stall every connection of this worker) and sends it; returns
+/// whether the connection stays open.
+async fn respond(
+    stream: &TcpStream,
+    shared: &Shared,
+    worker: usize,
+    decision: Decision,
+) -> io::Result<bool> {
+    let Decision {
+        answer,
+        keep_alive,
+        http10,
+        log,
+    } = decision;
+    let reply = match answer {
         Answer::Ready(reply) => reply,
-        // Reading a large directory would stall every connection of this worker.
         Answer::Listing { job, head_only } => {
             tokio::task::spawn_blocking(move || handler::listing_reply(&job, head_only))
                 .await
                 .unwrap_or_else(|_| Reply::error(500))
         }
     };
-    let keep_alive = request.keep_alive && !request.has_body && !shared.shutdown.is_cancelled();
-    let head = reply.finish_head(keep_alive, request.version == Version::Http10);
-    let log = shared.limits.access_log.then(|| AccessLog {
-        peer,
-        started,
-        method: request.method.as_str().to_owned(),
-        path: request.target.to_owned(),
-    });
-    (
-        Prepared {
-            status: reply.status,
-            head,
-            body: reply.body,
-            keep_alive,
-        },
-        log,
-    )
+    let head = reply.finish_head(keep_alive, http10);
+    let prepared = Prepared {
+        status: reply.status,
+        head,
+        body: reply.body,
+        keep_alive,
+    };
+    send(stream, shared, worker, prepared, log).await
 }
 
 /// A reply ready to go out.
@@ -256,7 +285,8 @@ async fn send_body(out: &mut Output<'_>, shared: &Shared, body: Body) -> io::Res
     match body {
         Body::Empty => out.flush(false).await,
         Body::Bytes(bytes) => out.write(&bytes).await,
-        Body::File { file, range } => shared.strategy.send(out, &file, range).await,
+        // Boxed: only the strategy in use takes room, and only while it sends.
+        Body::File { file, range } => Box::pin(shared.strategy.send(out, &file, range)).await,
         Body::Multipart {
             file,
             parts,
@@ -264,7 +294,7 @@ async fn send_body(out: &mut Output<'_>, shared: &Shared, body: Body) -> io::Res
         } => {
             for (part_head, range) in &parts {
                 out.queue(part_head);
-                shared.strategy.send(out, &file, *range).await?;
+                Box::pin(shared.strategy.send(out, &file, *range)).await?;
             }
             out.queue(&closing);
             out.flush(false).await

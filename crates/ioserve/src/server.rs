@@ -396,14 +396,20 @@ async fn accept_loop(
                 conn::refuse(stream, peer, &shared, id, 503).await;
             }
         };
-        connections.spawn(async move {
-            // A panic is a bug; it ends this connection only (the panic hook has logged
-            // it), and the slot's drop gives its place back.
-            if AssertUnwindSafe(connection).catch_unwind().await.is_err() {
-                metrics.panic(id);
-                tracing::debug!(%peer, worker = id, "connection ended by a panic");
-            }
-        });
+        // A panic is a bug; it ends this connection only (the panic hook has logged
+        // it), and the slot's drop gives its place back. (Combinators, not an async
+        // block: a block would hold the connection's future twice, before and while it
+        // is awaited, doubling every connection's task.)
+        connections.spawn(
+            AssertUnwindSafe(connection)
+                .catch_unwind()
+                .map(move |outcome| {
+                    if outcome.is_err() {
+                        metrics.panic(id);
+                        tracing::debug!(%peer, worker = id, "connection ended by a panic");
+                    }
+                }),
+        );
     }
     drop(listener);
     connections.close();

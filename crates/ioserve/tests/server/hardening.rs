@@ -646,3 +646,72 @@ fn a_huge_listing_does_not_stall_the_worker() {
     assert_eq!(html.matches("<a href=\"0").count(), 10_000);
     assert!(html.contains("90000 more entries are not listed"));
 }
+
+/// Raises this process's open-file limit to its hard limit; returns it.
+fn raise_nofile() -> u64 {
+    use rustix::process::{getrlimit, setrlimit, Resource};
+    let mut limit = getrlimit(Resource::Nofile);
+    limit.current = limit.maximum;
+    let _ = setrlimit(Resource::Nofile, limit);
+    getrlimit(Resource::Nofile).current.unwrap_or(u64::MAX)
+}
+
+#[test]
+fn thousands_of_idle_and_slow_clients_cost_little_memory() {
+    const CLIENTS: usize = 3000;
+    assert!(
+        raise_nofile() > CLIENTS as u64 + 100,
+        "the test needs {CLIENTS} descriptors"
+    );
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::write(dir.path().join("small.txt"), b"small").unwrap();
+    std::fs::write(dir.path().join("big.bin"), random_bytes(8 << 20, 3)).unwrap();
+    for strategy in ["sendfile", "mmap"] {
+        let server = Server::start(strategy, dir.path(), &[]);
+        // Warm: the first connections grow the runtime's tables once.
+        drop(get(server.addr, "/small.txt", &[]));
+        let before = server.anon_kib();
+        // Idle keep-alive clients, each after one request.
+        let idle: Vec<BufReader<std::net::TcpStream>> = (0..CLIENTS)
+            .map(|_| {
+                let mut stream = connect(server.addr);
+                stream
+                    .write_all(b"GET /small.txt HTTP/1.1\r\nHost: t\r\n\r\n")
+                    .unwrap();
+                let mut reader = BufReader::new(stream);
+                assert_eq!(read_response(&mut reader, false).unwrap().status, 200);
+                reader
+            })
+            .collect();
+        std::thread::sleep(Duration::from_millis(200));
+        let per_idle = (server.anon_kib().saturating_sub(before)) * 1024 / CLIENTS as u64;
+        drop(idle);
+        std::thread::sleep(Duration::from_millis(300));
+        let before = server.anon_kib();
+        // Clients that asked for 8 MiB and read nothing: each download stays in flight.
+        let slow: Vec<std::net::TcpStream> = (0..CLIENTS / 3)
+            .map(|_| {
+                let mut stream = connect(server.addr);
+                stream
+                    .write_all(b"GET /big.bin HTTP/1.1\r\nHost: t\r\n\r\n")
+                    .unwrap();
+                stream
+            })
+            .collect();
+        std::thread::sleep(Duration::from_millis(500));
+        let per_download = (server.anon_kib().saturating_sub(before)) * 1024 / (CLIENTS / 3) as u64;
+        drop(slow);
+        // Anonymous memory: a mapping's page-cache pages are not the server's to
+        // spend. The target is 2 KB (release build, 10 000 clients: cargo xtask
+        // loadtest reports it beside nginx); this debug build at 3000 may use 2.5 KB
+        // idle, and a download in flight adds its response state.
+        assert!(
+            per_idle <= 2560,
+            "{strategy}: {per_idle} bytes per idle connection"
+        );
+        assert!(
+            per_download <= 4096,
+            "{strategy}: {per_download} bytes per downloading connection"
+        );
+    }
+}

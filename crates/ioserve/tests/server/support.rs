@@ -172,10 +172,20 @@ impl Server {
 
     /// Resident set size of the server process, in KiB.
     pub fn rss_kib(&self) -> u64 {
+        self.status_kib("VmRSS:")
+    }
+
+    /// Resident anonymous memory (what the server allocates; not the page cache that
+    /// a file mapping shows), in KiB.
+    pub fn anon_kib(&self) -> u64 {
+        self.status_kib("RssAnon:")
+    }
+
+    fn status_kib(&self, key: &str) -> u64 {
         let status = std::fs::read_to_string(format!("/proc/{}/status", self.pid())).unwrap();
         status
             .lines()
-            .find_map(|l| l.strip_prefix("VmRSS:"))
+            .find_map(|l| l.strip_prefix(key))
             .and_then(|v| v.split_whitespace().next())
             .and_then(|v| v.parse().ok())
             .unwrap()
