@@ -29,15 +29,18 @@ pub struct Options {
     pub rounds: usize,
     /// Only the servers whose name contains one of these.
     pub only: Vec<String>,
+    /// Clients of the memory-per-connection measurement.
+    pub connections: usize,
 }
 
 impl Options {
-    /// Parses `[--duration S] [--rounds N] [--only a,b] [--quick]`.
+    /// Parses `[--duration S] [--rounds N] [--only a,b] [--connections N] [--quick]`.
     pub fn parse(args: &[String]) -> Result<Options> {
         let mut options = Options {
             duration: 10,
             rounds: 3,
             only: Vec::new(),
+            connections: 10_000,
         };
         let mut args = args.iter();
         while let Some(arg) = args.next() {
@@ -60,12 +63,19 @@ impl Options {
                     )?;
                 }
                 "--only" => options.only = value("--only")?.split(',').map(String::from).collect(),
+                "--connections" => {
+                    let v = value("--connections")?;
+                    options.connections = v.parse().ok().filter(|&c| (10..=50_000).contains(&c)).with_context(
+                        || format!("invalid --connections '{v}': expected 10 to 50000"),
+                    )?;
+                }
                 "--quick" => {
                     options.duration = 3;
                     options.rounds = 1;
+                    options.connections = 2_000;
                 }
                 other => bail!(
-                    "unknown loadtest option '{other}': expected --duration S, --rounds N, --only NAMES, --quick"
+                    "unknown loadtest option '{other}': expected --duration S, --rounds N, --only NAMES, --connections N, --quick"
                 ),
             }
         }
@@ -139,8 +149,8 @@ enum Kind {
     },
 }
 
-struct ServerSpec {
-    name: String,
+pub(crate) struct ServerSpec {
+    pub(crate) name: String,
     kind: Kind,
 }
 
@@ -175,15 +185,15 @@ fn servers() -> Vec<ServerSpec> {
 }
 
 /// A started server; stopped when dropped.
-struct Running {
-    name: String,
+pub(crate) struct Running {
+    pub(crate) name: String,
     child: Child,
-    addr: SocketAddr,
+    pub(crate) addr: SocketAddr,
 }
 
 impl Running {
     /// The server's processes: the child and, for nginx, its workers.
-    fn pids(&self) -> Vec<u32> {
+    pub(crate) fn pids(&self) -> Vec<u32> {
         let main = self.child.id();
         let mut pids = vec![main];
         pids.extend(children_of(main));
@@ -253,6 +263,7 @@ struct Report<'a> {
     workloads: Vec<(&'static str, &'static str)>,
     medians: &'a [Median],
     samples: &'a [Sample],
+    memory: &'a [crate::connmem::ConnectionMemory],
 }
 
 /// Runs the load test and writes target/loadtest/{report.md,results.json,chart.svg}.
@@ -339,8 +350,11 @@ pub fn run(options: &Options) -> Result<()> {
     }
     drop(running);
 
+    let clients = crate::connmem::raise_limit(options.connections);
+    let memory = crate::connmem::measure_all(&specs, &www, &out, clients)?;
+
     let medians = medians(&samples, &specs);
-    let table = render_table(&medians, options);
+    let table = render_table(&medians, options) + &crate::connmem::render_table(&memory);
     println!("{table}");
     let report = Report {
         duration_s: options.duration,
@@ -353,6 +367,7 @@ pub fn run(options: &Options) -> Result<()> {
         workloads: WORKLOADS.iter().map(|w| (w.key, w.title)).collect(),
         medians: &medians,
         samples: &samples,
+        memory: &memory,
     };
     fs::write(
         out.join("results.json"),
@@ -415,7 +430,7 @@ fn prepare_files(www: &Path) -> Result<()> {
     Ok(())
 }
 
-fn start(spec: &ServerSpec, www: &Path, out: &Path) -> Result<Running> {
+pub(crate) fn start(spec: &ServerSpec, www: &Path, out: &Path) -> Result<Running> {
     let port = TcpListener::bind("127.0.0.1:0")?.local_addr()?.port();
     let addr = SocketAddr::from(([127, 0, 0, 1], port));
     let mut command = match &spec.kind {
@@ -479,7 +494,7 @@ fn nginx_conf(dir: &Path, www: &Path, addr: SocketAddr) -> String {
     let tmp = tmp.display();
     format!(
         "worker_processes 2;\ndaemon off;\npid {dir}/nginx.pid;\nerror_log {dir}/error.log warn;\n\
-         events {{ worker_connections 4096; }}\n\
+         worker_rlimit_nofile 65536;\nevents {{ worker_connections 32768; }}\n\
          http {{\n  access_log off;\n  sendfile on;\n  tcp_nopush on;\n  keepalive_requests 1000000;\n  \
          default_type application/octet-stream;\n  client_body_temp_path {tmp};\n  proxy_temp_path {tmp};\n  \
          fastcgi_temp_path {tmp};\n  uwsgi_temp_path {tmp};\n  scgi_temp_path {tmp};\n  \
@@ -631,7 +646,7 @@ fn cpu_seconds(pids: &[u32]) -> f64 {
         .sum()
 }
 
-fn status_kib(pid: u32, key: &str) -> u64 {
+pub(crate) fn status_kib(pid: u32, key: &str) -> u64 {
     fs::read_to_string(format!("/proc/{pid}/status"))
         .ok()
         .and_then(|s| {

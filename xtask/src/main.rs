@@ -15,6 +15,7 @@
 
 mod aarch64;
 mod bench;
+mod connmem;
 mod cpio;
 mod cross;
 mod loadtest;
@@ -119,10 +120,12 @@ tasks:
                   run script; --smoke starts every bench once under qemu-aarch64
   fuzz [SECONDS]  run each cargo-fuzz target for SECONDS (default 30); needs nightly,
                   installs cargo-fuzz when missing
-  loadtest [--duration S] [--rounds N] [--only NAMES] [--quick]
+  loadtest [--duration S] [--rounds N] [--only NAMES] [--connections N] [--quick]
                   ioserve (every strategy) against nginx and Go's FileServer with wrk on
                   127.0.0.1: 8 MiB and 4 KiB files at 100 connections, random 1 MiB
                   ranges at 16; medians over rounds (default 3 x 10 s), ratios to nginx;
+                  then memory per connection with N (default 10000) idle and N
+                  downloading clients;
                   writes target/loadtest/{report.md,results.json,chart.svg}
   udpload [--seconds S] [--rates A,B,..] [--clients K] [--sockets N] [--receive-buffer B]
           [--repeat R] [--quick]
