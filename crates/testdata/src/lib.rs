@@ -1,5 +1,6 @@
-//! Where the workspace's shared test data lives, so that every test finds it the same
-//! way in any clone of the repository (nothing outside the repository is read).
+//! Where the workspace's shared test data and test tools live, so that every test finds
+//! them the same way in any clone of the repository (nothing outside the repository is
+//! read; the tools are Debian packages that `cargo xtask ci` installs).
 //!
 //! The NUMA snapshots are copies of `/sys/devices/system/{node,cpu}` and a few `/proc`
 //! files taken in qemu guests, with `numactl --hardware`'s output beside them:
@@ -25,4 +26,22 @@ pub fn numa_snapshot(name: &str) -> PathBuf {
         path.display()
     );
     path
+}
+
+/// The path of `program` from the Debian package `package`, searched on `PATH` and in
+/// `/usr/sbin` and `/sbin` (where daemons live, and which a non-root `PATH` may lack).
+///
+/// # Panics
+///
+/// When it is not installed, naming the package: tests start the real component, never
+/// a stand-in, and `cargo xtask ci` installs it.
+pub fn require(program: &str, package: &str) -> PathBuf {
+    let path = std::env::var_os("PATH").unwrap_or_default();
+    std::env::split_paths(&path)
+        .chain([PathBuf::from("/usr/sbin"), "/sbin".into()])
+        .map(|dir| dir.join(program))
+        .find(|candidate| candidate.is_file())
+        .unwrap_or_else(|| {
+            panic!("{program} is not installed: `cargo xtask ci` installs it (apt-get install {package})")
+        })
 }

@@ -6,6 +6,7 @@ use std::net::{SocketAddr, TcpStream, UdpSocket};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, SystemTime};
 
+use testdata::require;
 use timeserve::packet::{client_request, NtpTimestamp, Reply, HEADER_LEN};
 
 /// A running timeserve, killed when dropped.
@@ -151,16 +152,6 @@ fn now() -> NtpTimestamp {
 
 /// The program's path (on PATH, or in /usr/sbin, which a user's PATH may lack), or a
 /// panic that says how CI installs it.
-fn require(program: &str, package: &str) -> std::path::PathBuf {
-    let path = std::env::var_os("PATH").unwrap_or_default();
-    std::env::split_paths(&path)
-        .chain([std::path::PathBuf::from("/usr/sbin"), "/sbin".into()])
-        .map(|dir| dir.join(program))
-        .find(|candidate| candidate.is_file())
-        .unwrap_or_else(|| {
-            panic!("{program} is not installed: `cargo xtask ci` installs it (apt-get install {package})")
-        })
-}
 
 #[test]
 fn every_version_is_answered_in_kind_with_kernel_timestamps() {

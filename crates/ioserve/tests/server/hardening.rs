@@ -6,6 +6,8 @@ use std::io::{BufReader, Read, Write};
 use std::process::{Command, Stdio};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
+use testdata::require;
+
 use crate::support::*;
 
 fn set_mtime(path: &std::path::Path, time: SystemTime) {
@@ -260,18 +262,6 @@ fn deleted_files_are_closed_without_being_asked_for_again() {
     }
 }
 
-/// A program from a Debian package that `cargo xtask ci` installs.
-fn require(program: &str, package: &str) -> std::path::PathBuf {
-    let path = std::env::var_os("PATH").unwrap_or_default();
-    std::env::split_paths(&path)
-        .chain([std::path::PathBuf::from("/usr/sbin"), "/sbin".into()])
-        .map(|dir| dir.join(program))
-        .find(|candidate| candidate.is_file())
-        .unwrap_or_else(|| {
-            panic!("{program} is not installed: `cargo xtask ci` installs it (apt-get install {package})")
-        })
-}
-
 /// HAProxy in the foreground on 127.0.0.1, round-robin over `backends`; killed when
 /// dropped.
 struct Haproxy {
@@ -440,15 +430,7 @@ fn without_openat2_paths_are_walked_with_the_same_guarantees() {
             }
             let listing = get(server.addr, "/sub/", &[]);
             assert_eq!(listing.status, 200);
-            server.signal("TERM");
-            assert!(server.wait_exit(Duration::from_secs(10)).is_some());
-            let mut log = String::new();
-            server
-                .stderr
-                .take()
-                .unwrap()
-                .read_to_string(&mut log)
-                .unwrap();
+            let log = server.stop_and_read_log();
             assert!(
                 log.contains("resolver=\"component walk\"") && log.contains("openat2 is missing"),
                 "{error} {strategy}: {log}"
@@ -527,15 +509,7 @@ fn a_small_descriptor_limit_shrinks_the_budget_instead_of_failing_requests() {
                 "{strategy}"
             );
         }
-        server.signal("TERM");
-        assert!(server.wait_exit(Duration::from_secs(10)).is_some());
-        let mut log = String::new();
-        server
-            .stderr
-            .take()
-            .unwrap()
-            .read_to_string(&mut log)
-            .unwrap();
+        let log = server.stop_and_read_log();
         let admitted = if strategy == "buffered" { 6 } else { 9 };
         assert!(
             log.contains("the open-file limit is 48 descriptors")

@@ -163,6 +163,23 @@ impl Server {
         None
     }
 
+    /// Stops the server with SIGTERM, waits for it, and returns what it logged (started
+    /// with `capture_stderr`).
+    pub fn stop_and_read_log(&mut self) -> String {
+        self.signal("TERM");
+        assert!(
+            self.wait_exit(Duration::from_secs(10)).is_some(),
+            "the server did not exit on SIGTERM"
+        );
+        let mut log = String::new();
+        self.stderr
+            .take()
+            .expect("started with capture_stderr")
+            .read_to_string(&mut log)
+            .unwrap();
+        log
+    }
+
     /// Open file descriptors of the server process.
     pub fn open_fds(&self) -> usize {
         std::fs::read_dir(format!("/proc/{}/fd", self.pid()))
