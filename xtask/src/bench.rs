@@ -13,38 +13,17 @@ use std::process::Command;
 use anyhow::{bail, Context as _, Result};
 use serde::Serialize;
 
-use crate::{cargo, on_path, project_root, step};
+use crate::{cargo, project_root, step};
 
 /// The command-line options.
+#[derive(Debug, clap::Args)]
 pub(crate) struct Options {
+    /// A 256 MiB file for the read strategies instead of 1 GiB, fewer samples
+    #[arg(long)]
     quick: bool,
+    /// Only the benchmark ids matching this regex, e.g. 'base64|hash'
+    #[arg(long, value_name = "REGEX")]
     filter: Option<String>,
-}
-
-impl Options {
-    pub(crate) fn parse(args: &[String]) -> Result<Options> {
-        let mut options = Options {
-            quick: false,
-            filter: None,
-        };
-        let mut args = args.iter();
-        while let Some(arg) = args.next() {
-            match arg.as_str() {
-                "--quick" => options.quick = true,
-                "--filter" => {
-                    options.filter = Some(
-                        args.next()
-                            .context("--filter needs a regex of benchmark ids, e.g. 'base64|hash'")?
-                            .clone(),
-                    );
-                }
-                other => bail!(
-                    "unknown option '{other}' for bench: allowed are --quick and --filter REGEX"
-                ),
-            }
-        }
-        Ok(options)
-    }
 }
 
 /// What the report knows about a group: its seed, which functions are ours and which
@@ -297,12 +276,9 @@ fn read_estimate(dir: &Path) -> Result<Option<Row>> {
 /// Go's sync.Map beside the maps group (`go test -bench` in benches/peers/go-syncmap;
 /// ns/op is wall time per operation over all goroutines, as the criterion rows).
 fn go_sync_map_rows(quick: bool) -> Result<Vec<Row>> {
-    let go = ["go", "/usr/local/go/bin/go"]
-        .into_iter()
-        .find(|go| on_path(go) || Path::new(go).exists())
-        .context("no Go toolchain (go on PATH or /usr/local/go/bin/go)")?;
+    let go = crate::loadtest::find_go()?;
     let benchtime = if quick { "200ms" } else { "1s" };
-    let output = Command::new(go)
+    let output = Command::new(&go)
         .current_dir(project_root().join("benches/peers/go-syncmap"))
         .args([
             "test",

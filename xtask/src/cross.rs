@@ -14,42 +14,16 @@ use anyhow::{bail, Context as _, Result};
 use crate::{aarch64, cargo, on_path, project_root, step, succeeds};
 
 /// The command-line options.
+#[derive(Debug, clap::Args)]
 pub(crate) struct Options {
+    /// The target triple; the fallback toolchain (gcc cross linker, qemu-user) is set
+    /// up for aarch64 only
+    #[arg(long, value_name = "TRIPLE", default_value = aarch64::TARGET,
+          value_parser = [aarch64::TARGET])]
     target: String,
+    /// Start every bench once under qemu-aarch64
+    #[arg(long)]
     smoke: bool,
-}
-
-impl Options {
-    pub(crate) fn parse(args: &[String]) -> Result<Options> {
-        let mut options = Options {
-            target: aarch64::TARGET.to_owned(),
-            smoke: false,
-        };
-        let mut args = args.iter();
-        while let Some(arg) = args.next() {
-            match arg.as_str() {
-                "--smoke" => options.smoke = true,
-                "--target" => {
-                    options.target = args
-                        .next()
-                        .context("--target needs a value, e.g. aarch64-unknown-linux-gnu")?
-                        .clone();
-                }
-                other => bail!(
-                    "unknown option '{other}' for cross: allowed are --target TRIPLE and --smoke"
-                ),
-            }
-        }
-        if options.target != aarch64::TARGET {
-            bail!(
-                "unsupported target '{}': the fallback toolchain (gcc cross linker, qemu-user) \
-                 is set up for {} only",
-                options.target,
-                aarch64::TARGET
-            );
-        }
-        Ok(options)
-    }
 }
 
 /// The binaries an ARM runner needs besides the benches.

@@ -33,53 +33,38 @@ pub struct Options {
     pub connections: usize,
 }
 
-impl Options {
-    /// Parses `[--duration S] [--rounds N] [--only a,b] [--connections N] [--quick]`.
-    pub fn parse(args: &[String]) -> Result<Options> {
-        let mut options = Options {
-            duration: 10,
-            rounds: 3,
-            only: Vec::new(),
-            connections: 10_000,
+/// The command line of `cargo xtask loadtest`; [`Args::resolve`] applies `--quick`.
+#[derive(Debug, clap::Args)]
+pub struct Args {
+    /// Seconds per wrk run [default: 10; --quick: 3]
+    #[arg(long, value_name = "S", value_parser = clap::value_parser!(u64).range(1..=600))]
+    duration: Option<u64>,
+    /// Rounds over all servers and workloads [default: 3; --quick: 1]
+    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u64).range(1..=20))]
+    rounds: Option<u64>,
+    /// Only the servers whose name contains one of these (comma-separated)
+    #[arg(long, value_name = "NAMES", value_delimiter = ',')]
+    only: Vec<String>,
+    /// Clients of the memory-per-connection measurement [default: 10000; --quick: 2000]
+    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u64).range(10..=50_000))]
+    connections: Option<u64>,
+    /// A short run: 1 round of 3 s, 2000 clients
+    #[arg(long)]
+    quick: bool,
+}
+
+impl Args {
+    /// The options, with `--quick`'s defaults where nothing was given.
+    pub fn resolve(self) -> Options {
+        let pick = |value: Option<u64>, normal: u64, quick: u64| {
+            value.unwrap_or(if self.quick { quick } else { normal })
         };
-        let mut args = args.iter();
-        while let Some(arg) = args.next() {
-            let mut value = |name: &str| {
-                args.next()
-                    .with_context(|| format!("{name} needs a value"))
-                    .cloned()
-            };
-            match arg.as_str() {
-                "--duration" => {
-                    let v = value("--duration")?;
-                    options.duration = v.parse().ok().filter(|&d| (1..=600).contains(&d)).with_context(
-                        || format!("invalid --duration '{v}': expected whole seconds, 1 to 600"),
-                    )?;
-                }
-                "--rounds" => {
-                    let v = value("--rounds")?;
-                    options.rounds = v.parse().ok().filter(|&r| (1..=20).contains(&r)).with_context(
-                        || format!("invalid --rounds '{v}': expected 1 to 20"),
-                    )?;
-                }
-                "--only" => options.only = value("--only")?.split(',').map(String::from).collect(),
-                "--connections" => {
-                    let v = value("--connections")?;
-                    options.connections = v.parse().ok().filter(|&c| (10..=50_000).contains(&c)).with_context(
-                        || format!("invalid --connections '{v}': expected 10 to 50000"),
-                    )?;
-                }
-                "--quick" => {
-                    options.duration = 3;
-                    options.rounds = 1;
-                    options.connections = 2_000;
-                }
-                other => bail!(
-                    "unknown loadtest option '{other}': expected --duration S, --rounds N, --only NAMES, --connections N, --quick"
-                ),
-            }
+        Options {
+            duration: pick(self.duration, 10, 3),
+            rounds: pick(self.rounds, 3, 1) as usize,
+            connections: pick(self.connections, 10_000, 2_000) as usize,
+            only: self.only,
         }
-        Ok(options)
     }
 }
 
@@ -891,16 +876,23 @@ Transfer/sec:    345.50MB
 
     #[test]
     fn options() {
-        let args: Vec<String> = ["--quick", "--only", "nginx,ioserve-sendfile"]
-            .iter()
-            .map(|s| s.to_string())
-            .collect();
-        let o = Options::parse(&args).unwrap();
-        assert_eq!((o.duration, o.rounds, o.only.len()), (3, 1, 2));
-        let bad: Vec<String> = ["--duration", "0"].iter().map(|s| s.to_string()).collect();
-        assert!(Options::parse(&bad)
-            .unwrap_err()
-            .to_string()
-            .contains("--duration '0'"));
+        use clap::Parser as _;
+        let parse = |args: &[&str]| {
+            crate::Cli::try_parse_from(["xtask", "loadtest"].iter().chain(args)).map(
+                |cli| match cli.task {
+                    crate::Task::Loadtest(args) => args.resolve(),
+                    other => panic!("parsed as {other:?}"),
+                },
+            )
+        };
+        let o = parse(&["--quick", "--only", "nginx,ioserve-sendfile"]).unwrap();
+        assert_eq!(
+            (o.duration, o.rounds, o.only.len(), o.connections),
+            (3, 1, 2, 2000)
+        );
+        let o = parse(&["--rounds", "5"]).unwrap();
+        assert_eq!((o.duration, o.rounds, o.connections), (10, 5, 10_000));
+        let error = parse(&["--duration", "0"]).unwrap_err().to_string();
+        assert!(error.contains("'0' for '--duration"), "{error}");
     }
 }

@@ -1,4 +1,5 @@
-//! Project automation, in Rust so that it runs wherever cargo does.
+//! Project automation, in Rust so that it runs wherever cargo does, on clap:
+//! `cargo xtask --help` lists the tasks, `cargo xtask TASK --help` their options.
 //!
 //! ```text
 //! cargo xtask ci                 every check CI runs: system packages, fmt, clippy, tests,
@@ -29,6 +30,7 @@ use std::process::{Command, ExitCode};
 use std::time::Instant;
 
 use anyhow::{bail, Context as _, Result};
+use clap::{Parser, Subcommand};
 
 /// Debian packages the checks need, with the command each provides.
 /// probe's build needs clang (its BPF programs), libelf, zlib, pkg-config and make
@@ -62,33 +64,100 @@ const FUZZ_TARGETS: &[(&str, &str)] = &[
     ("crates/timeserve", "ntp_packet"),
 ];
 
+/// `cargo xtask`: the command line, one subcommand per task, each with its own
+/// `--help`.
+#[derive(Debug, Parser)]
+#[command(
+    name = "cargo xtask",
+    bin_name = "cargo xtask",
+    about = "Project automation: CI, benchmarks, load tests, guests, cross builds",
+    disable_help_subcommand = true
+)]
+pub(crate) struct Cli {
+    #[command(subcommand)]
+    pub(crate) task: Task,
+}
+
+#[derive(Debug, Subcommand)]
+pub(crate) enum Task {
+    /// Every check CI runs: packages, fmt, clippy, tests, numa VMs, aarch64, Miri
+    ///
+    /// Install missing system packages (as root), then cargo fmt --check, clippy -D
+    /// warnings, cargo test for the whole workspace, numa-vm, and the aarch64 lane: the
+    /// workspace built for aarch64, simd's tests run under qemu-aarch64 (with AES, and
+    /// with SIMD_DISABLE=aes), and simd's scalar paths under Miri (nightly, installed
+    /// when missing)
+    Ci,
+    /// Criterion benches and Go peers -> target/bench-report
+    ///
+    /// Run the criterion benches (and Go's sync.Map) and the read-strategy bench, then
+    /// write target/bench-report/report.md (a table per group with the ratio of ours to
+    /// the best peer), results.json and an SVG chart per group
+    Bench(bench::Options),
+    /// aarch64 binaries and bench executables in a tarball
+    ///
+    /// Build ioserve, numa and the criterion bench executables for aarch64 (with cross
+    /// when a container engine runs, else rustup target + gcc cross linker) into
+    /// target/cross/ioserve-toolkit-aarch64.tar.gz with a run script
+    Cross(cross::Options),
+    /// A short run of every cargo-fuzz target (nightly)
+    ///
+    /// Run each cargo-fuzz target for SECONDS; needs nightly, installs cargo-fuzz when
+    /// missing
+    Fuzz {
+        /// Seconds per target
+        #[arg(default_value_t = 30, value_parser = clap::value_parser!(u64).range(1..))]
+        seconds: u64,
+    },
+    /// ioserve against nginx and Go's FileServer (wrk), and memory per connection
+    ///
+    /// ioserve (every strategy) against nginx and Go's FileServer with wrk on 127.0.0.1:
+    /// 8 MiB and 4 KiB files at 100 connections, random 1 MiB ranges at 16; medians over
+    /// rounds, ratios to nginx; then memory per connection with idle and downloading
+    /// clients; writes target/loadtest/{report.md,results.json,chart.svg}
+    Loadtest(loadtest::Args),
+    /// SNTP servers under load: timeserve, chrony, Go (seed 002)
+    ///
+    /// SNTP servers under offered load on 127.0.0.1 (seed 002): timeserve with 1 and N
+    /// SO_REUSEPORT sockets, chrony, the seed's Go server (1 and N); answered/s, loss,
+    /// p50/p99 and the kernel's RcvbufErrors per step (medians of runs), into
+    /// target/udpload/{report.md,results.json,chart.svg}
+    Udpload(udpload::Args),
+    /// dd under probe, strace -c and perf trace (as root)
+    ///
+    /// What tracing costs: dd bs=4k bare and under probe syscalls (count-only and
+    /// --latency), strace -c and perf trace -s, interleaved rounds, median GB/s and
+    /// ratio to bare; as root
+    ProbeOverhead(probe_overhead::Options),
+    /// Regenerate probe's vmlinux.h from the kernel's BTF
+    ///
+    /// Regenerate crates/probe/src/bpf/vmlinux.h (committed, so that building probe
+    /// needs clang but not bpftool) from a BTF file; installs bpftool when missing
+    Vmlinux {
+        /// The BTF to dump
+        #[arg(long, value_name = "PATH", default_value = "/sys/kernel/btf/vmlinux")]
+        btf: PathBuf,
+    },
+    /// numa in 2- and 4-node qemu guests
+    ///
+    /// Boot Debian's kernel under qemu-system-x86_64 (TCG) with 2 and 4 NUMA nodes and
+    /// check numa's binding, --hardware/--show and stat inside (installs
+    /// qemu-system-x86 and busybox-static; part of ci)
+    NumaVm,
+}
+
 fn main() -> ExitCode {
-    let args: Vec<String> = env::args().skip(1).collect();
-    let result = match args.first().map(String::as_str) {
-        Some("ci") => ci(),
-        Some("fuzz") => {
-            let seconds = match args.get(1) {
-                Some(s) => s
-                    .parse()
-                    .with_context(|| format!("invalid SECONDS '{s}': expected a whole number")),
-                None => Ok(30),
-            };
-            seconds.and_then(fuzz)
-        }
-        Some("numa-vm") => numa_vm::run(),
-        Some("vmlinux") => vmlinux(&args[1..]),
-        Some("probe-overhead") => {
-            probe_overhead::Options::parse(&args[1..]).and_then(|o| probe_overhead::run(&o))
-        }
-        Some("bench") => bench::Options::parse(&args[1..]).and_then(|o| bench::run(&o)),
-        Some("cross") => cross::Options::parse(&args[1..]).and_then(|o| cross::run(&o)),
-        Some("loadtest") => loadtest::Options::parse(&args[1..]).and_then(|o| loadtest::run(&o)),
-        Some("udpload") => udpload::Options::parse(&args[1..]).and_then(|o| udpload::run(&o)),
-        Some("help" | "--help" | "-h") | None => {
-            print!("{}", HELP);
-            Ok(())
-        }
-        Some(other) => Err(anyhow::anyhow!("unknown task '{other}'\n\n{HELP}")),
+    let cli = Cli::parse();
+    let result = match cli.task {
+        Task::Ci => ci(),
+        Task::Fuzz { seconds } => fuzz(seconds),
+        Task::NumaVm => numa_vm::run(),
+        Task::Vmlinux { btf } => vmlinux(&btf),
+        Task::ProbeOverhead(options) => probe_overhead::run(&options),
+        Task::Bench(options) => bench::run(&options),
+        Task::Cross(options) => cross::run(&options),
+        Task::Loadtest(args) => loadtest::run(&args.resolve()),
+        Task::Udpload(args) => udpload::run(&args.resolve()),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,
@@ -98,54 +167,6 @@ fn main() -> ExitCode {
         }
     }
 }
-
-const HELP: &str = "\
-usage: cargo xtask <task>
-
-tasks:
-  ci              install missing system packages (as root), then cargo fmt --check,
-                  clippy -D warnings, cargo test for the whole workspace, numa-vm, and
-                  the aarch64 lane: the workspace built for aarch64, simd's tests run
-                  under qemu-aarch64 (with AES, and with SIMD_DISABLE=aes), and simd's
-                  scalar paths under Miri (nightly, installed when missing)
-  bench [--quick] [--filter REGEX]
-                  run the criterion benches (and Go's sync.Map) and the read-strategy
-                  bench, then write target/bench-report/report.md (a table per group
-                  with the ratio of ours to the best peer), results.json and an SVG
-                  chart per group; --quick uses a 256 MiB file for the read strategies
-  cross [--target aarch64-unknown-linux-gnu] [--smoke]
-                  build ioserve, numa and the criterion bench executables for aarch64
-                  (with cross when a container engine runs, else rustup target + gcc
-                  cross linker) into target/cross/ioserve-toolkit-aarch64.tar.gz with a
-                  run script; --smoke starts every bench once under qemu-aarch64
-  fuzz [SECONDS]  run each cargo-fuzz target for SECONDS (default 30); needs nightly,
-                  installs cargo-fuzz when missing
-  loadtest [--duration S] [--rounds N] [--only NAMES] [--connections N] [--quick]
-                  ioserve (every strategy) against nginx and Go's FileServer with wrk on
-                  127.0.0.1: 8 MiB and 4 KiB files at 100 connections, random 1 MiB
-                  ranges at 16; medians over rounds (default 3 x 10 s), ratios to nginx;
-                  then memory per connection with N (default 10000) idle and N
-                  downloading clients;
-                  writes target/loadtest/{report.md,results.json,chart.svg}
-  udpload [--seconds S] [--rates A,B,..] [--clients K] [--sockets N] [--receive-buffer B]
-          [--repeat R] [--quick]
-                  SNTP servers under offered load on 127.0.0.1 (seed 002): timeserve with
-                  1 and N SO_REUSEPORT sockets, chrony, the seed's Go server (1 and N);
-                  answered/s, loss, p50/p99 and the kernel's RcvbufErrors per step
-                  (medians of R runs, default 3), into
-                  target/udpload/{report.md,results.json,chart.svg}
-  probe-overhead [--rounds N] [--blocks N]
-                  what tracing costs: dd bs=4k bare and under probe syscalls (count-only
-                  and --latency), strace -c and perf trace -s, interleaved rounds
-                  (default 5 x 500000 blocks), median GB/s and ratio to bare; as root
-  vmlinux [--btf PATH]
-                  regenerate crates/probe/src/bpf/vmlinux.h (committed, so that building
-                  probe needs clang but not bpftool) from PATH, by default this kernel's
-                  /sys/kernel/btf/vmlinux; installs bpftool when missing
-  numa-vm         boot Debian's kernel under qemu-system-x86_64 (TCG) with 2 and 4 NUMA
-                  nodes and check numa's binding, --hardware/--show and stat inside
-                  (installs qemu-system-x86 and busybox-static; part of ci)
-";
 
 fn ci() -> Result<()> {
     let started = Instant::now();
@@ -329,15 +350,7 @@ fn run_miri_tests() -> Result<TestTotals> {
 const VMLINUX_H: &str = "crates/probe/src/bpf/vmlinux.h";
 
 /// `cargo xtask vmlinux [--btf PATH]`: dumps the kernel's BTF as C into VMLINUX_H.
-fn vmlinux(args: &[String]) -> Result<()> {
-    let btf = match args {
-        [] => PathBuf::from("/sys/kernel/btf/vmlinux"),
-        [flag, path] if flag == "--btf" => PathBuf::from(path),
-        _ => bail!(
-            "usage: cargo xtask vmlinux [--btf PATH] (got: {})",
-            args.join(" ")
-        ),
-    };
+fn vmlinux(btf: &Path) -> Result<()> {
     if !btf.exists() {
         bail!(
             "{} does not exist: the kernel needs CONFIG_DEBUG_INFO_BTF, or give --btf PATH",
@@ -348,7 +361,7 @@ fn vmlinux(args: &[String]) -> Result<()> {
     let bpftool = which("bpftool").unwrap_or_else(|| PathBuf::from("/usr/sbin/bpftool"));
     let output = Command::new(&bpftool)
         .args(["btf", "dump", "file"])
-        .arg(&btf)
+        .arg(btf)
         .args(["format", "c"])
         .output()
         .with_context(|| format!("cannot run {}", bpftool.display()))?;

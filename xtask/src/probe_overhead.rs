@@ -12,35 +12,14 @@ use anyhow::{bail, Context as _, Result};
 use crate::{cargo, ensure_packages, project_root, step};
 
 /// Options of the task.
+#[derive(Debug, clap::Args)]
 pub(crate) struct Options {
-    rounds: usize,
+    /// Interleaved rounds over the tracers
+    #[arg(long, value_name = "N", default_value_t = 5, value_parser = clap::value_parser!(u64).range(1..=100))]
+    rounds: u64,
+    /// 4 KiB blocks dd copies per run
+    #[arg(long, value_name = "N", default_value_t = 500_000, value_parser = clap::value_parser!(u64).range(1..))]
     blocks: u64,
-}
-
-impl Options {
-    pub(crate) fn parse(args: &[String]) -> Result<Options> {
-        let mut options = Options {
-            rounds: 5,
-            blocks: 500_000,
-        };
-        let mut args = args.iter();
-        while let Some(arg) = args.next() {
-            let mut value = |name: &str| {
-                args.next()
-                    .with_context(|| format!("{name} needs a value"))?
-                    .parse::<u64>()
-                    .ok()
-                    .filter(|v| *v > 0)
-                    .with_context(|| format!("{name} takes a positive whole number"))
-            };
-            match arg.as_str() {
-                "--rounds" => options.rounds = value("--rounds")? as usize,
-                "--blocks" => options.blocks = value("--blocks")?,
-                other => bail!("unknown option '{other}' (have: --rounds N, --blocks N)"),
-            }
-        }
-        Ok(options)
-    }
 }
 
 /// The tracers, by name, with the command prefix that runs dd under them.

@@ -41,89 +41,60 @@ pub struct Options {
     repeat: usize,
 }
 
-impl Options {
-    /// Parses `[--seconds S] [--rates A,B,..] [--clients K] [--sockets N]
-    /// [--receive-buffer BYTES] [--repeat R] [--quick]`.
-    pub fn parse(args: &[String]) -> Result<Options> {
+/// The command line of `cargo xtask udpload`; [`Args::resolve`] applies `--quick`.
+#[derive(Debug, clap::Args)]
+pub struct Args {
+    /// Seconds of load per step, 0.2 to 60 [default: 2; --quick: 0.5]
+    #[arg(long, value_name = "S", value_parser = parse_seconds)]
+    seconds: Option<f64>,
+    /// Offered loads in requests per second, comma-separated
+    /// [default: 20000,40000,80000,120000,160000,240000; --quick: 20000,80000,160000]
+    #[arg(long, value_name = "A,B,..", value_delimiter = ',',
+          value_parser = clap::value_parser!(u64).range(1..=2_000_000))]
+    rates: Vec<u64>,
+    /// Client sockets (distinct source ports, so SO_REUSEPORT spreads them)
+    #[arg(long, value_name = "K", default_value_t = 16, value_parser = clap::value_parser!(u16).range(1..=1024))]
+    clients: u16,
+    /// Sockets of the multi-socket servers [default: one per CPU]
+    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u16).range(2..=256))]
+    sockets: Option<u16>,
+    /// SO_RCVBUF of timeserve's sockets in bytes [default: the kernel's]
+    #[arg(long, value_name = "BYTES", value_parser = clap::value_parser!(u32).range(1024..))]
+    receive_buffer: Option<u32>,
+    /// Runs of each step; the report gives each figure's median [default: 3; --quick: 1]
+    #[arg(long, value_name = "R", value_parser = clap::value_parser!(u16).range(1..=15))]
+    repeat: Option<u16>,
+    /// A short sweep: three rates, 0.5 s steps, one run each
+    #[arg(long)]
+    quick: bool,
+}
+
+fn parse_seconds(text: &str) -> std::result::Result<f64, String> {
+    text.parse()
+        .ok()
+        .filter(|s: &f64| (0.2..=60.0).contains(s))
+        .ok_or_else(|| format!("'{text}' is not 0.2 to 60 seconds"))
+}
+
+impl Args {
+    /// The options, with `--quick`'s defaults where nothing was given.
+    pub fn resolve(self) -> Options {
         let cpus = std::thread::available_parallelism().map_or(2, usize::from);
-        let mut options = Options {
-            seconds: 2.0,
-            rates: vec![20_000, 40_000, 80_000, 120_000, 160_000, 240_000],
-            clients: 16,
-            sockets: cpus,
-            receive_buffer: None,
-            repeat: 3,
-        };
-        let mut args = args.iter();
-        while let Some(arg) = args.next() {
-            let mut value = |name: &str| {
-                args.next()
-                    .with_context(|| format!("{name} needs a value"))
-                    .cloned()
-            };
-            match arg.as_str() {
-                "--seconds" => {
-                    let text = value("--seconds")?;
-                    options.seconds = text
-                        .parse()
-                        .ok()
-                        .filter(|s: &f64| (0.2..=60.0).contains(s))
-                        .with_context(|| format!("invalid --seconds '{text}': expected 0.2 to 60"))?;
-                }
-                "--rates" => {
-                    let text = value("--rates")?;
-                    options.rates = text
-                        .split(',')
-                        .map(|r| r.trim().parse().ok().filter(|&r: &u64| (1..=2_000_000).contains(&r)))
-                        .collect::<Option<_>>()
-                        .with_context(|| {
-                            format!("invalid --rates '{text}': expected requests per second, 1 to 2000000, separated by commas")
-                        })?;
-                }
-                "--clients" => {
-                    let text = value("--clients")?;
-                    options.clients = text
-                        .parse()
-                        .ok()
-                        .filter(|c| (1..=1024).contains(c))
-                        .with_context(|| format!("invalid --clients '{text}': expected 1 to 1024"))?;
-                }
-                "--sockets" => {
-                    let text = value("--sockets")?;
-                    options.sockets = text
-                        .parse()
-                        .ok()
-                        .filter(|c| (2..=256).contains(c))
-                        .with_context(|| format!("invalid --sockets '{text}': expected 2 to 256"))?;
-                }
-                "--receive-buffer" => {
-                    let text = value("--receive-buffer")?;
-                    options.receive_buffer = Some(
-                        text.parse()
-                            .ok()
-                            .filter(|&b: &u32| b >= 1024)
-                            .with_context(|| format!("invalid --receive-buffer '{text}': expected bytes, at least 1024"))?,
-                    );
-                }
-                "--repeat" => {
-                    let text = value("--repeat")?;
-                    options.repeat = text
-                        .parse()
-                        .ok()
-                        .filter(|r| (1..=15).contains(r))
-                        .with_context(|| format!("invalid --repeat '{text}': expected 1 to 15"))?;
-                }
-                "--quick" => {
-                    options.repeat = 1;
-                    options.seconds = 0.5;
-                    options.rates = vec![20_000, 80_000, 160_000];
-                }
-                other => bail!(
-                    "unknown udpload option '{other}' (expected --seconds S, --rates A,B,.., --clients K, --sockets N, --receive-buffer BYTES, --repeat R, --quick)"
-                ),
-            }
+        let quick = self.quick;
+        Options {
+            seconds: self.seconds.unwrap_or(if quick { 0.5 } else { 2.0 }),
+            rates: if !self.rates.is_empty() {
+                self.rates
+            } else if quick {
+                vec![20_000, 80_000, 160_000]
+            } else {
+                vec![20_000, 40_000, 80_000, 120_000, 160_000, 240_000]
+            },
+            clients: usize::from(self.clients),
+            sockets: self.sockets.map_or(cpus.max(2), usize::from),
+            receive_buffer: self.receive_buffer,
+            repeat: self.repeat.map_or(if quick { 1 } else { 3 }, usize::from),
         }
-        Ok(options)
     }
 }
 
@@ -576,21 +547,30 @@ mod tests {
 
     #[test]
     fn options() {
-        let parse =
-            |args: &[&str]| Options::parse(&args.iter().map(|s| s.to_string()).collect::<Vec<_>>());
+        use clap::Parser as _;
+        let parse = |args: &[&str]| {
+            crate::Cli::try_parse_from(["xtask", "udpload"].iter().chain(args)).map(|cli| match cli
+                .task
+            {
+                crate::Task::Udpload(args) => args.resolve(),
+                other => panic!("parsed as {other:?}"),
+            })
+        };
         let quick = parse(&["--quick", "--sockets", "4"]).unwrap();
         assert_eq!((quick.seconds, quick.sockets, quick.repeat), (0.5, 4, 1));
+        assert_eq!(quick.rates, vec![20_000, 80_000, 160_000]);
         assert_eq!(parse(&["--repeat", "5"]).unwrap().repeat, 5);
         assert_eq!(
             parse(&["--rates", "1000,2000"]).unwrap().rates,
             vec![1000, 2000]
         );
+        assert_eq!(parse(&["--quick", "--seconds", "1"]).unwrap().seconds, 1.0);
         for (bad, says) in [
-            (&["--rates", "1000,x"][..], "invalid --rates '1000,x'"),
-            (&["--seconds", "0"], "invalid --seconds '0'"),
-            (&["--sockets", "1"], "expected 2 to 256"),
-            (&["--repeat", "0"], "invalid --repeat '0': expected 1 to 15"),
-            (&["--fast"], "unknown udpload option '--fast'"),
+            (&["--rates", "1000,x"][..], "'x' for '--rates"),
+            (&["--seconds", "0"], "'0' is not 0.2 to 60 seconds"),
+            (&["--sockets", "1"], "'1' for '--sockets"),
+            (&["--repeat", "0"], "'0' for '--repeat"),
+            (&["--fast"], "unexpected argument '--fast'"),
         ] {
             let error = parse(bad).unwrap_err().to_string();
             assert!(error.contains(says), "{bad:?}: {error}");
