@@ -13,6 +13,7 @@ use std::process::Command;
 use anyhow::{bail, Context as _, Result};
 use serde::Serialize;
 
+use crate::svg::{Anchor, Svg};
 use crate::{cargo, project_root, step};
 
 /// The command-line options.
@@ -465,35 +466,24 @@ fn svg_chart(group: &str, rows: &[Row]) -> String {
         .fold(0.0_f64, f64::max)
         .max(f64::MIN_POSITIVE);
     let (label_width, bar_width, row_height) = (260.0, 420.0, 24.0);
-    let height = 50.0 + row_height * bars.len() as f64;
-    let mut svg = format!(
-        "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"{}\" height=\"{height}\" font-family=\"sans-serif\" font-size=\"12\">\n\
-         <text x=\"8\" y=\"20\" font-size=\"14\">{} at {} ({unit})</text>\n",
+    let mut svg = Svg::new(
         label_width + bar_width + 90.0,
-        escape(group),
-        escape(&largest)
+        50.0 + row_height * bars.len() as f64,
+        &format!("{group} at {largest} ({unit})"),
     );
     for (i, row) in bars.iter().enumerate() {
         let y = 36.0 + row_height * i as f64;
         let width = bar_width * row.figure() / top;
-        let _ = writeln!(
-            svg,
-            "<text x=\"8\" y=\"{:.0}\">{}</text><rect x=\"{label_width}\" y=\"{y:.0}\" width=\"{width:.1}\" height=\"16\" fill=\"#4878a8\"/><text x=\"{:.1}\" y=\"{:.0}\">{:.2}</text>",
-            y + 12.0,
-            escape(&row.function),
+        svg.text(8.0, y + 12.0, Anchor::Start, &row.function);
+        svg.rect(label_width, y, width, 16.0, "#4878a8", &row.function);
+        svg.text(
             label_width + width + 6.0,
             y + 12.0,
-            row.figure()
+            Anchor::Start,
+            &format!("{:.2}", row.figure()),
         );
     }
-    svg.push_str("</svg>\n");
-    svg
-}
-
-fn escape(text: &str) -> String {
-    text.replace('&', "&amp;")
-        .replace('<', "&lt;")
-        .replace('>', "&gt;")
+    svg.finish()
 }
 
 #[cfg(test)]

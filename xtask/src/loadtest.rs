@@ -18,6 +18,8 @@ use std::time::{Duration, Instant};
 use anyhow::{bail, Context as _, Result};
 use serde::Serialize;
 
+use crate::stats::median;
+use crate::svg::{Anchor, Svg, PALETTE};
 use crate::{cargo, ensure_packages, on_path, project_root, step};
 
 /// Options of one load test.
@@ -664,20 +666,6 @@ fn children_of(parent: u32) -> Vec<u32> {
         .collect()
 }
 
-fn median(mut values: Vec<f64>) -> f64 {
-    values.retain(|v| v.is_finite());
-    if values.is_empty() {
-        return f64::NAN;
-    }
-    values.sort_by(f64::total_cmp);
-    let mid = values.len() / 2;
-    if values.len() % 2 == 1 {
-        values[mid]
-    } else {
-        (values[mid - 1] + values[mid]) / 2.0
-    }
-}
-
 fn medians(samples: &[Sample], specs: &[ServerSpec]) -> Vec<Median> {
     let mut out = Vec::new();
     for workload in &WORKLOADS {
@@ -686,9 +674,9 @@ fn medians(samples: &[Sample], specs: &[ServerSpec]) -> Vec<Median> {
                 samples
                     .iter()
                     .filter(|s| s.server == server && s.workload == workload.key)
-                    .map(f)
-                    .collect(),
+                    .map(f),
             )
+            .unwrap_or(f64::NAN)
         };
         let headline = |server: &str| {
             if workload.bulk {
@@ -766,29 +754,22 @@ fn render_table(medians: &[Median], options: &Options) -> String {
 
 /// A grouped bar chart: per workload, each server's headline figure relative to nginx.
 fn render_chart(medians: &[Median], specs: &[ServerSpec]) -> String {
-    const COLORS: [&str; 8] = [
-        "#4e79a7", "#f28e2b", "#e15759", "#76b7b2", "#59a14f", "#edc948", "#b07aa1", "#9c755f",
-    ];
     let (bar, gap, height, top, left) = (18.0, 30.0, 260.0, 40.0, 50.0);
     let group = bar * specs.len() as f64 + gap;
-    let width = left + group * WORKLOADS.len() as f64 + 200.0;
+    let plot_right = left + group * WORKLOADS.len() as f64;
     let max = medians
         .iter()
         .filter_map(|m| m.ratio_to_nginx)
         .filter(|r| r.is_finite())
         .fold(1.5f64, f64::max);
-    let mut svg = format!(
-        "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"{width}\" height=\"{}\" font-family=\"sans-serif\" font-size=\"12\">\n\
-         <text x=\"{left}\" y=\"20\" font-size=\"14\">Load test: headline figure relative to nginx (1.0 = nginx)</text>\n",
-        top + height + 60.0
+    let mut svg = Svg::new(
+        plot_right + 200.0,
+        top + height + 60.0,
+        "Load test: headline figure relative to nginx (1.0 = nginx)",
     );
     let y_of = |ratio: f64| top + height - ratio / max * height;
-    let _ = writeln!(
-        svg,
-        "<line x1=\"{left}\" x2=\"{}\" y1=\"{y}\" y2=\"{y}\" stroke=\"#888\" stroke-dasharray=\"4\"/><text x=\"5\" y=\"{y}\">1.0x</text>",
-        left + group * WORKLOADS.len() as f64,
-        y = y_of(1.0)
-    );
+    svg.line((left, y_of(1.0)), (plot_right, y_of(1.0)), "#888", true);
+    svg.text(5.0, y_of(1.0), Anchor::Start, "1.0x");
     for (w, workload) in WORKLOADS.iter().enumerate() {
         let x0 = left + w as f64 * group;
         for (i, spec) in specs.iter().enumerate() {
@@ -798,40 +779,27 @@ fn render_chart(medians: &[Median], specs: &[ServerSpec]) -> String {
                 .and_then(|m| m.ratio_to_nginx)
                 .filter(|r| r.is_finite())
                 .unwrap_or(0.0);
-            let x = x0 + i as f64 * bar;
             let y = y_of(ratio);
-            let _ = writeln!(
-                svg,
-                "<rect x=\"{x}\" y=\"{y}\" width=\"{}\" height=\"{}\" fill=\"{}\"><title>{} ({}): {ratio:.2}x</title></rect>",
+            svg.rect(
+                x0 + i as f64 * bar,
+                y,
                 bar - 2.0,
                 top + height - y,
-                COLORS[i % COLORS.len()],
-                spec.name,
-                workload.key
+                PALETTE[i % PALETTE.len()],
+                &format!("{} ({}): {ratio:.2}x", spec.name, workload.key),
             );
         }
-        let _ = writeln!(
-            svg,
-            "<text x=\"{x0}\" y=\"{}\">({}) {}</text>",
+        let unit = if workload.bulk { "MB/s" } else { "req/s" };
+        svg.text(
+            x0,
             top + height + 16.0,
-            workload.key,
-            if workload.bulk { "MB/s" } else { "req/s" }
+            Anchor::Start,
+            &format!("({}) {unit}", workload.key),
         );
     }
-    let legend_x = left + group * WORKLOADS.len() as f64 + 10.0;
-    for (i, spec) in specs.iter().enumerate() {
-        let y = top + 16.0 * i as f64;
-        let _ = writeln!(
-            svg,
-            "<rect x=\"{legend_x}\" y=\"{y}\" width=\"10\" height=\"10\" fill=\"{}\"/><text x=\"{}\" y=\"{}\">{}</text>",
-            COLORS[i % COLORS.len()],
-            legend_x + 14.0,
-            y + 10.0,
-            spec.name
-        );
-    }
-    svg.push_str("</svg>\n");
-    svg
+    let names: Vec<&str> = specs.iter().map(|s| s.name.as_str()).collect();
+    svg.legend(plot_right + 10.0, top, &names);
+    svg.finish()
 }
 
 #[cfg(test)]
@@ -866,9 +834,6 @@ Transfer/sec:    345.50MB
 
     #[test]
     fn medians_and_units() {
-        assert_eq!(median(vec![3.0, 1.0, 2.0]), 2.0);
-        assert_eq!(median(vec![4.0, 1.0, 2.0, 3.0]), 2.5);
-        assert!(median(vec![]).is_nan());
         assert!((parse_latency("2.01s").unwrap() - 2010.0).abs() < 1e-9);
         assert_eq!(parse_size("1.5GB"), Some(1.5 * 1024.0 * 1024.0 * 1024.0));
         assert_eq!(parse_size("12XB"), None);

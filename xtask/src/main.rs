@@ -22,6 +22,8 @@ mod cross;
 mod loadtest;
 mod numa_vm;
 mod probe_overhead;
+mod stats;
+mod svg;
 mod udpload;
 
 use std::env;

@@ -9,6 +9,7 @@ use std::process::{Command, Stdio};
 
 use anyhow::{bail, Context as _, Result};
 
+use crate::stats::median;
 use crate::{cargo, ensure_packages, project_root, step};
 
 /// Options of the task.
@@ -65,14 +66,14 @@ pub(crate) fn run(options: &Options) -> Result<()> {
             options.rounds
         );
     }
-    let bare = median(&samples[0]).context("the bare dd never ran")?;
+    let bare = median(samples[0].iter().copied()).context("the bare dd never ran")?;
     println!(
         "dd bs=4k count={} (2 syscalls per 4 KiB), median of {} interleaved rounds:\n",
         options.blocks, options.rounds
     );
     println!("| tracer | GB/s | vs bare |\n|---|---:|---:|");
     for ((name, _), runs) in tracers.iter().zip(&samples) {
-        match median(runs) {
+        match median(runs.iter().copied()) {
             Some(gb_s) => println!("| {name} | {gb_s:.2} | {:.2}x |", gb_s / bare),
             None => println!("| {name} | unavailable | - |"),
         }
@@ -123,10 +124,4 @@ fn dd_throughput(prefix: &[String], blocks: u64) -> Result<f64> {
         .context("no duration")?
         .parse()?;
     Ok(bytes / seconds / 1e9)
-}
-
-fn median(values: &[f64]) -> Option<f64> {
-    let mut sorted = values.to_vec();
-    sorted.sort_by(f64::total_cmp);
-    sorted.get(sorted.len() / 2).copied()
 }

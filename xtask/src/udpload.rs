@@ -21,7 +21,8 @@ use serde::Serialize;
 use timeserve::io::{RecvBatch, SendBatch};
 use timeserve::packet::{client_request, NtpTimestamp, Reply};
 
-use crate::{cargo, project_root, step};
+use crate::svg::{Anchor, Svg, PALETTE};
+use crate::{cargo, project_root, stats, step};
 
 /// The command-line options.
 #[derive(Debug, PartialEq)]
@@ -427,23 +428,21 @@ fn measure(name: &str, address: SocketAddr, rate: u64, options: &Options) -> Res
     })
 }
 
-/// Each figure's median over the runs of one step (the upper median of an even count).
+/// Each figure's median over the runs of one step.
 fn median(runs: &[Step]) -> Step {
-    fn mid<T: Copy + PartialOrd>(runs: &[Step], figure: impl Fn(&Step) -> T) -> T {
-        let mut values: Vec<T> = runs.iter().map(figure).collect();
-        values.sort_by(|a, b| a.partial_cmp(b).unwrap_or(std::cmp::Ordering::Equal));
-        values[values.len() / 2]
-    }
+    let mid =
+        |figure: &dyn Fn(&Step) -> f64| stats::median(runs.iter().map(figure)).unwrap_or(f64::NAN);
+    let count = |figure: fn(&Step) -> u64| mid(&|s| figure(s) as f64).round() as u64;
     Step {
         target: runs[0].target.clone(),
         offered: runs[0].offered,
-        sent: mid(runs, |s| s.sent),
-        replies: mid(runs, |s| s.replies),
-        replies_per_second: mid(runs, |s| s.replies_per_second),
-        loss_percent: mid(runs, |s| s.loss_percent),
-        p50_us: mid(runs, |s| s.p50_us),
-        p99_us: mid(runs, |s| s.p99_us),
-        rcvbuf_errors: mid(runs, |s| s.rcvbuf_errors),
+        sent: count(|s| s.sent),
+        replies: count(|s| s.replies),
+        replies_per_second: mid(&|s| s.replies_per_second),
+        loss_percent: mid(&|s| s.loss_percent),
+        p50_us: mid(&|s| s.p50_us),
+        p99_us: mid(&|s| s.p99_us),
+        rcvbuf_errors: count(|s| s.rcvbuf_errors),
     }
 }
 
@@ -483,62 +482,56 @@ fn report(steps: &[Step], targets: &[Target], options: &Options) -> String {
 /// Offered load (x) against receive-buffer drops per second (y), one line per server:
 /// the seed's chart.
 fn chart(steps: &[Step], targets: &[Target]) -> String {
-    const COLOURS: [&str; 5] = ["#d62728", "#1f77b4", "#2ca02c", "#ff7f0e", "#9467bd"];
     let (width, height, left, bottom, top, right) = (760.0, 420.0, 70.0, 50.0, 30.0, 250.0);
     let max_x = steps.iter().map(|s| s.offered).max().unwrap_or(1) as f64;
     let drops = |s: &Step| s.rcvbuf_errors as f64 / (s.sent.max(1) as f64 / s.offered as f64);
     let max_y = steps.iter().map(drops).fold(1.0, f64::max);
     let x = |v: f64| left + v / max_x * (width - left - right);
     let y = |v: f64| height - bottom - v / max_y * (height - bottom - top);
-    let mut svg = format!(
-        "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"{width}\" height=\"{height}\" font-family=\"sans-serif\" font-size=\"12\">\n\
-         <rect width=\"100%\" height=\"100%\" fill=\"white\"/>\n\
-         <text x=\"{left}\" y=\"18\" font-size=\"14\">Receive-buffer drops against offered load (127.0.0.1)</text>\n\
-         <line x1=\"{left}\" y1=\"{}\" x2=\"{}\" y2=\"{}\" stroke=\"black\"/>\n\
-         <line x1=\"{left}\" y1=\"{top}\" x2=\"{left}\" y2=\"{}\" stroke=\"black\"/>\n\
-         <text x=\"{}\" y=\"{}\" text-anchor=\"middle\">offered requests/s</text>\n\
-         <text x=\"14\" y=\"{}\" transform=\"rotate(-90 14 {})\" text-anchor=\"middle\">RcvbufErrors per second</text>\n",
-        height - bottom, width - right, height - bottom, height - bottom,
-        (left + width - right) / 2.0, height - 12.0, (top + height - bottom) / 2.0, (top + height - bottom) / 2.0,
+    let mut svg = Svg::new(
+        width,
+        height,
+        "Receive-buffer drops against offered load (127.0.0.1)",
+    );
+    svg.line(
+        (left, height - bottom),
+        (width - right, height - bottom),
+        "black",
+        false,
+    );
+    svg.line((left, top), (left, height - bottom), "black", false);
+    svg.text(
+        (left + width - right) / 2.0,
+        height - 12.0,
+        Anchor::Middle,
+        "offered requests/s",
+    );
+    svg.vertical_text(
+        14.0,
+        (top + height - bottom) / 2.0,
+        "RcvbufErrors per second",
     );
     for i in 0..=4 {
         let (vx, vy) = (max_x * f64::from(i) / 4.0, max_y * f64::from(i) / 4.0);
-        let _ = writeln!(
-            svg,
-            "<text x=\"{:.1}\" y=\"{:.1}\" text-anchor=\"middle\">{:.0}k</text>",
+        svg.text(
             x(vx),
             height - bottom + 16.0,
-            vx / 1000.0
+            Anchor::Middle,
+            &format!("{:.0}k", vx / 1000.0),
         );
-        let _ = writeln!(
-            svg,
-            "<text x=\"{:.1}\" y=\"{:.1}\" text-anchor=\"end\">{:.0}</text>",
-            left - 6.0,
-            y(vy) + 4.0,
-            vy
-        );
+        svg.text(left - 6.0, y(vy) + 4.0, Anchor::End, &format!("{vy:.0}"));
     }
     for (i, target) in targets.iter().enumerate() {
-        let colour = COLOURS[i % COLOURS.len()];
-        let points: Vec<String> = steps
+        let points: Vec<(f64, f64)> = steps
             .iter()
             .filter(|s| s.target == target.name)
-            .map(|s| format!("{:.1},{:.1}", x(s.offered as f64), y(drops(s))))
+            .map(|s| (x(s.offered as f64), y(drops(s))))
             .collect();
-        let _ = writeln!(
-            svg,
-            "<polyline fill=\"none\" stroke=\"{colour}\" stroke-width=\"2\" points=\"{}\"/>",
-            points.join(" ")
-        );
-        let ly = top + 20.0 * i as f64;
-        let _ = writeln!(
-            svg,
-            "<line x1=\"{:.1}\" y1=\"{ly:.1}\" x2=\"{:.1}\" y2=\"{ly:.1}\" stroke=\"{colour}\" stroke-width=\"2\"/><text x=\"{:.1}\" y=\"{:.1}\">{}</text>",
-            width - right + 10.0, width - right + 30.0, width - right + 35.0, ly + 4.0, target.name
-        );
+        svg.polyline(&points, PALETTE[i % PALETTE.len()]);
     }
-    svg.push_str("</svg>\n");
-    svg
+    let names: Vec<&str> = targets.iter().map(|t| t.name.as_str()).collect();
+    svg.legend(width - right + 10.0, top, &names);
+    svg.finish()
 }
 
 #[cfg(test)]
