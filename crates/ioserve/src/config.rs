@@ -323,7 +323,8 @@ fn parse_switch(text: &str) -> Result<bool, String> {
     }
 }
 
-/// A duration given as `500ms`, `10s`, `2m`, `1h`, or a bare number of seconds.
+/// A duration given as seconds (`10`, `0.5`) or with a unit (`500ms`, `10s`, `2m`,
+/// `1h`): the toolkit's one duration syntax ([`duration_arg`]).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Seconds(pub Duration);
 
@@ -331,21 +332,9 @@ impl FromStr for Seconds {
     type Err = String;
 
     fn from_str(text: &str) -> Result<Self, String> {
-        let text = text.trim();
-        let split = text
-            .find(|c: char| !c.is_ascii_digit())
-            .unwrap_or(text.len());
-        let (digits, unit) = text.split_at(split);
-        let error = || format!("'{text}' is not a duration; use e.g. 500ms, 10s, 2m, 1h");
-        let value: u64 = digits.parse().map_err(|_| error())?;
-        let duration = match unit.trim() {
-            "ms" => Duration::from_millis(value),
-            "" | "s" => Duration::from_secs(value),
-            "m" => Duration::from_secs(value.saturating_mul(60)),
-            "h" => Duration::from_secs(value.saturating_mul(3600)),
-            _ => return Err(error()),
-        };
-        Ok(Seconds(duration))
+        duration_arg::parse(text)
+            .map(Seconds)
+            .map_err(|e| e.to_string())
     }
 }
 
@@ -412,6 +401,7 @@ mod tests {
         assert_eq!("2m".parse(), Ok(Seconds(Duration::from_secs(120))));
         assert!("ten".parse::<Seconds>().is_err());
         assert!("10x".parse::<Seconds>().is_err());
+        assert_eq!("0.5".parse(), Ok(Seconds(Duration::from_millis(500))));
         assert_eq!("128K".parse(), Ok(ByteSize(128 * 1024)));
         assert_eq!("1MiB".parse(), Ok(ByteSize(1 << 20)));
         assert_eq!("4096".parse(), Ok(ByteSize(4096)));

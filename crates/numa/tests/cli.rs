@@ -203,9 +203,15 @@ fn stat_intervals_json_and_processes() {
         out.contains(&format!("for PID {pid} (cli-")) && out.contains("Heap"),
         "{out}"
     );
+    // Durations take the toolkit's one syntax; a bad one is a usage error, as clap's.
     let (code, _, err) = numa(&["stat", "--interval", "0"]);
-    assert_eq!(code, 1);
-    assert!(err.contains("invalid --interval 0"), "{err}");
+    assert_eq!(code, 2);
+    assert!(
+        err.contains("--interval") && err.contains("'0' is not a duration above zero"),
+        "{err}"
+    );
+    let (code, _, err) = numa(&["stat", "--interval", "100ms", "--count", "1"]);
+    assert_eq!(code, 0, "{err}");
     let (code, out, _) = numa(&["stat", "-m"]);
     assert_eq!(code, 0);
     assert!(out.contains("MemTotal") && out.contains("Total"), "{out}");

@@ -648,10 +648,17 @@ fn an_unprivileged_user_gets_one_line_and_exit_2() {
 #[test]
 fn bad_input_is_named_with_exit_2() {
     let cases: &[(&[&str], &str)] = &[
-        (&["syscalls", "--duration", "0"], "out of range"),
+        (
+            &["syscalls", "--duration", "0"],
+            "'0' is not a duration above zero",
+        ),
         (
             &["syscalls", "--duration", "soon"],
-            "not a number of seconds",
+            "'soon' is not a duration: use seconds (2, 0.5) or a number with a unit",
+        ),
+        (
+            &["syscalls", "--duration", "2d"],
+            "longer than the 86400s allowed",
         ),
         (&["syscalls", "--top", "x"], "--top"),
         (&["clock", "--calls", "5"], "--calls"),

@@ -223,16 +223,10 @@ fn report_start(
     Ok(())
 }
 
-/// A duration: a number of seconds (`2`, `0.5`) or a number with a unit (`500ms`,
-/// `5s`, `1m`, `1h`).
+/// A duration: seconds (`2`, `0.5`) or a number with a unit (`500ms`, `5s`, `1m`),
+/// the toolkit's one syntax.
 fn parse_duration(text: &str) -> Result<Duration, String> {
-    let invalid = || {
-        format!("invalid duration '{text}': expected seconds (2, 0.5) or a number with a unit (500ms, 5s, 1m)")
-    };
-    if let Ok(seconds) = text.parse::<f64>() {
-        return Duration::try_from_secs_f64(seconds).map_err(|_| invalid());
-    }
-    humantime::parse_duration(text).map_err(|_| invalid())
+    duration_arg::parse(text).map_err(|e| e.to_string())
 }
 
 /// A line on stderr; a closed stderr is ignored, never a panic.

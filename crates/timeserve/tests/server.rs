@@ -486,7 +486,7 @@ fn bad_flags_name_the_input_and_what_is_allowed() {
         ),
         (
             &["--rate-limit-interval", "soon"],
-            "invalid duration 'soon'",
+            "'soon' is not a duration: use seconds",
         ),
         (&["--workers", "0"], "0 is not in 1..=1024"),
         (&["--listen", "localhost"], "invalid socket address"),

@@ -84,9 +84,10 @@ struct StatCli {
     /// Print JSON
     #[arg(long)]
     json: bool,
-    /// Print the change over each interval of S seconds instead of the totals
-    #[arg(long, value_name = "S")]
-    interval: Option<f64>,
+    /// Print the change over each interval instead of the totals: seconds (2, 0.5) or
+    /// with a unit (500ms, 1m)
+    #[arg(long, value_name = "DURATION", value_parser = parse_interval)]
+    interval: Option<std::time::Duration>,
     /// With --interval: how many intervals
     #[arg(long, value_name = "N", default_value_t = 1)]
     count: u32,
@@ -148,23 +149,23 @@ fn stat(cli: StatCli) -> Result<(), String> {
         }
         Ok(())
     };
-    let Some(seconds) = cli.interval else {
+    let Some(interval) = cli.interval else {
         let (table, title) = sample()?;
         return print(&table, &title);
     };
-    if !(seconds.is_finite() && seconds > 0.0) {
-        return Err(format!(
-            "invalid --interval {seconds}: expected seconds above 0"
-        ));
-    }
     let (mut earlier, _) = sample()?;
     for _ in 0..cli.count {
-        std::thread::sleep(std::time::Duration::from_secs_f64(seconds));
+        std::thread::sleep(interval);
         let (later, title) = sample()?;
         print(&later.delta(&earlier), &title)?;
         earlier = later;
     }
     Ok(())
+}
+
+/// `--interval`: a duration above zero, in the toolkit's one syntax.
+fn parse_interval(text: &str) -> Result<std::time::Duration, String> {
+    duration_arg::parse_positive(text).map_err(|e| e.to_string())
 }
 
 fn run(cli: Cli) -> Result<(), String> {

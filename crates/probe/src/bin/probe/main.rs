@@ -165,17 +165,11 @@ struct RunqArgs {
     json: bool,
 }
 
-/// Seconds as a positive decimal ("2", "0.5"), at most a day.
+/// A duration above zero and at most a day: seconds (`2`, `0.5`) or with a unit
+/// (`500ms`, `5s`, `1m`), the toolkit's one syntax.
 pub(crate) fn parse_seconds(text: &str) -> Result<Duration, String> {
-    let seconds: f64 = text
-        .parse()
-        .map_err(|_| format!("`{text}` is not a number of seconds (e.g. 5 or 0.5)"))?;
-    if !(seconds > 0.0 && seconds <= 86_400.0) {
-        return Err(format!(
-            "`{text}` is out of range: give 0 < seconds <= 86400"
-        ));
-    }
-    Ok(Duration::from_secs_f64(seconds))
+    duration_arg::parse_positive_at_most(text, Duration::from_secs(86_400))
+        .map_err(|e| e.to_string())
 }
 
 fn main() -> ExitCode {
