@@ -383,3 +383,146 @@ mod tests {
         assert!(Clocksources::read(&root.path().join("nowhere")).is_none());
     }
 }
+
+/// Wall and monotonic `clock_gettime` syscalls per second above which a process is
+/// taken to read its clocks through the kernel instead of the vDSO (the fallback
+/// signature): a process that stays in the vDSO makes next to none.
+pub const FALLBACK_SYSCALLS_PER_SECOND: f64 = 100.0;
+
+/// The `clock_gettime` syscalls, counted per clock-id slot (the last slot counts every
+/// other id, CPU clocks of other tasks), that should have stayed in the vDSO: those on
+/// wall and monotonic clocks. CPU-time clocks have no vDSO path anywhere.
+pub fn vdso_clock_syscalls(by_clock_id: &[u64]) -> u64 {
+    let named = by_clock_id.len().saturating_sub(1);
+    by_clock_id[..named]
+        .iter()
+        .enumerate()
+        .filter(|(id, _)| !clock_name(*id).contains("CPUTIME"))
+        .map(|(_, n)| n)
+        .sum()
+}
+
+/// Whether `syscalls` wall/monotonic clock syscalls in `seconds` are the fallback
+/// signature.
+pub fn is_fallback(syscalls: u64, seconds: f64) -> bool {
+    seconds > 0.0 && syscalls as f64 / seconds > FALLBACK_SYSCALLS_PER_SECOND
+}
+
+/// One process's `clock_gettime` syscalls over a while (`probe clock --pid`).
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct WatchedClock {
+    /// The process.
+    pub pid: u32,
+    /// How long it was watched.
+    pub seconds: f64,
+    /// Its clock_gettime syscalls.
+    pub syscalls: u64,
+    /// The same per second.
+    pub per_second: f64,
+    /// Syscalls per clock, by name, for the clocks it used.
+    pub by_clock: Vec<(String, u64)>,
+    /// Wall and monotonic clock syscalls (see [`vdso_clock_syscalls`]).
+    pub vdso_clock_syscalls: u64,
+    /// Whether the process has a vDSO mapped.
+    pub vdso_mapped: bool,
+}
+
+impl WatchedClock {
+    /// The figures of a watch: `by_clock_id` counted per clock-id slot.
+    pub fn new(
+        pid: u32,
+        seconds: f64,
+        syscalls: u64,
+        by_clock_id: &[u64],
+        vdso_mapped: bool,
+    ) -> Self {
+        let last = by_clock_id.len().saturating_sub(1);
+        let by_clock = by_clock_id
+            .iter()
+            .enumerate()
+            .filter(|(_, n)| **n > 0)
+            .map(|(id, n)| {
+                let name = if id == last {
+                    "other/CPU clocks of other tasks".into()
+                } else {
+                    clock_name(id)
+                };
+                (name, *n)
+            })
+            .collect();
+        WatchedClock {
+            pid,
+            seconds,
+            syscalls,
+            per_second: if seconds > 0.0 {
+                syscalls as f64 / seconds
+            } else {
+                0.0
+            },
+            by_clock,
+            vdso_clock_syscalls: vdso_clock_syscalls(by_clock_id),
+            vdso_mapped,
+        }
+    }
+
+    /// Whether this process shows the fallback signature.
+    pub fn is_fallback(&self) -> bool {
+        is_fallback(self.vdso_clock_syscalls, self.seconds)
+    }
+
+    /// A line (two with the fallback signature) for people.
+    pub fn describe(&self) -> String {
+        let by: Vec<String> = self
+            .by_clock
+            .iter()
+            .map(|(name, n)| format!("{name} {n}"))
+            .collect();
+        let mut text = format!(
+            "pid {}: {} clock_gettime syscalls in {:.1} s ({:.0}/s){}; vDSO {}",
+            self.pid,
+            self.syscalls,
+            self.seconds,
+            self.per_second,
+            if by.is_empty() {
+                String::new()
+            } else {
+                format!(" [{}]", by.join(", "))
+            },
+            if self.vdso_mapped {
+                "mapped"
+            } else {
+                "NOT mapped"
+            }
+        );
+        if self.is_fallback() {
+            text.push_str(
+                "\n  fallback signature: this process reads wall/monotonic clocks through the \
+                 syscall, not the vDSO (a runtime that bypasses the vDSO, a seccomp/ptrace \
+                 sandbox, or a clocksource without vDSO mode)",
+            );
+        }
+        text
+    }
+}
+
+#[cfg(test)]
+mod watched_tests {
+    use super::*;
+
+    #[test]
+    fn the_fallback_rule_counts_wall_and_monotonic_clocks_only() {
+        let mut slots = vec![0u64; 16];
+        slots[libc::CLOCK_MONOTONIC as usize] = 150;
+        slots[libc::CLOCK_PROCESS_CPUTIME_ID as usize] = 10_000;
+        slots[15] = 10_000; // CPU clocks of other tasks
+        let watched = WatchedClock::new(7, 1.0, 20_150, &slots, true);
+        assert_eq!(watched.vdso_clock_syscalls, 150);
+        assert!(watched.is_fallback());
+        assert!(watched.describe().contains("fallback signature"));
+        assert!(watched.describe().contains("CLOCK_MONOTONIC 150"));
+        slots[libc::CLOCK_MONOTONIC as usize] = 50;
+        let quiet = WatchedClock::new(7, 1.0, 20_050, &slots, true);
+        assert!(!quiet.is_fallback(), "CPU clocks never count");
+        assert!(!is_fallback(1000, 0.0));
+    }
+}

@@ -8,6 +8,10 @@ use std::path::Path;
 
 use serde::Serialize;
 
+use crate::clock;
+use crate::runq::RunqSnapshot;
+use crate::verdict::{DataMovement, FileServingVerdict};
+
 /// How serious a finding is.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Serialize)]
 #[serde(rename_all = "lowercase")]
@@ -319,6 +323,195 @@ pub fn udp_receive_buffers(
         summary: "no UDP datagram dropped for a full receive queue".into(),
         evidence,
         fix: None,
+    }
+}
+
+/// Major faults per second above which a process is waiting on disk in page faults.
+pub const MAJOR_FAULT_STORM_PER_SECOND: f64 = 50.0;
+/// Minor faults per second above which mapping pages in is a cost worth fixing.
+pub const MINOR_FAULT_STORM_PER_SECOND: f64 = 100_000.0;
+/// A run-queue delay p99 above this (microseconds) means the CPUs are oversubscribed.
+pub const SLOW_RUN_QUEUE_P99_US: u64 = 10_000;
+
+/// How a watched process moved file data (`window` says which process and how long).
+pub fn data_movement(window: &str, verdict: Option<&FileServingVerdict>) -> Finding {
+    let Some(verdict) = verdict else {
+        return Finding {
+            area: "sendfile",
+            severity: Severity::Info,
+            summary: "no file data moved while watched".into(),
+            evidence: window.to_owned(),
+            fix: None,
+        };
+    };
+    let per_syscall: Vec<String> = verdict
+        .by_syscall
+        .iter()
+        .map(|(name, calls, bytes)| {
+            format!("{name} {calls} calls {}", crate::report::bytes(*bytes))
+        })
+        .collect();
+    Finding {
+        area: "sendfile",
+        severity: match verdict.movement {
+            DataMovement::ZeroCopy => Severity::Ok,
+            DataMovement::Mixed => Severity::Info,
+            DataMovement::Copying => Severity::Warn,
+        },
+        summary: verdict.describe(),
+        evidence: format!("{window}: {}", per_syscall.join(", ")),
+        fix: (verdict.movement == DataMovement::Copying).then(|| {
+            "serve files with sendfile (nginx `sendfile on`, ioserve --strategy \
+             sendfile); TLS, gzip and user-space filters force the copy"
+                .into()
+        }),
+    }
+}
+
+/// A watched process's page faults: `minor` and `major` over `seconds`.
+pub fn page_faults(window: &str, minor: u64, major: u64, seconds: f64) -> Finding {
+    let seconds = seconds.max(f64::MIN_POSITIVE);
+    let (minor_rate, major_rate) = (minor as f64 / seconds, major as f64 / seconds);
+    let evidence =
+        format!("{window}: {minor} minor ({minor_rate:.0}/s), {major} major ({major_rate:.0}/s)");
+    if major_rate > MAJOR_FAULT_STORM_PER_SECOND {
+        Finding {
+            area: "faults",
+            severity: Severity::Warn,
+            summary: "major-fault storm: the process waits on disk inside page faults \
+                      (mmap'd file reads)"
+                .into(),
+            evidence,
+            fix: Some(
+                "read files with read()/sendfile, or prefetch mappings (MADV_SEQUENTIAL, \
+                 MADV_WILLNEED, MAP_POPULATE); compare strategies with ioserve --strategy"
+                    .into(),
+            ),
+        }
+    } else if minor_rate > MINOR_FAULT_STORM_PER_SECOND {
+        Finding {
+            area: "faults",
+            severity: Severity::Warn,
+            summary: "minor-fault storm: mapping pages in costs CPU on every first touch".into(),
+            evidence,
+            fix: Some("populate mappings up front (MAP_POPULATE) or use huge pages".into()),
+        }
+    } else {
+        Finding {
+            area: "faults",
+            severity: Severity::Ok,
+            summary: "page faults are rare".into(),
+            evidence,
+            fix: None,
+        }
+    }
+}
+
+/// A watched process's `clock_gettime` syscalls per clock-id slot over `seconds`: the
+/// vDSO-fallback rule of [`clock::is_fallback`].
+pub fn clock_syscalls(window: &str, by_clock_id: &[u64], seconds: f64) -> Finding {
+    let calls = clock::vdso_clock_syscalls(by_clock_id);
+    let fallback = clock::is_fallback(calls, seconds);
+    Finding {
+        area: "clock-syscalls",
+        severity: if fallback {
+            Severity::Warn
+        } else {
+            Severity::Ok
+        },
+        summary: if fallback {
+            "the process reads wall/monotonic clocks through real syscalls (vDSO fallback \
+             signature)"
+                .into()
+        } else {
+            "the process's clock reads stay in the vDSO".into()
+        },
+        evidence: format!(
+            "{window}: {calls} clock_gettime syscalls on wall/monotonic clocks ({:.0}/s)",
+            calls as f64 / seconds.max(f64::MIN_POSITIVE)
+        ),
+        fix: fallback.then(|| {
+            "see `probe clock`: fix the clocksource, or the runtime/sandbox that bypasses the vDSO"
+                .into()
+        }),
+    }
+}
+
+/// A watched process's run-queue delays.
+pub fn run_queue(window: &str, delays: &RunqSnapshot) -> Finding {
+    let p99 = delays.histogram.quantile_upper_bound(0.99);
+    let slow = p99.is_some_and(|us| us > SLOW_RUN_QUEUE_P99_US);
+    Finding {
+        area: "runq",
+        severity: if slow { Severity::Warn } else { Severity::Ok },
+        summary: if slow {
+            "threads wait over 10 ms for a CPU: the CPUs are oversubscribed".into()
+        } else {
+            "threads get a CPU promptly".into()
+        },
+        evidence: format!(
+            "{window}: {} wakeups, mean {:.1} us, p99 < {} us",
+            delays.samples,
+            delays.mean_us(),
+            p99.map_or("-".into(), |v| v.to_string())
+        ),
+        fix: slow.then(|| {
+            "fewer runnable threads than CPUs (worker count, GOMAXPROCS, thread pools), or \
+             pin the service away from noisy neighbours"
+                .into()
+        }),
+    }
+}
+
+#[cfg(test)]
+mod rule_tests {
+    use super::*;
+
+    #[test]
+    fn fault_storms_by_rate() {
+        let w = "pid 1, 2.0 s";
+        assert_eq!(page_faults(w, 10, 0, 2.0).severity, Severity::Ok);
+        let major = page_faults(w, 0, 101, 2.0);
+        assert!(major.severity == Severity::Warn && major.summary.starts_with("major-fault storm"));
+        let minor = page_faults(w, 200_001, 0, 2.0);
+        assert!(
+            minor.summary.starts_with("minor-fault storm"),
+            "{}",
+            minor.summary
+        );
+        assert!(
+            page_faults(w, 5, 5, 0.0).evidence.contains("5 minor"),
+            "no division by zero"
+        );
+    }
+
+    #[test]
+    fn clock_syscalls_follow_the_one_fallback_rule() {
+        let mut slots = vec![0u64; 16];
+        slots[libc::CLOCK_REALTIME as usize] = 300;
+        let finding = clock_syscalls("pid 1, 2.0 s", &slots, 2.0);
+        assert_eq!(finding.severity, Severity::Warn);
+        assert!(
+            finding.evidence.contains("300 clock_gettime syscalls"),
+            "{}",
+            finding.evidence
+        );
+        slots[libc::CLOCK_REALTIME as usize] = 0;
+        slots[libc::CLOCK_THREAD_CPUTIME_ID as usize] = 1_000_000;
+        assert_eq!(clock_syscalls("w", &slots, 2.0).severity, Severity::Ok);
+    }
+
+    #[test]
+    fn nothing_moved_is_information() {
+        let finding = data_movement("pid 1", None);
+        assert_eq!(
+            (finding.area, finding.severity),
+            ("sendfile", Severity::Info)
+        );
+        assert_eq!(
+            run_queue("w", &RunqSnapshot::default()).severity,
+            Severity::Ok
+        );
     }
 }
 

@@ -16,8 +16,8 @@ use probe::faults::FaultTracer;
 use probe::runq::RunqTracer;
 use probe::session::{Prepared, TargetSpec};
 use probe::signals::Signals;
-use probe::syscalls::{SyscallOptions, SyscallTracer, CLOCK_SLOTS};
-use probe::verdict::{DataMovement, FileServingVerdict};
+use probe::syscalls::{SyscallOptions, SyscallTracer};
+use probe::verdict::FileServingVerdict;
 
 #[derive(clap::Args, Debug)]
 pub struct DoctorArgs {
@@ -200,124 +200,12 @@ fn process_findings(
     let fault_rows = faults.snapshot()?;
     let delays = runq.snapshot()?;
     let window = format!("pid {pid}, {seconds:.1} s ({})", ending.describe());
-    let mut findings = Vec::new();
-
-    findings.push(match FileServingVerdict::judge(&calls) {
-        None => Finding {
-            area: "sendfile",
-            severity: Severity::Info,
-            summary: "no file data moved while watched".into(),
-            evidence: window.clone(),
-            fix: None,
-        },
-        Some(verdict) => {
-            let per_syscall: Vec<String> = verdict
-                .by_syscall
-                .iter()
-                .map(|(name, calls, bytes)| {
-                    format!("{name} {calls} calls {}", probe::report::bytes(*bytes))
-                })
-                .collect();
-            Finding {
-                area: "sendfile",
-                severity: match verdict.movement {
-                    DataMovement::ZeroCopy => Severity::Ok,
-                    DataMovement::Mixed => Severity::Info,
-                    DataMovement::Copying => Severity::Warn,
-                },
-                summary: verdict.describe(),
-                evidence: format!("{window}: {}", per_syscall.join(", ")),
-                fix: (verdict.movement == DataMovement::Copying).then(|| {
-                    "serve files with sendfile (nginx `sendfile on`, ioserve --strategy \
-                     sendfile); TLS, gzip and user-space filters force the copy"
-                        .into()
-                }),
-            }
-        }
-    });
-
     let minor: u64 = fault_rows.iter().map(|f| f.minor).sum();
     let major: u64 = fault_rows.iter().map(|f| f.major).sum();
-    let (minor_rate, major_rate) = (minor as f64 / seconds, major as f64 / seconds);
-    let evidence =
-        format!("{window}: {minor} minor ({minor_rate:.0}/s), {major} major ({major_rate:.0}/s)");
-    findings.push(if major_rate > 50.0 {
-        Finding {
-            area: "faults",
-            severity: Severity::Warn,
-            summary: "major-fault storm: the process waits on disk inside page faults \
-                      (mmap'd file reads)"
-                .into(),
-            evidence,
-            fix: Some(
-                "read files with read()/sendfile, or prefetch mappings (MADV_SEQUENTIAL, \
-                 MADV_WILLNEED, MAP_POPULATE); compare strategies with ioserve --strategy"
-                    .into(),
-            ),
-        }
-    } else if minor_rate > 100_000.0 {
-        Finding {
-            area: "faults",
-            severity: Severity::Warn,
-            summary: "minor-fault storm: mapping pages in costs CPU on every first touch".into(),
-            evidence,
-            fix: Some("populate mappings up front (MAP_POPULATE) or use huge pages".into()),
-        }
-    } else {
-        Finding {
-            area: "faults",
-            severity: Severity::Ok,
-            summary: "page faults are rare".into(),
-            evidence,
-            fix: None,
-        }
-    });
-
-    let clock_syscalls: u64 = calls.clock_ids[..CLOCK_SLOTS - 1]
-        .iter()
-        .enumerate()
-        .filter(|(id, _)| !clock::clock_name(*id).contains("CPUTIME"))
-        .map(|(_, n)| n)
-        .sum();
-    let clock_rate = clock_syscalls as f64 / seconds;
-    findings.push(Finding {
-        area: "clock-syscalls",
-        severity: if clock_rate > 100.0 { Severity::Warn } else { Severity::Ok },
-        summary: if clock_rate > 100.0 {
-            "the process reads wall/monotonic clocks through real syscalls (vDSO fallback \
-             signature)"
-                .into()
-        } else {
-            "the process's clock reads stay in the vDSO".into()
-        },
-        evidence: format!("{window}: {clock_syscalls} clock_gettime syscalls on wall/monotonic clocks ({clock_rate:.0}/s)"),
-        fix: (clock_rate > 100.0).then(|| {
-            "see `probe clock`: fix the clocksource, or the runtime/sandbox that bypasses the vDSO"
-                .into()
-        }),
-    });
-
-    let p99 = delays.histogram.quantile_upper_bound(0.99);
-    let slow = p99.is_some_and(|us| us > 10_000);
-    findings.push(Finding {
-        area: "runq",
-        severity: if slow { Severity::Warn } else { Severity::Ok },
-        summary: if slow {
-            "threads wait over 10 ms for a CPU: the CPUs are oversubscribed".into()
-        } else {
-            "threads get a CPU promptly".into()
-        },
-        evidence: format!(
-            "{window}: {} wakeups, mean {:.1} us, p99 < {} us",
-            delays.samples,
-            delays.mean_us(),
-            p99.map_or("-".into(), |v| v.to_string())
-        ),
-        fix: slow.then(|| {
-            "fewer runnable threads than CPUs (worker count, GOMAXPROCS, thread pools), or \
-             pin the service away from noisy neighbours"
-                .into()
-        }),
-    });
-    Ok(findings)
+    Ok(vec![
+        doctor::data_movement(&window, FileServingVerdict::judge(&calls).as_ref()),
+        doctor::page_faults(&window, minor, major, seconds),
+        doctor::clock_syscalls(&window, &calls.clock_ids, seconds),
+        doctor::run_queue(&window, &delays),
+    ])
 }

@@ -8,7 +8,7 @@ use std::time::Duration;
 use clap::{Args, Parser, Subcommand};
 use serde_json::json;
 
-use probe::clock::{self, Clocksources, VdsoMapping};
+use probe::clock::{self, Clocksources, VdsoMapping, WatchedClock};
 use probe::error::ProbeError;
 use probe::faults::FaultTracer;
 use probe::histogram::Log2Histogram;
@@ -418,58 +418,6 @@ fn clock_command(args: &ClockArgs, signals: &Signals) -> anyhow::Result<()> {
     Ok(())
 }
 
-/// clock_gettime syscalls of one process over a while.
-#[derive(serde::Serialize)]
-struct WatchedClock {
-    pid: u32,
-    seconds: f64,
-    syscalls: u64,
-    per_second: f64,
-    by_clock: Vec<(String, u64)>,
-    vdso_mapped: bool,
-}
-
-impl WatchedClock {
-    fn describe(&self) -> String {
-        let by: Vec<String> = self
-            .by_clock
-            .iter()
-            .map(|(name, n)| format!("{name} {n}"))
-            .collect();
-        let mut text = format!(
-            "pid {}: {} clock_gettime syscalls in {:.1} s ({:.0}/s){}; vDSO {}",
-            self.pid,
-            self.syscalls,
-            self.seconds,
-            self.per_second,
-            if by.is_empty() {
-                String::new()
-            } else {
-                format!(" [{}]", by.join(", "))
-            },
-            if self.vdso_mapped {
-                "mapped"
-            } else {
-                "NOT mapped"
-            }
-        );
-        let fallback: u64 = self
-            .by_clock
-            .iter()
-            .filter(|(name, _)| !name.contains("CPUTIME"))
-            .map(|(_, n)| n)
-            .sum();
-        if fallback as f64 / self.seconds > 100.0 {
-            text.push_str(
-                "\n  fallback signature: this process reads wall/monotonic clocks through the \
-                 syscall, not the vDSO (a runtime that bypasses the vDSO, a seccomp/ptrace \
-                 sandbox, or a clocksource without vDSO mode)",
-            );
-        }
-        text
-    }
-}
-
 fn watch_clock_syscalls(
     pid: u32,
     duration: Duration,
@@ -485,34 +433,15 @@ fn watch_clock_syscalls(
     let mut tracer = SyscallTracer::start(&mut storage, &options)?;
     let (_, elapsed) = prepared.run(signals, Some(duration))?;
     tracer.stop();
-    let seconds = elapsed.as_secs_f64();
     let snapshot = tracer.snapshot()?;
     let syscalls = tracer.calls_of(nr)?;
-    let by_clock = snapshot
-        .clock_ids
-        .iter()
-        .enumerate()
-        .filter(|(_, n)| **n > 0)
-        .map(|(id, n)| {
-            let last = id + 1 == snapshot.clock_ids.len();
-            (
-                if last {
-                    "other/CPU clocks of other tasks".into()
-                } else {
-                    clock::clock_name(id)
-                },
-                *n,
-            )
-        })
-        .collect();
-    Ok(WatchedClock {
+    Ok(WatchedClock::new(
         pid,
-        seconds,
+        elapsed.as_secs_f64(),
         syscalls,
-        per_second: syscalls as f64 / seconds,
-        by_clock,
-        vdso_mapped: VdsoMapping::of(&pid.to_string()).is_some_and(|m| m.vdso),
-    })
+        &snapshot.clock_ids,
+        VdsoMapping::of(&pid.to_string()).is_some_and(|m| m.vdso),
+    ))
 }
 
 fn faults(args: &FaultsArgs, signals: &Signals) -> anyhow::Result<()> {
