@@ -44,6 +44,7 @@ const SYSTEM_PACKAGES: &[(&str, &str)] = &[
     ("ntpsec-ntpdig", "ntpdig"),
     ("iproute2", "ip"),
     ("haproxy", "/usr/sbin/haproxy"),
+    ("goaccess", "goaccess"),
     ("strace", "strace"),
     ("numactl", "numactl"),
     ("clang", "clang"),

@@ -10,6 +10,7 @@ use std::time::Duration;
 use clap::Parser;
 use serde::Deserialize;
 
+pub use crate::access_log::Format as AccessLogFormat;
 use crate::strategy::StrategyKind;
 
 /// Smallest and largest `--chunk-size`.
@@ -95,9 +96,16 @@ pub struct Settings {
     /// Serve Prometheus metrics at http://ADDR/metrics [default: off]
     #[arg(long, value_name = "ADDR")]
     pub metrics_listen: Option<SocketAddr>,
-    /// One log line per request on stderr: on or off [default: on]
+    /// One log line per request: on or off [default: on]
     #[arg(long, value_name = "on|off", value_parser = parse_switch)]
     pub access_log: Option<bool>,
+    /// Layout of access-log lines: combined (nginx's, for GoAccess, fail2ban, AWStats) or
+    /// json [default: combined]
+    #[arg(long, value_enum, value_name = "FORMAT")]
+    pub access_log_format: Option<AccessLogFormat>,
+    /// Append the access log to this file instead of stderr
+    #[arg(long, value_name = "PATH")]
+    pub access_log_file: Option<PathBuf>,
     /// Time allowed for a complete request head [default: 10s]
     #[arg(long, value_name = "DURATION")]
     pub header_timeout: Option<Seconds>,
@@ -158,6 +166,10 @@ pub struct Config {
     pub metrics_listen: Option<SocketAddr>,
     /// Access log on.
     pub access_log: bool,
+    /// Access log layout.
+    pub access_log_format: AccessLogFormat,
+    /// Access log file; stderr when `None`.
+    pub access_log_file: Option<PathBuf>,
     /// Header timeout.
     pub header_timeout: Duration,
     /// Keep-alive idle timeout.
@@ -218,6 +230,8 @@ impl Settings {
             chunk_size: self.chunk_size.or(fallback.chunk_size),
             metrics_listen: self.metrics_listen.or(fallback.metrics_listen),
             access_log: self.access_log.or(fallback.access_log),
+            access_log_format: self.access_log_format.or(fallback.access_log_format),
+            access_log_file: self.access_log_file.or(fallback.access_log_file),
             header_timeout: self.header_timeout.or(fallback.header_timeout),
             idle_timeout: self.idle_timeout.or(fallback.idle_timeout),
             send_timeout: self.send_timeout.or(fallback.send_timeout),
@@ -282,6 +296,8 @@ impl Settings {
             chunk_size: chunk_size as usize,
             metrics_listen: self.metrics_listen,
             access_log: self.access_log.unwrap_or(true),
+            access_log_format: self.access_log_format.unwrap_or_default(),
+            access_log_file: self.access_log_file,
             header_timeout: timeout(self.header_timeout, "--header-timeout", 10)?,
             idle_timeout: timeout(self.idle_timeout, "--idle-timeout", 60)?,
             send_timeout: timeout(self.send_timeout, "--send-timeout", 60)?,

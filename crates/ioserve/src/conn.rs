@@ -21,6 +21,7 @@ use tokio::net::TcpStream;
 use tokio::sync::Notify;
 use tokio::time::timeout_at;
 
+use crate::access_log::{Outcome, Record};
 use crate::handler::{self, Answer};
 use crate::output::Output;
 use crate::request::{self, Parsed, RequestError, Version, MAX_HEAD_BYTES};
@@ -138,15 +139,6 @@ pub(crate) async fn serve(
     }
 }
 
-/// What the access log says of a request, taken before the request (which borrows the
-/// read buffer) is dropped.
-struct AccessLog {
-    peer: SocketAddr,
-    started: Instant,
-    method: String,
-    path: String,
-}
-
 /// What to do with the bytes read so far.
 enum Step {
     /// The head is not complete yet.
@@ -163,7 +155,7 @@ struct Decision {
     answer: Answer,
     keep_alive: bool,
     http10: bool,
-    log: Option<AccessLog>,
+    log: Option<Box<Record>>,
 }
 
 /// Parses the buffer and, for a complete head, decides the answer.
@@ -180,18 +172,16 @@ fn next_step(shared: &Shared, peer: SocketAddr, worker: usize, buf: &[u8]) -> St
             });
         }
     };
-    let started = Instant::now();
+    let log = shared
+        .access_log
+        .as_ref()
+        .map(|_| Box::new(Record::new(peer, &request)));
     let answer = handler::respond(&shared.site, worker, &request);
     let decision = Decision {
         answer,
         keep_alive: request.keep_alive && !request.has_body && !shared.shutdown.is_cancelled(),
         http10: request.version == Version::Http10,
-        log: shared.limits.access_log.then(|| AccessLog {
-            peer,
-            started,
-            method: request.method.as_str().to_owned(),
-            path: request.target.to_owned(),
-        }),
+        log,
     };
     Step::Respond { decision, len }
 }
@@ -243,7 +233,7 @@ async fn send(
     shared: &Shared,
     worker: usize,
     prepared: Prepared,
-    log: Option<AccessLog>,
+    log: Option<Box<Record>>,
 ) -> io::Result<bool> {
     let Prepared {
         status,
@@ -265,17 +255,15 @@ async fn send(
     }
     let sent = out.sent();
     shared.metrics.request(worker, status, sent);
-    if let Some(log) = log {
-        tracing::info!(
-            target: "ioserve::access",
-            peer = %log.peer,
-            method = log.method,
-            path = log.path,
-            status,
-            bytes = sent.saturating_sub(head_len),
-            micros = log.started.elapsed().as_micros() as u64,
-            strategy = shared.strategy.kind().name(),
-            complete = result.is_ok(),
+    if let (Some(access_log), Some(record)) = (&shared.access_log, &log) {
+        access_log.write(
+            record,
+            Outcome {
+                status,
+                bytes: sent.saturating_sub(head_len),
+                strategy: shared.strategy.kind().name(),
+                complete: result.is_ok(),
+            },
         );
     }
     result.map(|()| keep_alive)
@@ -319,11 +307,18 @@ pub(crate) async fn refuse(
         Body::Bytes(bytes) => out.write(&bytes).await.map(|()| out.sent()),
         _ => out.flush(false).await.map(|()| out.sent()),
     };
-    shared
-        .metrics
-        .request(worker, status, *sent.as_ref().unwrap_or(&0));
-    if shared.limits.access_log {
-        tracing::info!(target: "ioserve::access", %peer, status, "refused request");
+    let sent_bytes = *sent.as_ref().unwrap_or(&0);
+    shared.metrics.request(worker, status, sent_bytes);
+    if let Some(access_log) = &shared.access_log {
+        access_log.write(
+            &Record::refused(peer),
+            Outcome {
+                status,
+                bytes: sent_bytes.saturating_sub(head.len() as u64),
+                strategy: shared.strategy.kind().name(),
+                complete: sent.is_ok(),
+            },
+        );
     }
     if sent.is_ok() {
         linger_close(stream).await;

@@ -318,6 +318,8 @@ mod tests {
             range,
             preconditions: pre,
             accept: Vec::new(),
+            referer: None,
+            user_agent: None,
         }
     }
 

@@ -9,6 +9,7 @@
 //! The HTTP semantics are implemented once; a strategy only moves the bytes of
 //! `(file, offset, len)` to the socket, so every strategy answers identically.
 
+pub(crate) mod access_log;
 pub(crate) mod budget;
 pub(crate) mod cache;
 pub mod clock;

@@ -61,6 +61,10 @@ pub struct Request<'a> {
     pub preconditions: Preconditions<'a>,
     /// The `Accept` lines (directory listings are negotiated with them).
     pub accept: Vec<&'a [u8]>,
+    /// `Referer`, for the access log.
+    pub referer: Option<&'a [u8]>,
+    /// `User-Agent`, for the access log.
+    pub user_agent: Option<&'a [u8]>,
 }
 
 /// Why a head could not be turned into a [`Request`].
@@ -79,6 +83,9 @@ pub enum RequestError {
 
 /// The result of trying to parse the bytes read so far.
 #[derive(Debug)]
+// A transient return value, matched at once: boxing the request would cost an
+// allocation per request for nothing.
+#[allow(clippy::large_enum_variant)]
 pub enum Parsed<'a> {
     /// A complete head of `len` bytes.
     Complete {
@@ -123,6 +130,8 @@ pub fn parse(buf: &[u8]) -> Result<Parsed<'_>, RequestError> {
         range: None,
         preconditions: Preconditions::default(),
         accept: Vec::new(),
+        referer: None,
+        user_agent: None,
     };
     let mut hosts = 0;
     let mut ranges = 0;
@@ -156,6 +165,10 @@ pub fn parse(buf: &[u8]) -> Result<Parsed<'_>, RequestError> {
             request.preconditions.if_range = Some(value);
         } else if name.eq_ignore_ascii_case("accept") {
             request.accept.push(value);
+        } else if name.eq_ignore_ascii_case("referer") {
+            request.referer = Some(value);
+        } else if name.eq_ignore_ascii_case("user-agent") {
+            request.user_agent = Some(value);
         } else if name.eq_ignore_ascii_case("content-length") {
             if content_length.is_some_and(|seen| seen != value) {
                 return Err(RequestError::Bad("conflicting Content-Length"));

@@ -24,7 +24,9 @@ use socket2::{Domain, Protocol, Socket, Type};
 use tokio::net::TcpListener;
 use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
+use tracing_appender::non_blocking::WorkerGuard;
 
+use crate::access_log::AccessLog;
 use crate::budget;
 use crate::config::{Config, RuntimeKind};
 use crate::conn;
@@ -53,6 +55,14 @@ pub enum ServerError {
         /// The cause.
         source: io::Error,
     },
+    /// The access log file cannot be opened.
+    #[error("cannot open the access log {}: {source}", path.display())]
+    AccessLog {
+        /// The file.
+        path: PathBuf,
+        /// The cause.
+        source: io::Error,
+    },
     /// A runtime or thread could not be created.
     #[error("cannot start a worker: {0}")]
     Worker(io::Error),
@@ -69,6 +79,8 @@ pub struct Server {
     runtime: RuntimeKind,
     workers: usize,
     pin: bool,
+    /// Flushes the access log's writer when the server is done.
+    access_log_guard: Option<WorkerGuard>,
 }
 
 impl Server {
@@ -118,6 +130,18 @@ impl Server {
             .map(|addr| bind_exclusive(addr).map_err(listen_error(addr)))
             .transpose()?;
         let strategy = Strategy::new(config.strategy, config.chunk_size);
+        let (access_log, access_log_guard) = match config.access_log {
+            false => (None, None),
+            true => {
+                let (log, guard) =
+                    AccessLog::open(config.access_log_format, config.access_log_file.as_deref())
+                        .map_err(|source| ServerError::AccessLog {
+                            path: config.access_log_file.clone().unwrap_or_default(),
+                            source,
+                        })?;
+                (Some(log), Some(guard))
+            }
+        };
         let site = Site::new(
             root,
             config.listing.then_some(config.listing_max_entries),
@@ -135,8 +159,8 @@ impl Server {
                 header_timeout: config.header_timeout,
                 idle_timeout: config.idle_timeout,
                 send_timeout: config.send_timeout,
-                access_log: config.access_log,
             },
+            access_log,
             Arc::new(Metrics::new(config.workers, config.strategy.name())),
             fitted.max_connections,
             config.workers,
@@ -150,6 +174,7 @@ impl Server {
             runtime: config.runtime,
             workers: config.workers,
             pin: config.pin,
+            access_log_guard,
         })
     }
 
@@ -185,6 +210,7 @@ impl Server {
             runtime,
             workers,
             pin,
+            access_log_guard,
             ..
         } = self;
         let threads = match runtime {
@@ -216,6 +242,8 @@ impl Server {
                 tracing::error!("a worker thread panicked");
             }
         }
+        // The last lines of the access log reach their file before run returns.
+        drop(access_log_guard);
         Ok(())
     }
 }

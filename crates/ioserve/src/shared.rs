@@ -13,6 +13,7 @@ use std::time::{Duration, Instant};
 use tokio::sync::Notify;
 use tokio_util::sync::CancellationToken;
 
+use crate::access_log::AccessLog;
 use crate::handler::Site;
 use crate::metrics::Metrics;
 use crate::strategy::Strategy;
@@ -26,8 +27,6 @@ pub(crate) struct Limits {
     pub idle_timeout: Duration,
     /// Time a client may leave the socket unread.
     pub send_timeout: Duration,
-    /// Whether each request is logged.
-    pub access_log: bool,
 }
 
 /// State shared by all workers and connections.
@@ -37,8 +36,10 @@ pub(crate) struct Shared {
     pub site: Site,
     /// The IO strategy.
     pub strategy: Strategy,
-    /// Timeouts and logging.
+    /// Timeouts.
     pub limits: Limits,
+    /// Where each response is logged, when the access log is on.
+    pub access_log: Option<AccessLog>,
     /// Counters.
     pub metrics: Arc<Metrics>,
     /// Cancelled when the server shuts down.
@@ -64,6 +65,7 @@ impl Shared {
         site: Site,
         strategy: Strategy,
         limits: Limits,
+        access_log: Option<AccessLog>,
         metrics: Arc<Metrics>,
         max_connections: usize,
         workers: usize,
@@ -72,6 +74,7 @@ impl Shared {
             site,
             strategy,
             limits,
+            access_log,
             metrics,
             shutdown: CancellationToken::new(),
             open_connections: AtomicUsize::new(0),

@@ -172,36 +172,133 @@ fn metrics_count_requests_bytes_and_connections() {
 }
 
 #[test]
-fn access_log_has_one_line_per_request() {
+fn access_log_has_one_combined_line_per_request() {
     let (dir, _) = tree();
     let mut server = Server::start_with("read", dir.path(), &[], true);
-    assert_eq!(get(server.addr, "/hello.txt", &[]).status, 200);
-    assert_eq!(get(server.addr, "/nope", &[]).status, 404);
-    let mut lines = BufReader::new(server.stderr.take().unwrap()).lines();
-    let mut found = Vec::new();
-    while found.len() < 2 {
-        let line = lines.next().unwrap().unwrap();
-        if line.contains("ioserve::access") {
-            found.push(line);
-        }
-    }
+    assert_eq!(
+        get(server.addr, "/hello.txt", &[("User-Agent", "curl/8 \"x\"")]).status,
+        200
+    );
+    assert_eq!(
+        get(server.addr, "/nope", &[("Referer", "http://a/")]).status,
+        404
+    );
+    let log = server.stop_and_read_log();
+    let found: Vec<&str> = log
+        .lines()
+        .filter(|l| l.starts_with("127.0.0.1 - - ["))
+        .collect();
     // Each line is written after its response, so two workers may log out of order.
-    for (path, status, bytes) in [("/hello.txt", 200, 5), ("/nope", 404, 14)] {
-        let line = found
-            .iter()
-            .find(|line| line.contains(&format!("path=\"{path}\"")))
-            .unwrap_or_else(|| panic!("no line for {path} in {found:?}"));
-        for field in [
-            "method=\"GET\"".to_string(),
-            format!("path=\"{path}\""),
-            format!("status={status}"),
-            format!("bytes={bytes}"),
-            "strategy=\"read\"".to_string(),
-            "micros=".to_string(),
-        ] {
-            assert!(line.contains(&field), "{field} missing in {line}");
-        }
+    for expected in [
+        "\"GET /hello.txt HTTP/1.1\" 200 5 \"-\" \"curl/8 \\x22x\\x22\"",
+        "\"GET /nope HTTP/1.1\" 404 14 \"http://a/\" \"-\"",
+    ] {
+        assert!(
+            found
+                .iter()
+                .any(|line| line.ends_with(expected) && line.contains(" +0000] ")),
+            "no line ending {expected} in {found:?}"
+        );
     }
+}
+
+#[test]
+fn json_access_log_to_a_file() {
+    let (dir, _) = tree();
+    let logs = tempfile::tempdir().unwrap();
+    let file = logs.path().join("access.json");
+    let file_arg = file.to_str().unwrap();
+    for strategy in STRATEGIES {
+        let mut server = Server::start_with(
+            strategy,
+            dir.path(),
+            &["--access-log-format", "json", "--access-log-file", file_arg],
+            true,
+        );
+        assert_eq!(get(server.addr, "/hello.txt", &[]).status, 200);
+        server.stop_and_read_log();
+    }
+    let lines: Vec<serde_json::Value> = std::fs::read_to_string(&file)
+        .unwrap()
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    assert_eq!(lines.len(), STRATEGIES.len(), "appended, one per server");
+    for (line, strategy) in lines.iter().zip(STRATEGIES) {
+        assert_eq!(line["strategy"], strategy);
+        assert_eq!(
+            (line["path"].as_str(), line["status"].as_u64()),
+            (Some("/hello.txt"), Some(200))
+        );
+        assert_eq!(
+            (line["bytes"].as_u64(), line["complete"].as_bool()),
+            (Some(5), Some(true))
+        );
+        assert!(line["time"].as_str().unwrap().ends_with('Z') && line["duration"].is_f64());
+    }
+    let (code, text) = ioserve(&[
+        dir.path().to_str().unwrap(),
+        "--listen",
+        "127.0.0.1:0",
+        "--access-log-file",
+        "/nonexistent/dir/access.log",
+    ]);
+    assert_eq!(code, 1);
+    assert!(
+        text.contains("cannot open the access log /nonexistent/dir/access.log"),
+        "{text}"
+    );
+}
+
+#[test]
+fn goaccess_reads_the_combined_log() {
+    let goaccess = testdata::require("goaccess", "goaccess");
+    let (dir, _) = tree();
+    let logs = tempfile::tempdir().unwrap();
+    let file = logs.path().join("access.log");
+    let mut server = Server::start_with(
+        "sendfile",
+        dir.path(),
+        &["--access-log-file", file.to_str().unwrap()],
+        true,
+    );
+    for path in ["/hello.txt", "/big.bin", "/nope", "/hello.txt"] {
+        get(
+            server.addr,
+            path,
+            &[("User-Agent", "Mozilla/5.0 (X11; Linux x86_64)")],
+        );
+    }
+    let range = get(server.addr, "/big.bin", &[("Range", "bytes=0-99")]);
+    assert_eq!(range.status, 206);
+    server.stop_and_read_log();
+    let report = logs.path().join("report.json");
+    let output = Command::new(goaccess)
+        .arg(&file)
+        .args(["--log-format=COMBINED", "--no-global-config", "-o"])
+        .arg(&report)
+        .output()
+        .unwrap();
+    assert!(
+        output.status.success(),
+        "{}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    let report: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(&report).unwrap()).unwrap();
+    let general = &report["general"];
+    assert_eq!(general["total_requests"], 5, "{general}");
+    assert_eq!(
+        general["failed_requests"], 0,
+        "every line parsed: {general}"
+    );
+    assert_eq!(general["unique_not_found"], 1, "{general}");
+    // Body bytes: two hellos, the whole 32 MiB file, the 404 text and a 100-byte range.
+    assert_eq!(
+        general["bandwidth"],
+        5 + (32 << 20) + 14 + 5 + 100,
+        "{general}"
+    );
 }
 
 fn ioserve(args: &[&str]) -> (i32, String) {
