@@ -45,6 +45,7 @@ const SYSTEM_PACKAGES: &[(&str, &str)] = &[
     ("iproute2", "ip"),
     ("haproxy", "/usr/sbin/haproxy"),
     ("goaccess", "goaccess"),
+    ("systemd", "systemd-socket-activate"),
     ("strace", "strace"),
     ("numactl", "numactl"),
     ("clang", "clang"),

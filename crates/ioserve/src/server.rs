@@ -55,6 +55,9 @@ pub enum ServerError {
         /// The cause.
         source: io::Error,
     },
+    /// Socket activation passed descriptors that cannot be served.
+    #[error("socket activation (LISTEN_FDS): {0}")]
+    Activation(String),
     /// The access log file cannot be opened.
     #[error("cannot open the access log {}: {source}", path.display())]
     AccessLog {
@@ -116,15 +119,27 @@ impl Server {
             tracing::warn!("{warning}");
         }
         let listen_error = |addr| move |source| ServerError::Listen { addr, source };
-        // With port 0 the kernel picks a port: every worker binds that one.
-        let local_addr = claim(config.listen).map_err(listen_error(config.listen))?;
-        let sockets = match config.runtime {
-            RuntimeKind::PerCore => config.workers,
-            RuntimeKind::Multi => 1,
+        let (local_addr, listeners) = match inherited_listeners()? {
+            Some(inherited) => {
+                tracing::info!(
+                    sockets = inherited.len(),
+                    "socket activation: serving the listeners passed in LISTEN_FDS (--listen is not used)"
+                );
+                share_inherited(inherited, config)?
+            }
+            None => {
+                // With port 0 the kernel picks a port: every worker binds that one.
+                let local_addr = claim(config.listen).map_err(listen_error(config.listen))?;
+                let sockets = match config.runtime {
+                    RuntimeKind::PerCore => config.workers,
+                    RuntimeKind::Multi => 1,
+                };
+                let listeners = (0..sockets)
+                    .map(|_| bind_reuseport(local_addr).map_err(listen_error(local_addr)))
+                    .collect::<Result<Vec<_>, _>>()?;
+                (local_addr, listeners)
+            }
         };
-        let listeners = (0..sockets)
-            .map(|_| bind_reuseport(local_addr).map_err(listen_error(local_addr)))
-            .collect::<Result<Vec<_>, _>>()?;
         let metrics_listener = config
             .metrics_listen
             .map(|addr| bind_exclusive(addr).map_err(listen_error(addr)))
@@ -222,6 +237,7 @@ impl Server {
             .enable_all()
             .build()
             .map_err(ServerError::Worker)?;
+        notify(&[sd_notify::NotifyState::Ready]);
         control.block_on(async {
             if let Some(listener) = metrics_listener {
                 match TcpListener::from_std(listener) {
@@ -237,6 +253,7 @@ impl Server {
             wait_for_shutdown(&shared.shutdown).await;
         });
         shared.shutdown.cancel();
+        notify(&[sd_notify::NotifyState::Stopping]);
         for handle in threads {
             if handle.join().is_err() {
                 tracing::error!("a worker thread panicked");
@@ -277,8 +294,8 @@ fn spawn_per_core(
     Ok(threads)
 }
 
-/// One work-stealing runtime of `workers` threads behind one listener; connections are
-/// given shards round-robin.
+/// One work-stealing runtime of `workers` threads behind the listeners (one, or those
+/// passed by socket activation); connections are given shards round-robin.
 fn spawn_multi(
     listeners: Vec<std::net::TcpListener>,
     shared: &Arc<Shared>,
@@ -299,15 +316,19 @@ fn spawn_multi(
         .build()
         .map_err(ServerError::Worker)?;
     let shared = Arc::clone(shared);
-    let listener = listeners.into_iter().next().expect("one listener is bound");
     let handle = thread::Builder::new()
         .name("ioserve-accept".into())
         .spawn(move || {
-            let mut next = 0;
-            runtime.block_on(accept_loop(listener, shared, shutdown_timeout, || {
-                next = (next + 1) % workers;
-                next
-            }));
+            // One accept loop per listener (several with socket activation), each
+            // giving its connections shards round-robin from its own starting point.
+            let loops = listeners.into_iter().enumerate().map(|(i, listener)| {
+                let mut next = i;
+                accept_loop(listener, Arc::clone(&shared), shutdown_timeout, move || {
+                    next = (next + 1) % workers;
+                    next
+                })
+            });
+            runtime.block_on(futures_util::future::join_all(loops));
         })
         .map_err(ServerError::Worker)?;
     Ok(vec![handle])
@@ -344,6 +365,14 @@ async fn sweep_open_files(shared: Arc<Shared>, every: Duration) {
         if dropped > 0 {
             tracing::debug!(dropped, "closed cached files that were deleted or replaced");
         }
+    }
+}
+
+/// Tells the service manager (`NOTIFY_SOCKET`, set by systemd for `Type=notify`) how
+/// the server stands; nothing happens without one.
+fn notify(states: &[sd_notify::NotifyState<'_>]) {
+    if let Err(error) = sd_notify::notify(states) {
+        tracing::warn!(%error, "cannot notify the service manager");
     }
 }
 
@@ -451,6 +480,59 @@ async fn accept_loop(
             "shutdown timeout: cutting the connections still open"
         );
     }
+}
+
+/// The TCP listeners systemd (or `systemd-socket-activate`) passed in `LISTEN_FDS`,
+/// when it passed any.
+fn inherited_listeners() -> Result<Option<Vec<std::net::TcpListener>>, ServerError> {
+    let mut passed = listenfd::ListenFd::from_env();
+    if passed.len() == 0 {
+        return Ok(None);
+    }
+    let mut listeners = Vec::with_capacity(passed.len());
+    for index in 0..passed.len() {
+        match passed.take_tcp_listener(index) {
+            Ok(Some(listener)) => {
+                listener
+                    .set_nonblocking(true)
+                    .map_err(ServerError::Worker)?;
+                listeners.push(listener);
+            }
+            Ok(None) => {}
+            Err(error) => {
+                return Err(ServerError::Activation(format!(
+                    "descriptor {} is not a TCP listening socket: {error}",
+                    3 + index
+                )))
+            }
+        }
+    }
+    if listeners.is_empty() {
+        return Err(ServerError::Activation(format!(
+            "{} descriptors passed and none is a TCP listening socket",
+            passed.len()
+        )));
+    }
+    Ok(Some(listeners))
+}
+
+/// Spreads inherited sockets over the accept loops: per-core, one loop per worker (and
+/// at least one per socket), worker `i` accepting on socket `i % n`; multi, one loop
+/// per socket. Returns the first socket's address and the loops' listeners.
+fn share_inherited(
+    inherited: Vec<std::net::TcpListener>,
+    config: &Config,
+) -> Result<(SocketAddr, Vec<std::net::TcpListener>), ServerError> {
+    let local_addr = inherited[0].local_addr().map_err(ServerError::Worker)?;
+    let loops = match config.runtime {
+        RuntimeKind::PerCore => config.workers.max(inherited.len()),
+        RuntimeKind::Multi => inherited.len(),
+    };
+    let listeners = (0..loops)
+        .map(|i| inherited[i % inherited.len()].try_clone())
+        .collect::<io::Result<Vec<_>>>()
+        .map_err(ServerError::Worker)?;
+    Ok((local_addr, listeners))
 }
 
 /// Makes sure nothing else listens on `addr` and returns it, with the port the kernel

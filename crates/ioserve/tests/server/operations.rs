@@ -427,3 +427,100 @@ fn without_the_open_file_cache_a_rename_is_seen_at_once() {
     std::fs::rename(&staged, dir.path().join("hello.txt")).unwrap();
     assert_eq!(get(server.addr, "/hello.txt", &[]).body, b"replaced");
 }
+
+/// A port nothing listens on now.
+fn free_port() -> u16 {
+    std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port()
+}
+
+#[test]
+fn socket_activation_and_readiness_notification() {
+    for runtime in ["per-core", "multi"] {
+        socket_activation_under(runtime);
+    }
+}
+
+/// ioserve started by `systemd-socket-activate` with two sockets and a notify socket.
+fn socket_activation_under(runtime: &str) {
+    use std::os::unix::net::UnixDatagram;
+    let activate = testdata::require("systemd-socket-activate", "systemd");
+    let (dir, _) = tree();
+    let scratch = tempfile::tempdir().unwrap();
+    let notify_path = scratch.path().join("notify");
+    let notify = UnixDatagram::bind(&notify_path).unwrap();
+    notify
+        .set_read_timeout(Some(Duration::from_secs(20)))
+        .unwrap();
+    let ports = [free_port(), free_port()];
+    // Two sockets, as a unit with two ListenStream= lines passes them.
+    let mut child = Command::new(activate)
+        .args(["-l", &format!("127.0.0.1:{}", ports[0])])
+        .args(["-l", &format!("127.0.0.1:{}", ports[1])])
+        // It builds the program's environment from -E alone, as systemd does.
+        .args(["-E", "NOTIFY_SOCKET"])
+        .arg(env!("CARGO_BIN_EXE_ioserve"))
+        .arg(dir.path())
+        .args([
+            "--access-log",
+            "off",
+            "--workers",
+            "3",
+            "--runtime",
+            runtime,
+        ])
+        .env("NOTIFY_SOCKET", &notify_path)
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    let addrs = ports.map(|port| std::net::SocketAddr::from(([127, 0, 0, 1], port)));
+    assert!(
+        eventually(Duration::from_secs(10), || TcpStream::connect(addrs[0])
+            .is_ok()),
+        "systemd-socket-activate did not listen"
+    );
+    // The first connection starts ioserve on the passed sockets; both are served.
+    for addr in addrs {
+        for _ in 0..4 {
+            assert_eq!(get(addr, "/hello.txt", &[]).body, b"hello", "{runtime}");
+        }
+    }
+    let mut message = [0u8; 256];
+    let n = notify.recv(&mut message).unwrap();
+    assert_eq!(&message[..n], b"READY=1\n");
+    // systemd-socket-activate execs the program: the child is ioserve.
+    let status = Command::new("kill")
+        .args(["-TERM", &child.id().to_string()])
+        .status()
+        .unwrap();
+    assert!(status.success());
+    let n = notify.recv(&mut message).unwrap();
+    assert_eq!(&message[..n], b"STOPPING=1\n");
+    assert!(child.wait().unwrap().success());
+}
+
+#[test]
+fn the_shipped_systemd_units_verify() {
+    let analyze = testdata::require("systemd-analyze", "systemd");
+    let units = tempfile::tempdir().unwrap();
+    let contrib = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../contrib/systemd");
+    for name in ["ioserve.service", "ioserve.socket"] {
+        let text = std::fs::read_to_string(contrib.join(name)).unwrap();
+        // The unit names the installed binary; verify it against the one built here.
+        let text = text.replace("/usr/local/bin/ioserve", env!("CARGO_BIN_EXE_ioserve"));
+        std::fs::write(units.path().join(name), text).unwrap();
+    }
+    let output = Command::new(analyze)
+        .args(["verify", "--man=no"])
+        .arg(units.path().join("ioserve.service"))
+        .arg(units.path().join("ioserve.socket"))
+        .output()
+        .unwrap();
+    let text = String::from_utf8_lossy(&output.stderr).into_owned()
+        + &String::from_utf8_lossy(&output.stdout);
+    assert!(output.status.success() && text.trim().is_empty(), "{text}");
+}
