@@ -49,7 +49,7 @@ pub enum ConfigError {
 
 /// Every setting as it may come from the command line or the config file; unset ones
 /// are `None`.
-#[derive(Debug, Default, Parser, Deserialize)]
+#[derive(Clone, Debug, Default, Parser, Deserialize)]
 #[command(
     name = "ioserve",
     version,

@@ -26,7 +26,7 @@ use crate::handler::{self, Answer};
 use crate::output::Output;
 use crate::request::{self, Parsed, RequestError, Version, MAX_HEAD_BYTES};
 use crate::response::{Body, Reply};
-use crate::shared::{ConnectionSlot, Shared};
+use crate::shared::{ConnectionSlot, Live, Shared};
 
 /// How long a closing connection keeps reading (and dropping) what the client still
 /// sends, so that the kernel does not answer it with a reset that destroys our response.
@@ -48,8 +48,9 @@ pub(crate) async fn serve(
     shared: &Shared,
     slot: &ConnectionSlot,
 ) {
-    let limits = &shared.limits;
     let worker = slot.worker();
+    // Timeouts come from the settings of the moment (SIGHUP may change them).
+    let limits = || shared.live().limits.clone();
     let _ = stream.set_nodelay(true);
     let mut buf: Vec<u8> = Vec::new();
     // Notified when this connection, idle, must close to admit a new client.
@@ -57,7 +58,7 @@ pub(crate) async fn serve(
     // Requests answered on this connection.
     let mut served = 0u64;
     // The first request must arrive within the header timeout of the accept.
-    let mut deadline = Instant::now() + limits.header_timeout;
+    let mut deadline = Instant::now() + limits().header_timeout;
     loop {
         // Parsing and deciding are synchronous and leave nothing that borrows the
         // buffer, so the parsed request is not part of the task while it waits.
@@ -82,9 +83,9 @@ pub(crate) async fn serve(
                 served += 1;
                 deadline = Instant::now()
                     + if buf.is_empty() {
-                        limits.idle_timeout
+                        limits().idle_timeout
                     } else {
-                        limits.header_timeout
+                        limits().header_timeout
                     };
                 continue;
             }
@@ -125,7 +126,7 @@ pub(crate) async fn serve(
             Ok(0) => return,
             Ok(_) => {
                 if idle {
-                    deadline = Instant::now() + limits.header_timeout;
+                    deadline = Instant::now() + limits().header_timeout;
                 }
             }
             Err(error) if error.kind() == io::ErrorKind::WouldBlock => {
@@ -152,6 +153,8 @@ enum Step {
 /// A request's answer and everything its response needs, owned (the request, which
 /// borrows the read buffer, is gone).
 struct Decision {
+    /// The settings it was decided with, which its response keeps to the end.
+    live: Arc<Live>,
     answer: Answer,
     keep_alive: bool,
     http10: bool,
@@ -172,12 +175,14 @@ fn next_step(shared: &Shared, peer: SocketAddr, worker: usize, buf: &[u8]) -> St
             });
         }
     };
-    let log = shared
+    let live = shared.live();
+    let log = live
         .access_log
         .as_ref()
         .map(|_| Box::new(Record::new(peer, &request)));
-    let answer = handler::respond(&shared.site, worker, &request);
+    let answer = handler::respond(&live.site, worker, &request);
     let decision = Decision {
+        live,
         answer,
         keep_alive: request.keep_alive && !request.has_body && !shared.shutdown.is_cancelled(),
         http10: request.version == Version::Http10,
@@ -196,6 +201,7 @@ async fn respond(
     decision: Decision,
 ) -> io::Result<bool> {
     let Decision {
+        live,
         answer,
         keep_alive,
         http10,
@@ -216,7 +222,7 @@ async fn respond(
         body: reply.body,
         keep_alive,
     };
-    send(stream, shared, worker, prepared, log).await
+    send(stream, shared, &live, worker, prepared, log).await
 }
 
 /// A reply ready to go out.
@@ -231,6 +237,7 @@ struct Prepared {
 async fn send(
     stream: &TcpStream,
     shared: &Shared,
+    live: &Live,
     worker: usize,
     prepared: Prepared,
     log: Option<Box<Record>>,
@@ -241,7 +248,7 @@ async fn send(
         body,
         keep_alive,
     } = prepared;
-    let mut out = Output::new(stream, shared.limits.send_timeout);
+    let mut out = Output::new(stream, live.limits.send_timeout);
     out.queue(&head);
     let head_len = head.len() as u64;
     drop(head);
@@ -249,19 +256,19 @@ async fn send(
     if is_download {
         shared.metrics.download(worker, 1);
     }
-    let result = send_body(&mut out, shared, body).await;
+    let result = send_body(&mut out, live, body).await;
     if is_download {
         shared.metrics.download(worker, -1);
     }
     let sent = out.sent();
     shared.metrics.request(worker, status, sent);
-    if let (Some(access_log), Some(record)) = (&shared.access_log, &log) {
+    if let (Some(access_log), Some(record)) = (&live.access_log, &log) {
         access_log.write(
             record,
             Outcome {
                 status,
                 bytes: sent.saturating_sub(head_len),
-                strategy: shared.strategy.kind().name(),
+                strategy: live.strategy.kind().name(),
                 complete: result.is_ok(),
             },
         );
@@ -269,12 +276,12 @@ async fn send(
     result.map(|()| keep_alive)
 }
 
-async fn send_body(out: &mut Output<'_>, shared: &Shared, body: Body) -> io::Result<()> {
+async fn send_body(out: &mut Output<'_>, live: &Live, body: Body) -> io::Result<()> {
     match body {
         Body::Empty => out.flush(false).await,
         Body::Bytes(bytes) => out.write(&bytes).await,
         // Boxed: only the strategy in use takes room, and only while it sends.
-        Body::File { file, range } => Box::pin(shared.strategy.send(out, &file, range)).await,
+        Body::File { file, range } => Box::pin(live.strategy.send(out, &file, range)).await,
         Body::Multipart {
             file,
             parts,
@@ -282,7 +289,7 @@ async fn send_body(out: &mut Output<'_>, shared: &Shared, body: Body) -> io::Res
         } => {
             for (part_head, range) in &parts {
                 out.queue(part_head);
-                Box::pin(shared.strategy.send(out, &file, *range)).await?;
+                Box::pin(live.strategy.send(out, &file, *range)).await?;
             }
             out.queue(&closing);
             out.flush(false).await
@@ -299,9 +306,10 @@ pub(crate) async fn refuse(
     worker: usize,
     status: u16,
 ) {
+    let live = shared.live();
     let reply = Reply::error(status);
     let head = reply.finish_head(false, false);
-    let mut out = Output::new(&stream, shared.limits.send_timeout);
+    let mut out = Output::new(&stream, live.limits.send_timeout);
     out.queue(&head);
     let sent = match reply.body {
         Body::Bytes(bytes) => out.write(&bytes).await.map(|()| out.sent()),
@@ -309,13 +317,13 @@ pub(crate) async fn refuse(
     };
     let sent_bytes = *sent.as_ref().unwrap_or(&0);
     shared.metrics.request(worker, status, sent_bytes);
-    if let Some(access_log) = &shared.access_log {
+    if let Some(access_log) = &live.access_log {
         access_log.write(
             &Record::refused(peer),
             Outcome {
                 status,
                 bytes: sent_bytes.saturating_sub(head.len() as u64),
-                strategy: shared.strategy.kind().name(),
+                strategy: live.strategy.kind().name(),
                 complete: sent.is_ok(),
             },
         );

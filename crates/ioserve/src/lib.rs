@@ -24,6 +24,7 @@ pub(crate) mod metrics;
 pub(crate) mod output;
 pub mod path;
 pub mod range;
+pub(crate) mod reload;
 pub(crate) mod request;
 pub(crate) mod response;
 pub mod server;

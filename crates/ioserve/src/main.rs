@@ -19,7 +19,8 @@ fn main() -> ExitCode {
 }
 
 fn run() -> anyhow::Result<()> {
-    let config = Config::load(Settings::parse())?;
+    let cli = Settings::parse();
+    let config = Config::load(cli.clone())?;
     // Log lines go to stderr through a background writer, so a slow terminal or pipe
     // never stalls a worker; lines are dropped rather than blocking when it falls behind.
     let (writer, _flush_guard) = tracing_appender::non_blocking(std::io::stderr());
@@ -46,7 +47,8 @@ fn run() -> anyhow::Result<()> {
         tracing::error!(thread = thread.name().unwrap_or("?"), %location, message, "panic");
     }));
     raise_fd_limit();
-    let server = Server::bind(&config)?;
+    // SIGHUP merges the same command line with the config file as it is then.
+    let server = Server::bind(&config)?.reload_with(Box::new(move || Config::load(cli.clone())));
     let mut stdout = std::io::stdout().lock();
     writeln!(
         stdout,

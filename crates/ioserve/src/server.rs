@@ -26,15 +26,11 @@ use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 use tracing_appender::non_blocking::WorkerGuard;
 
-use crate::access_log::AccessLog;
-use crate::budget;
-use crate::config::{Config, RuntimeKind};
+use crate::config::{Config, ConfigError, RuntimeKind};
 use crate::conn;
-use crate::handler::{CacheSettings, Site};
 use crate::metrics::{self, Metrics};
-use crate::path::{Resolver, Root};
-use crate::shared::{ConnectionSlot, Limits, Shared};
-use crate::strategy::Strategy;
+use crate::reload;
+use crate::shared::{ConnectionSlot, Shared};
 
 /// Why the server could not start.
 #[derive(Debug, thiserror::Error)]
@@ -82,42 +78,46 @@ pub struct Server {
     runtime: RuntimeKind,
     workers: usize,
     pin: bool,
-    /// Flushes the access log's writer when the server is done.
-    access_log_guard: Option<WorkerGuard>,
+    reload: Reload,
+}
+
+/// Where a reload gets its configuration, and what it needs to keep.
+struct Reload {
+    /// The configuration in force.
+    config: Config,
+    /// RLIMIT_NOFILE, for the descriptor budget.
+    descriptor_limit: u64,
+    /// Reads the configuration again (the command line merged with its file); without
+    /// it, SIGHUP is logged and ignored.
+    source: Option<ConfigSource>,
+    /// Guards of the current access log and of the one before it (whose in-flight
+    /// requests may still write), flushed when dropped.
+    guards: [Option<WorkerGuard>; 2],
+}
+
+/// A function that reads the configuration again.
+pub type ConfigSource = Box<dyn Fn() -> Result<Config, ConfigError> + Send>;
+
+impl std::fmt::Debug for Reload {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Reload")
+            .field("config", &self.config)
+            .field("reloadable", &self.source.is_some())
+            .finish_non_exhaustive()
+    }
 }
 
 impl Server {
     /// Opens the root and binds the listeners (one per worker) and the metrics listener.
     pub fn bind(config: &Config) -> Result<Server, ServerError> {
-        let root = Root::open(&config.root, config.follow_symlinks).map_err(|source| {
-            ServerError::Root {
-                path: config.root.clone(),
-                source,
-            }
-        })?;
-        match root.resolver() {
-            Resolver::Openat2 => {
-                tracing::info!(resolver = "openat2", "paths resolved beneath the root")
-            }
-            Resolver::Walk => tracing::warn!(
-                resolver = "component walk",
-                "openat2 is missing or refused (kernel before 5.6, or a seccomp profile): \
-                 paths are resolved one component at a time, with the same guarantees"
-            ),
-        }
-        let limit = rustix::process::getrlimit(rustix::process::Resource::Nofile)
+        let descriptor_limit = rustix::process::getrlimit(rustix::process::Resource::Nofile)
             .current
             .unwrap_or(u64::MAX);
-        let fitted = budget::fit(
-            limit,
-            config.workers,
-            config.max_connections,
-            1 + config.strategy.descriptors_per_download(),
-            config.open_file_cache,
-        );
+        let fitted = reload::fit(config, descriptor_limit);
         if let Some(warning) = &fitted.warning {
             tracing::warn!("{warning}");
         }
+        let built = reload::build(config, descriptor_limit)?;
         let listen_error = |addr| move |source| ServerError::Listen { addr, source };
         let (local_addr, listeners) = match inherited_listeners()? {
             Some(inherited) => {
@@ -144,38 +144,8 @@ impl Server {
             .metrics_listen
             .map(|addr| bind_exclusive(addr).map_err(listen_error(addr)))
             .transpose()?;
-        let strategy = Strategy::new(config.strategy, config.chunk_size);
-        let (access_log, access_log_guard) = match config.access_log {
-            false => (None, None),
-            true => {
-                let (log, guard) =
-                    AccessLog::open(config.access_log_format, config.access_log_file.as_deref())
-                        .map_err(|source| ServerError::AccessLog {
-                            path: config.access_log_file.clone().unwrap_or_default(),
-                            source,
-                        })?;
-                (Some(log), Some(guard))
-            }
-        };
-        let site = Site::new(
-            root,
-            config.listing.then_some(config.listing_max_entries),
-            config.hidden,
-            CacheSettings {
-                workers: config.workers,
-                capacity: fitted.open_file_cache,
-                validity: config.open_file_cache_valid,
-            },
-        );
         let shared = Arc::new(Shared::new(
-            site,
-            strategy,
-            Limits {
-                header_timeout: config.header_timeout,
-                idle_timeout: config.idle_timeout,
-                send_timeout: config.send_timeout,
-            },
-            access_log,
+            built.live,
             Arc::new(Metrics::new(config.workers, config.strategy.name())),
             fitted.max_connections,
             config.workers,
@@ -189,7 +159,12 @@ impl Server {
             runtime: config.runtime,
             workers: config.workers,
             pin: config.pin,
-            access_log_guard,
+            reload: Reload {
+                config: config.clone(),
+                descriptor_limit,
+                source: None,
+                guards: [built.guard, None],
+            },
         })
     }
 
@@ -206,8 +181,15 @@ impl Server {
     }
 
     /// The canonical served root.
-    pub fn root(&self) -> &std::path::Path {
-        self.shared.site.root.path()
+    pub fn root(&self) -> PathBuf {
+        self.shared.live().site.root.path().to_owned()
+    }
+
+    /// Lets SIGHUP re-read the configuration with `source` and apply it to new
+    /// requests (see [`crate::reload`]).
+    pub fn reload_with(mut self, source: ConfigSource) -> Server {
+        self.reload.source = Some(source);
+        self
     }
 
     /// A token that shuts the server down when cancelled, as SIGTERM does.
@@ -225,7 +207,7 @@ impl Server {
             runtime,
             workers,
             pin,
-            access_log_guard,
+            mut reload,
             ..
         } = self;
         let threads = match runtime {
@@ -247,10 +229,8 @@ impl Server {
                     Err(error) => tracing::error!(%error, "metrics listener unusable"),
                 }
             }
-            if let Some(every) = shared.site.files.sweep_interval() {
-                tokio::spawn(sweep_open_files(Arc::clone(&shared), every));
-            }
-            wait_for_shutdown(&shared.shutdown).await;
+            tokio::spawn(sweep_open_files(Arc::clone(&shared)));
+            control_signals(&shared, &mut reload).await;
         });
         shared.shutdown.cancel();
         notify(&[sd_notify::NotifyState::Stopping]);
@@ -260,7 +240,7 @@ impl Server {
             }
         }
         // The last lines of the access log reach their file before run returns.
-        drop(access_log_guard);
+        drop(reload);
         Ok(())
     }
 }
@@ -355,16 +335,23 @@ fn pin_current_thread(index: usize) {
     }
 }
 
-/// Closes the cached descriptors of deleted and replaced files every `every`.
-async fn sweep_open_files(shared: Arc<Shared>, every: Duration) {
-    let mut ticks = tokio::time::interval(every);
-    ticks.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+/// Closes the cached descriptors of deleted and replaced files, every validity period
+/// of the settings in force.
+async fn sweep_open_files(shared: Arc<Shared>) {
     loop {
-        ticks.tick().await;
-        let dropped = shared.site.files.sweep();
+        let live = shared.live();
+        let Some(every) = live.site.files.sweep_interval() else {
+            // No cache now; a reload may bring one.
+            drop(live);
+            tokio::time::sleep(Duration::from_secs(1)).await;
+            continue;
+        };
+        let dropped = live.site.files.sweep();
         if dropped > 0 {
             tracing::debug!(dropped, "closed cached files that were deleted or replaced");
         }
+        drop(live);
+        tokio::time::sleep(every).await;
     }
 }
 
@@ -376,23 +363,93 @@ fn notify(states: &[sd_notify::NotifyState<'_>]) {
     }
 }
 
-/// Waits for SIGTERM, SIGINT or the token.
-async fn wait_for_shutdown(token: &CancellationToken) {
+/// Handles the operator's signals until SIGTERM, SIGINT or the shutdown token: SIGHUP
+/// reloads the configuration, SIGUSR1 reopens the access log (after logrotate moved
+/// it).
+async fn control_signals(shared: &Shared, reload: &mut Reload) {
     use tokio::signal::unix::{signal, SignalKind};
-    let (mut term, mut int) = match (
+    let token = &shared.shutdown;
+    let (mut term, mut int, mut hup, mut usr1) = match (
         signal(SignalKind::terminate()),
         signal(SignalKind::interrupt()),
+        signal(SignalKind::hangup()),
+        signal(SignalKind::user_defined1()),
     ) {
-        (Ok(term), Ok(int)) => (term, int),
+        (Ok(term), Ok(int), Ok(hup), Ok(usr1)) => (term, int, hup, usr1),
         _ => {
             tracing::error!("cannot install signal handlers; stop the server with SIGKILL");
             return token.cancelled().await;
         }
     };
-    tokio::select! {
-        _ = term.recv() => tracing::info!("SIGTERM: shutting down"),
-        _ = int.recv() => tracing::info!("SIGINT: shutting down"),
-        _ = token.cancelled() => {}
+    loop {
+        tokio::select! {
+            _ = term.recv() => return tracing::info!("SIGTERM: shutting down"),
+            _ = int.recv() => return tracing::info!("SIGINT: shutting down"),
+            _ = token.cancelled() => return,
+            _ = hup.recv() => {
+                // systemd 253 and later want the monotonic time beside RELOADING=1.
+                match sd_notify::NotifyState::monotonic_usec_now() {
+                    Ok(now) => notify(&[sd_notify::NotifyState::Reloading, now]),
+                    Err(_) => notify(&[sd_notify::NotifyState::Reloading]),
+                }
+                reload_configuration(shared, reload);
+                notify(&[sd_notify::NotifyState::Ready]);
+            }
+            _ = usr1.recv() => reopen_access_log(shared, reload),
+        }
+    }
+}
+
+/// SIGHUP: reads the configuration again and serves new requests with it; on any
+/// error the settings in force stay.
+fn reload_configuration(shared: &Shared, reload: &mut Reload) {
+    let Some(source) = &reload.source else {
+        return tracing::warn!("SIGHUP: this server has no configuration to re-read; ignored");
+    };
+    let config = match source() {
+        Ok(config) => config,
+        Err(error) => {
+            return tracing::error!(%error, "SIGHUP: the configuration is invalid; keeping the one in force")
+        }
+    };
+    let built = match reload::build(&config, reload.descriptor_limit) {
+        Ok(built) => built,
+        Err(error) => {
+            return tracing::error!(%error, "SIGHUP: cannot apply the configuration; keeping the one in force")
+        }
+    };
+    let kept = reload::restart_only_changes(&reload.config, &config);
+    if !kept.is_empty() {
+        tracing::warn!(
+            settings = kept.join(", "),
+            "SIGHUP: these settings need a restart and keep their old values"
+        );
+    }
+    shared.replace_live(built.live);
+    let [current, _] = std::mem::take(&mut reload.guards);
+    reload.guards = [built.guard, current];
+    reload.config = config;
+    tracing::info!("SIGHUP: configuration reloaded; new requests use it");
+}
+
+/// SIGUSR1: opens the access log file again (logrotate's `postrotate`), so that lines
+/// go to a new file at the configured path.
+fn reopen_access_log(shared: &Shared, reload: &mut Reload) {
+    if !reload.config.access_log {
+        return;
+    }
+    match reload::open_access_log(&reload.config) {
+        Ok((log, guard)) => {
+            let mut live = (*shared.live()).clone();
+            live.access_log = Some(log);
+            shared.replace_live(live);
+            let [current, _] = std::mem::take(&mut reload.guards);
+            reload.guards = [Some(guard), current];
+            tracing::info!("SIGUSR1: access log reopened");
+        }
+        Err(error) => {
+            tracing::error!(%error, "SIGUSR1: cannot reopen the access log; still writing the old one")
+        }
     }
 }
 

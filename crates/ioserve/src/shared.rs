@@ -1,6 +1,8 @@
-//! The state that the listeners and every connection share: the site, the strategy,
-//! the limits, the metrics, the shutdown token, and the connection slots with the
-//! keep-alive connections that may be closed to free one.
+//! The state that the listeners and every connection share: the [`Live`] settings
+//! (site, strategy, limits, access log), which SIGHUP replaces as a whole while
+//! requests in flight keep the set they started with; the metrics, the shutdown token,
+//! and the connection slots with the keep-alive connections that may be closed to free
+//! one.
 //!
 //! It sits below both [`crate::server`] (which creates it) and [`crate::conn`] (which
 //! uses it), so imports run one way: server → conn → handler.
@@ -10,6 +12,7 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
+use arc_swap::ArcSwap;
 use tokio::sync::Notify;
 use tokio_util::sync::CancellationToken;
 
@@ -29,17 +32,24 @@ pub(crate) struct Limits {
     pub send_timeout: Duration,
 }
 
-/// State shared by all workers and connections.
-#[derive(Debug)]
-pub(crate) struct Shared {
+/// The settings a request is served with; a reload swaps in a new set.
+#[derive(Clone, Debug)]
+pub(crate) struct Live {
     /// The served tree.
-    pub site: Site,
+    pub site: Arc<Site>,
     /// The IO strategy.
-    pub strategy: Strategy,
+    pub strategy: Arc<Strategy>,
     /// Timeouts.
     pub limits: Limits,
     /// Where each response is logged, when the access log is on.
     pub access_log: Option<AccessLog>,
+}
+
+/// State shared by all workers and connections.
+#[derive(Debug)]
+pub(crate) struct Shared {
+    /// The current settings.
+    live: ArcSwap<Live>,
     /// Counters.
     pub metrics: Arc<Metrics>,
     /// Cancelled when the server shuts down.
@@ -53,6 +63,16 @@ pub(crate) struct Shared {
 }
 
 impl Shared {
+    /// The settings to serve the next request with.
+    pub fn live(&self) -> Arc<Live> {
+        self.live.load_full()
+    }
+
+    /// Serves new requests with `live`; requests in flight finish with theirs.
+    pub fn replace_live(&self, live: Live) {
+        self.live.store(Arc::new(live));
+    }
+
     /// Whether the listeners should wait before accepting: the admitted connections
     /// and those being refused have reached their bound (see [`crate::budget`]).
     pub fn accepting_paused(&self) -> bool {
@@ -62,19 +82,13 @@ impl Shared {
 
     /// Shared state for `workers` workers.
     pub fn new(
-        site: Site,
-        strategy: Strategy,
-        limits: Limits,
-        access_log: Option<AccessLog>,
+        live: Live,
         metrics: Arc<Metrics>,
         max_connections: usize,
         workers: usize,
     ) -> Shared {
         Shared {
-            site,
-            strategy,
-            limits,
-            access_log,
+            live: ArcSwap::from_pointee(live),
             metrics,
             shutdown: CancellationToken::new(),
             open_connections: AtomicUsize::new(0),

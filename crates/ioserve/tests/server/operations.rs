@@ -492,6 +492,21 @@ fn socket_activation_under(runtime: &str) {
     let mut message = [0u8; 256];
     let n = notify.recv(&mut message).unwrap();
     assert_eq!(&message[..n], b"READY=1\n");
+    // A reload says RELOADING=1 with the monotonic time (systemd 253), then READY=1.
+    let hup = Command::new("kill")
+        .args(["-HUP", &child.id().to_string()])
+        .status()
+        .unwrap();
+    assert!(hup.success());
+    let n = notify.recv(&mut message).unwrap();
+    let reloading = String::from_utf8_lossy(&message[..n]).into_owned();
+    assert!(
+        reloading.starts_with("RELOADING=1\nMONOTONIC_USEC="),
+        "{reloading}"
+    );
+    let n = notify.recv(&mut message).unwrap();
+    assert_eq!(&message[..n], b"READY=1\n");
+    assert_eq!(get(addrs[0], "/hello.txt", &[]).body, b"hello");
     // systemd-socket-activate execs the program: the child is ioserve.
     let status = Command::new("kill")
         .args(["-TERM", &child.id().to_string()])
@@ -523,4 +538,102 @@ fn the_shipped_systemd_units_verify() {
     let text = String::from_utf8_lossy(&output.stderr).into_owned()
         + &String::from_utf8_lossy(&output.stdout);
     assert!(output.status.success() && text.trim().is_empty(), "{text}");
+}
+
+#[test]
+fn sighup_reloads_the_configuration_without_dropping_a_download() {
+    let (dir, data) = tree();
+    std::fs::write(dir.path().join(".env"), b"SECRET=1").unwrap();
+    let scratch = tempfile::tempdir().unwrap();
+    let config = scratch.path().join("ioserve.toml");
+    for strategy in STRATEGIES {
+        std::fs::write(&config, "hidden = false\n").unwrap();
+        let mut server = Server::start_with(
+            strategy,
+            dir.path(),
+            &[
+                "--config",
+                config.to_str().unwrap(),
+                "--send-timeout",
+                "30s",
+            ],
+            true,
+        );
+        assert_eq!(get(server.addr, "/.env", &[]).status, 404);
+        // A download in flight across the reload.
+        let (mut download, len) = start_download(&server, "/big.bin");
+        let mut got = vec![0u8; 1 << 20];
+        download.read_exact(&mut got).unwrap();
+        std::fs::write(&config, "hidden = true\nmetrics-listen = \"127.0.0.1:0\"\n").unwrap();
+        server.signal("HUP");
+        assert!(
+            eventually(Duration::from_secs(5), || get(server.addr, "/.env", &[])
+                .status
+                == 200),
+            "{strategy}: the reload did not apply"
+        );
+        let mut rest = Vec::new();
+        download.read_to_end(&mut rest).unwrap();
+        got.extend_from_slice(&rest);
+        assert_eq!(got.len(), len);
+        assert!(
+            got == data,
+            "{strategy}: the download across SIGHUP differs"
+        );
+        // A configuration that does not parse changes nothing and stops nothing.
+        std::fs::write(&config, "workers = \"many\"\n").unwrap();
+        server.signal("HUP");
+        std::thread::sleep(Duration::from_millis(300));
+        assert_eq!(
+            get(server.addr, "/.env", &[]).body,
+            b"SECRET=1",
+            "{strategy}"
+        );
+        let log = server.stop_and_read_log();
+        for said in [
+            "these settings need a restart and keep their old values settings=\"metrics-listen\"",
+            "SIGHUP: configuration reloaded",
+            "SIGHUP: the configuration is invalid; keeping the one in force",
+        ] {
+            assert!(log.contains(said), "{strategy}: no {said:?} in {log}");
+        }
+    }
+}
+
+#[test]
+fn sigusr1_reopens_the_access_log_after_rotation() {
+    let (dir, _) = tree();
+    let logs = tempfile::tempdir().unwrap();
+    let file = logs.path().join("access.log");
+    let rotated = logs.path().join("access.log.1");
+    let mut server = Server::start_with(
+        "sendfile",
+        dir.path(),
+        &["--access-log-file", file.to_str().unwrap()],
+        true,
+    );
+    assert_eq!(get(server.addr, "/hello.txt", &[]).status, 200);
+    assert!(eventually(Duration::from_secs(5), || {
+        std::fs::read_to_string(&file).is_ok_and(|t| t.contains("GET /hello.txt"))
+    }));
+    // logrotate: move the file, then postrotate's kill -USR1.
+    std::fs::rename(&file, &rotated).unwrap();
+    server.signal("USR1");
+    // Requests served once the new file is in place log to it (one racing the
+    // signal may still reach the old file, as with nginx).
+    let found = eventually(Duration::from_secs(5), || {
+        assert_eq!(get(server.addr, "/nope", &[]).status, 404);
+        std::fs::read_to_string(&file).is_ok_and(|t| t.contains("GET /nope"))
+    });
+    assert!(
+        found,
+        "new: {:?}, rotated: {:?}",
+        std::fs::read_to_string(&file),
+        std::fs::read_to_string(&rotated)
+    );
+    let old = std::fs::read_to_string(&rotated).unwrap();
+    assert!(old.contains("GET /hello.txt"), "{old}");
+    assert!(server
+        .stop_and_read_log()
+        .contains("SIGUSR1: access log reopened"));
 }

@@ -1,0 +1,156 @@
+//! Building the [`Live`] settings from a configuration, at startup and on SIGHUP, and
+//! reopening the access log on SIGUSR1.
+//!
+//! A reload re-reads the configuration (the command line and the file it names), builds
+//! a complete new set (the root opened, the access log opened, a new open-file cache)
+//! and only then swaps it in: new requests use it, requests in flight finish with the
+//! set they started with, no listener closes. Anything that fails leaves the old set in
+//! place and is logged. Settings that belong to the process (listeners, workers,
+//! runtime, metrics address, connection limit) need a restart; a reload that changes
+//! them says so and keeps them.
+
+use tracing_appender::non_blocking::WorkerGuard;
+
+use crate::access_log::AccessLog;
+use crate::budget;
+use crate::config::Config;
+use crate::handler::{CacheSettings, Site};
+use crate::path::{Resolver, Root};
+use crate::server::ServerError;
+use crate::shared::{Limits, Live};
+use crate::strategy::Strategy;
+
+/// A built set of settings and the guard that flushes its access log.
+pub(crate) struct Built {
+    /// The settings.
+    pub live: Live,
+    /// Flushes the access log's writer when dropped.
+    pub guard: Option<WorkerGuard>,
+}
+
+/// Builds the settings of `config` for a process with this many descriptors allowed.
+pub(crate) fn build(config: &Config, descriptor_limit: u64) -> Result<Built, ServerError> {
+    let root =
+        Root::open(&config.root, config.follow_symlinks).map_err(|source| ServerError::Root {
+            path: config.root.clone(),
+            source,
+        })?;
+    match root.resolver() {
+        Resolver::Openat2 => {
+            tracing::info!(resolver = "openat2", "paths resolved beneath the root")
+        }
+        Resolver::Walk => tracing::warn!(
+            resolver = "component walk",
+            "openat2 is missing or refused (kernel before 5.6, or a seccomp profile): \
+             paths are resolved one component at a time, with the same guarantees"
+        ),
+    }
+    let fitted = fit(config, descriptor_limit);
+    let (access_log, guard) = match config.access_log {
+        false => (None, None),
+        true => {
+            let (log, guard) = open_access_log(config)?;
+            (Some(log), Some(guard))
+        }
+    };
+    let site = Site::new(
+        root,
+        config.listing.then_some(config.listing_max_entries),
+        config.hidden,
+        CacheSettings {
+            workers: config.workers,
+            capacity: fitted.open_file_cache,
+            validity: config.open_file_cache_valid,
+        },
+    );
+    Ok(Built {
+        live: Live {
+            site: std::sync::Arc::new(site),
+            strategy: std::sync::Arc::new(Strategy::new(config.strategy, config.chunk_size)),
+            limits: Limits {
+                header_timeout: config.header_timeout,
+                idle_timeout: config.idle_timeout,
+                send_timeout: config.send_timeout,
+            },
+            access_log,
+        },
+        guard,
+    })
+}
+
+/// The descriptor budget of `config` (see [`budget::fit`]).
+pub(crate) fn fit(config: &Config, descriptor_limit: u64) -> budget::Fitted {
+    budget::fit(
+        descriptor_limit,
+        config.workers,
+        config.max_connections,
+        1 + config.strategy.descriptors_per_download(),
+        config.open_file_cache,
+    )
+}
+
+/// Opens the access log `config` names.
+pub(crate) fn open_access_log(config: &Config) -> Result<(AccessLog, WorkerGuard), ServerError> {
+    AccessLog::open(config.access_log_format, config.access_log_file.as_deref()).map_err(|source| {
+        ServerError::AccessLog {
+            path: config.access_log_file.clone().unwrap_or_default(),
+            source,
+        }
+    })
+}
+
+/// The settings that differ between `old` and `new` but need a restart.
+pub(crate) fn restart_only_changes(old: &Config, new: &Config) -> Vec<&'static str> {
+    let mut changed = Vec::new();
+    let mut check = |differs: bool, name: &'static str| {
+        if differs {
+            changed.push(name);
+        }
+    };
+    check(old.listen != new.listen, "listen");
+    check(old.workers != new.workers, "workers");
+    check(old.runtime != new.runtime, "runtime");
+    check(old.pin != new.pin, "pin");
+    check(old.metrics_listen != new.metrics_listen, "metrics-listen");
+    check(
+        old.max_connections != new.max_connections,
+        "max-connections",
+    );
+    check(
+        old.shutdown_timeout != new.shutdown_timeout,
+        "shutdown-timeout",
+    );
+    changed
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use clap::Parser as _;
+
+    fn config(args: &[&str]) -> Config {
+        let dir = std::env::temp_dir();
+        let mut argv = vec!["ioserve", dir.to_str().unwrap()];
+        argv.extend_from_slice(args);
+        Config::load(crate::config::Settings::parse_from(argv)).unwrap()
+    }
+
+    #[test]
+    fn process_settings_need_a_restart() {
+        let old = config(&["--listen", "127.0.0.1:8080", "--workers", "2"]);
+        let same = config(&["--listen", "127.0.0.1:8080", "--workers", "2", "--hidden"]);
+        assert!(restart_only_changes(&old, &same).is_empty());
+        let moved = config(&["--listen", "127.0.0.1:9090", "--workers", "4"]);
+        assert_eq!(restart_only_changes(&old, &moved), ["listen", "workers"]);
+    }
+
+    #[test]
+    fn a_root_that_cannot_be_opened_is_refused() {
+        let mut bad = config(&[]);
+        bad.root = "/no/such/root".into();
+        assert!(matches!(
+            build(&bad, 1 << 20),
+            Err(ServerError::Root { .. })
+        ));
+    }
+}
