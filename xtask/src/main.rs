@@ -46,6 +46,7 @@ const SYSTEM_PACKAGES: &[(&str, &str)] = &[
     ("haproxy", "/usr/sbin/haproxy"),
     ("goaccess", "goaccess"),
     ("systemd", "systemd-socket-activate"),
+    ("prometheus", "promtool"),
     ("strace", "strace"),
     ("numactl", "numactl"),
     ("clang", "clang"),

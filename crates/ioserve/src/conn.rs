@@ -155,6 +155,8 @@ enum Step {
 struct Decision {
     /// The settings it was decided with, which its response keeps to the end.
     live: Arc<Live>,
+    /// When the head was complete.
+    started: Instant,
     answer: Answer,
     keep_alive: bool,
     http10: bool,
@@ -175,6 +177,7 @@ fn next_step(shared: &Shared, peer: SocketAddr, worker: usize, buf: &[u8]) -> St
             });
         }
     };
+    let started = Instant::now();
     let live = shared.live();
     let log = live
         .access_log
@@ -183,6 +186,7 @@ fn next_step(shared: &Shared, peer: SocketAddr, worker: usize, buf: &[u8]) -> St
     let answer = handler::respond(&live.site, worker, &request);
     let decision = Decision {
         live,
+        started,
         answer,
         keep_alive: request.keep_alive && !request.has_body && !shared.shutdown.is_cancelled(),
         http10: request.version == Version::Http10,
@@ -202,6 +206,7 @@ async fn respond(
 ) -> io::Result<bool> {
     let Decision {
         live,
+        started,
         answer,
         keep_alive,
         http10,
@@ -222,7 +227,9 @@ async fn respond(
         body: reply.body,
         keep_alive,
     };
-    send(stream, shared, &live, worker, prepared, log).await
+    let result = send(stream, shared, &live, worker, prepared, log).await;
+    shared.metrics.duration(worker, started.elapsed());
+    result
 }
 
 /// A reply ready to go out.

@@ -12,6 +12,12 @@ use hyper::{Request, Response, StatusCode};
 use hyper_util::rt::TokioIo;
 use tokio::net::TcpListener;
 
+/// Upper bounds of the request-duration histogram, in seconds: from a cached small
+/// file to a slow client's large download.
+const DURATION_BOUNDS: [f64; 12] = [
+    0.001, 0.005, 0.01, 0.05, 0.1, 0.5, 1.0, 5.0, 10.0, 30.0, 60.0, 300.0,
+];
+
 /// The statuses counted by code; any other lands in `other`.
 const STATUSES: [u16; 15] = [
     200, 206, 301, 304, 400, 403, 404, 405, 408, 412, 416, 431, 500, 503, 505,
@@ -28,6 +34,10 @@ struct Shard {
     downloads_in_flight: AtomicI64,
     panics: AtomicU64,
     idle_closed: AtomicU64,
+    refused: AtomicU64,
+    /// Requests per duration bucket (the last one is +Inf), not cumulative.
+    durations: [AtomicU64; DURATION_BOUNDS.len() + 1],
+    duration_micros: AtomicU64,
 }
 
 /// The server's metrics.
@@ -80,6 +90,25 @@ impl Metrics {
     /// Counts a connection task that panicked (and was ended alone).
     pub fn panic(&self, worker: usize) {
         self.shard(worker).panics.fetch_add(1, Relaxed);
+    }
+
+    /// Counts a connection refused with 503 at the connection limit.
+    pub fn refused(&self, worker: usize) {
+        self.shard(worker).refused.fetch_add(1, Relaxed);
+    }
+
+    /// Records how long a request took, from its complete head to its last byte.
+    pub fn duration(&self, worker: usize, took: std::time::Duration) {
+        let shard = self.shard(worker);
+        let seconds = took.as_secs_f64();
+        let bucket = DURATION_BOUNDS
+            .iter()
+            .position(|&bound| seconds <= bound)
+            .unwrap_or(DURATION_BOUNDS.len());
+        shard.durations[bucket].fetch_add(1, Relaxed);
+        shard
+            .duration_micros
+            .fetch_add(took.as_micros() as u64, Relaxed);
     }
 
     /// Counts an idle keep-alive connection closed to admit a new client.
@@ -137,8 +166,116 @@ impl Metrics {
             sum_u(|s| &s.panics),
             sum_u(|s| &s.idle_closed),
         );
+        let _ = write!(
+            out,
+            "# HELP ioserve_connections_refused_total Connections answered 503 at --max-connections.\n\
+             # TYPE ioserve_connections_refused_total counter\n\
+             ioserve_connections_refused_total {}\n",
+            sum_u(|s| &s.refused)
+        );
+        out.push_str(
+            "# HELP ioserve_request_duration_seconds Time from a complete request head to the last byte sent.\n\
+             # TYPE ioserve_request_duration_seconds histogram\n",
+        );
+        let mut cumulative = 0u64;
+        for (i, bound) in DURATION_BOUNDS.iter().map(Some).chain([None]).enumerate() {
+            cumulative += self
+                .shards
+                .iter()
+                .map(|s| s.durations[i].load(Relaxed))
+                .sum::<u64>();
+            let le = bound.map_or_else(|| "+Inf".to_string(), |b| b.to_string());
+            let _ = writeln!(
+                out,
+                "ioserve_request_duration_seconds_bucket{{le=\"{le}\"}} {cumulative}"
+            );
+        }
+        let _ = write!(
+            out,
+            "ioserve_request_duration_seconds_sum {}\n\
+             ioserve_request_duration_seconds_count {cumulative}\n\
+             # HELP ioserve_build_info The running ioserve's version.\n\
+             # TYPE ioserve_build_info gauge\n\
+             ioserve_build_info{{version=\"{}\"}} 1\n",
+            sum_u(|s| &s.duration_micros) as f64 / 1e6,
+            env!("CARGO_PKG_VERSION"),
+        );
+        out.push_str(&process_metrics());
         out
     }
+}
+
+/// The standard process metrics of Prometheus clients, from /proc/self.
+fn process_metrics() -> String {
+    let mut out = String::new();
+    let status = std::fs::read_to_string("/proc/self/status").unwrap_or_default();
+    let kib = |key: &str| -> Option<u64> {
+        status
+            .lines()
+            .find_map(|l| l.strip_prefix(key))?
+            .split_whitespace()
+            .next()?
+            .parse()
+            .ok()
+    };
+    let stat = std::fs::read_to_string("/proc/self/stat").unwrap_or_default();
+    // After the ")" that ends the command name: utime and stime are the 12th and 13th
+    // fields, starttime the 20th, in clock ticks (USER_HZ, 100 on Linux).
+    let fields: Vec<&str> = stat
+        .rsplit_once(')')
+        .map_or(Vec::new(), |(_, rest)| rest.split_whitespace().collect());
+    let ticks = |i: usize| fields.get(i).and_then(|f| f.parse::<f64>().ok());
+    let boot_time = std::fs::read_to_string("/proc/stat")
+        .unwrap_or_default()
+        .lines()
+        .find_map(|l| l.strip_prefix("btime ")?.trim().parse::<f64>().ok());
+    let open_fds = std::fs::read_dir("/proc/self/fd").map_or(0, |d| d.count());
+    let max_fds = rustix::process::getrlimit(rustix::process::Resource::Nofile).current;
+    let mut gauge = |name: &str, kind: &str, help: &str, value: Option<f64>| {
+        if let Some(value) = value {
+            let _ = write!(
+                out,
+                "# HELP {name} {help}\n# TYPE {name} {kind}\n{name} {value}\n"
+            );
+        }
+    };
+    gauge(
+        "process_cpu_seconds_total",
+        "counter",
+        "Total user and system CPU time spent in seconds.",
+        ticks(11).zip(ticks(12)).map(|(u, s)| (u + s) / 100.0),
+    );
+    gauge(
+        "process_resident_memory_bytes",
+        "gauge",
+        "Resident memory size in bytes.",
+        kib("VmRSS:").map(|k| k as f64 * 1024.0),
+    );
+    gauge(
+        "process_virtual_memory_bytes",
+        "gauge",
+        "Virtual memory size in bytes.",
+        kib("VmSize:").map(|k| k as f64 * 1024.0),
+    );
+    gauge(
+        "process_open_fds",
+        "gauge",
+        "Number of open file descriptors.",
+        Some(open_fds.saturating_sub(1) as f64), // the directory being read
+    );
+    gauge(
+        "process_max_fds",
+        "gauge",
+        "Maximum number of open file descriptors.",
+        max_fds.map(|m| m as f64),
+    );
+    gauge(
+        "process_start_time_seconds",
+        "gauge",
+        "Start time of the process since unix epoch in seconds.",
+        ticks(19).zip(boot_time).map(|(t, boot)| boot + t / 100.0),
+    );
+    out
 }
 
 /// Serves `GET /metrics` on `listener` until the future is dropped.
@@ -172,6 +309,11 @@ pub async fn serve(listener: TcpListener, metrics: Arc<Metrics>) {
 
 fn answer(request: &Request<hyper::body::Incoming>, metrics: &Metrics) -> Response<Full<Bytes>> {
     let (status, content_type, body) = match (request.method(), request.uri().path()) {
+        (&hyper::Method::GET, "/healthz") => (
+            StatusCode::OK,
+            "text/plain; charset=utf-8",
+            Bytes::from_static(b"ok\n"),
+        ),
         (&hyper::Method::GET, "/metrics") => (
             StatusCode::OK,
             "text/plain; version=0.0.4; charset=utf-8",
@@ -185,7 +327,7 @@ fn answer(request: &Request<hyper::body::Incoming>, metrics: &Metrics) -> Respon
         _ => (
             StatusCode::NOT_FOUND,
             "text/plain; charset=utf-8",
-            Bytes::from_static(b"404 Not Found: metrics are at /metrics\n"),
+            Bytes::from_static(b"404 Not Found: metrics are at /metrics, health at /healthz\n"),
         ),
     };
     let mut response = Response::new(Full::new(body));
@@ -218,5 +360,28 @@ mod tests {
         assert!(text.contains("ioserve_connections_total 2\n"));
         assert!(text.contains("ioserve_connections_open 1\n"));
         assert!(text.contains("ioserve_downloads_in_flight 1\n"));
+    }
+
+    #[test]
+    fn durations_are_a_cumulative_histogram() {
+        let metrics = Metrics::new(2, "sendfile");
+        metrics.duration(0, std::time::Duration::from_micros(500));
+        metrics.duration(1, std::time::Duration::from_millis(30));
+        metrics.duration(1, std::time::Duration::from_secs(1000));
+        let text = metrics.render();
+        for line in [
+            "ioserve_request_duration_seconds_bucket{le=\"0.001\"} 1\n",
+            "ioserve_request_duration_seconds_bucket{le=\"0.01\"} 1\n",
+            "ioserve_request_duration_seconds_bucket{le=\"0.05\"} 2\n",
+            "ioserve_request_duration_seconds_bucket{le=\"300\"} 2\n",
+            "ioserve_request_duration_seconds_bucket{le=\"+Inf\"} 3\n",
+            "ioserve_request_duration_seconds_count 3\n",
+            "ioserve_request_duration_seconds_sum 1000.0305\n",
+            "ioserve_build_info{version=\"",
+            "process_open_fds ",
+            "process_resident_memory_bytes ",
+        ] {
+            assert!(text.contains(line), "{line:?} missing in\n{text}");
+        }
     }
 }

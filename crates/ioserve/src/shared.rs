@@ -121,6 +121,9 @@ impl ConnectionSlot {
             worker,
         };
         let admitted = open < shared.max_connections || slot.close_an_idle_connection();
+        if !admitted {
+            shared.metrics.refused(worker);
+        }
         (slot, admitted)
     }
 

@@ -522,6 +522,31 @@ fn http_get(address: &str, path: &str) -> String {
     response
 }
 
+/// `promtool check metrics` (Debian's prometheus) finds nothing to say about `text`.
+fn promtool_accepts(text: &str) {
+    let promtool = testdata::require("promtool", "prometheus");
+    let mut check = Command::new(promtool)
+        .args(["check", "metrics"])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    check
+        .stdin
+        .take()
+        .unwrap()
+        .write_all(text.as_bytes())
+        .unwrap();
+    let output = check.wait_with_output().unwrap();
+    let said = String::from_utf8_lossy(&output.stdout).into_owned()
+        + &String::from_utf8_lossy(&output.stderr);
+    assert!(
+        output.status.success() && said.trim().is_empty(),
+        "promtool: {said}\n{text}"
+    );
+}
+
 fn metric(response: &str, series: &str) -> f64 {
     let body = response.split("\r\n\r\n").nth(1).unwrap_or("");
     probe::metrics::sample_value(body, series).unwrap_or_else(|| panic!("no {series} in\n{body}"))
@@ -542,12 +567,21 @@ fn the_daemon_serves_growing_counters_and_detaches_on_sigterm() {
     );
     let (mut daemon, address, rest) = start_daemon(&["-p", &workload.id().to_string()]);
 
-    let first = http_get(&address, "/metrics");
+    let series = "probe_syscalls_total{syscall=\"read\"}";
+    // The first sample appears once the workload's first reads are counted (later on
+    // a loaded machine).
+    let deadline = Instant::now() + Duration::from_secs(10);
+    let first = loop {
+        let scrape = http_get(&address, "/metrics");
+        if scrape.contains(series) || Instant::now() > deadline {
+            break scrape;
+        }
+        std::thread::sleep(Duration::from_millis(100));
+    };
     assert!(first.starts_with("HTTP/1.1 200 OK"), "{first}");
     assert!(first.contains("text/plain; version=0.0.4"));
     std::thread::sleep(Duration::from_millis(300));
     let second = http_get(&address, "/metrics");
-    let series = "probe_syscalls_total{syscall=\"read\"}";
     assert!(
         metric(&second, series) > metric(&first, series),
         "reads did not grow"
@@ -556,6 +590,7 @@ fn the_daemon_serves_growing_counters_and_detaches_on_sigterm() {
     assert!(metric(&second, written) > metric(&first, written));
     assert_eq!(metric(&second, "probe_targets_up"), 1.0);
     assert!(http_get(&address, "/nope").starts_with("HTTP/1.1 404"));
+    promtool_accepts(second.split("\r\n\r\n").nth(1).unwrap_or(""));
 
     // A client that connects and never sends does not stop the others.
     let _silent = TcpStream::connect(&address).unwrap();

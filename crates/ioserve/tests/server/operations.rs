@@ -637,3 +637,51 @@ fn sigusr1_reopens_the_access_log_after_rotation() {
         .stop_and_read_log()
         .contains("SIGUSR1: access log reopened"));
 }
+
+#[test]
+fn metrics_pass_promtool_and_health_answers() {
+    let promtool = testdata::require("promtool", "prometheus");
+    let (dir, _) = tree();
+    let server = Server::start(
+        "sendfile",
+        dir.path(),
+        &["--metrics-listen", "127.0.0.1:0", "--max-connections", "1"],
+    );
+    let metrics = server.metrics.unwrap();
+    assert_eq!(get(server.addr, "/hello.txt", &[]).status, 200);
+    // One busy connection, then a refused one.
+    let held = start_download(&server, "/big.bin");
+    assert_eq!(get(server.addr, "/hello.txt", &[]).status, 503);
+    drop(held);
+    let health = get(metrics, "/healthz", &[]);
+    assert_eq!((health.status, health.body.as_slice()), (200, &b"ok\n"[..]));
+    let text = String::from_utf8(get(metrics, "/metrics", &[]).body).unwrap();
+    for line in [
+        "ioserve_connections_refused_total 1\n",
+        "ioserve_request_duration_seconds_count ",
+        "ioserve_build_info{version=\"",
+        "process_open_fds ",
+    ] {
+        assert!(text.contains(line), "{line:?} missing in\n{text}");
+    }
+    let mut check = Command::new(promtool)
+        .args(["check", "metrics"])
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    check
+        .stdin
+        .take()
+        .unwrap()
+        .write_all(text.as_bytes())
+        .unwrap();
+    let output = check.wait_with_output().unwrap();
+    let said = String::from_utf8_lossy(&output.stdout).into_owned()
+        + &String::from_utf8_lossy(&output.stderr);
+    assert!(
+        output.status.success() && said.trim().is_empty(),
+        "promtool: {said}\n{text}"
+    );
+}
