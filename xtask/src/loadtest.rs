@@ -109,6 +109,20 @@ const WORKLOADS: [Workload; 3] = [
     },
 ];
 
+/// wrk's `done()` hook: the figures as one JSON line, so nothing is scraped from wrk's
+/// human-readable summary (whose units and layout vary).
+const REPORT_LUA: &str = r#"-- Prints wrk's figures as one JSON line after the run.
+function done(summary, latency, requests)
+  local e = summary.errors
+  io.write(string.format(
+    'WRK_JSON {"requests":%d,"bytes":%d,"duration_us":%d,"p50_us":%d,"p99_us":%d,' ..
+    '"connect":%d,"read":%d,"write":%d,"status":%d,"timeout":%d}\n',
+    summary.requests, summary.bytes, summary.duration,
+    latency:percentile(50), latency:percentile(99),
+    e.connect, e.read, e.write, e.status, e.timeout))
+end
+"#;
+
 const RANGES_LUA: &str = r#"-- Random 1 MiB ranges of /1g.bin; each wrk thread has its own seed.
 local size, len = 1073741824, 1048576
 local counter = 0
@@ -272,7 +286,11 @@ pub fn run(options: &Options) -> Result<()> {
 
     let www = out.join("www");
     prepare_files(&www)?;
-    fs::write(out.join("ranges.lua"), RANGES_LUA)?;
+    fs::write(out.join("report.lua"), REPORT_LUA)?;
+    fs::write(
+        out.join("ranges.lua"),
+        format!("{RANGES_LUA}\n{REPORT_LUA}"),
+    )?;
 
     let specs: Vec<ServerSpec> = servers()
         .into_iter()
@@ -542,11 +560,13 @@ fn wrk(server: &Running, workload: &Workload, seconds: u64, out: &Path) -> Resul
         &format!("-d{seconds}s"),
         "--timeout",
         "10s",
-        "--latency",
     ]);
-    if workload.script.is_some() {
-        command.arg("-s").arg(out.join("ranges.lua"));
-    }
+    let script = if workload.script.is_some() {
+        "ranges.lua"
+    } else {
+        "report.lua"
+    };
+    command.arg("-s").arg(out.join(script));
     command.arg(format!("http://{}{}", server.addr, workload.path));
     let output = command.output().context("cannot run wrk")?;
     let text = String::from_utf8_lossy(&output.stdout);
@@ -558,64 +578,37 @@ fn wrk(server: &Running, workload: &Workload, seconds: u64, out: &Path) -> Resul
             String::from_utf8_lossy(&output.stderr)
         );
     }
-    parse_wrk(&text, seconds as f64).with_context(|| format!("unexpected wrk output:\n{text}"))
+    parse_wrk(&text).with_context(|| format!("no WRK_JSON line in wrk's output:\n{text}"))
 }
 
-fn parse_wrk(text: &str, seconds: f64) -> Option<WrkResult> {
-    let field = |prefix: &str| {
-        text.lines()
-            .map(str::trim)
-            .find_map(|l| l.strip_prefix(prefix))
-            .map(str::trim)
-    };
-    let requests_per_s = field("Requests/sec:")?.parse().ok()?;
-    let bytes_per_s = parse_size(field("Transfer/sec:")?)?;
-    let p50_ms = parse_latency(field("50%")?)?;
-    let p99_ms = parse_latency(field("99%")?)?;
-    let non_2xx: u64 = field("Non-2xx or 3xx responses:")
-        .and_then(|v| v.parse().ok())
-        .unwrap_or(0);
-    let socket: u64 = field("Socket errors:").map_or(0, |v| {
-        v.split(',')
-            .filter_map(|p| p.split_whitespace().last()?.parse::<u64>().ok())
-            .sum()
-    });
-    Some(WrkResult {
-        requests_per_s,
-        bytes_per_s,
-        p50_ms,
-        p99_ms,
-        errors: non_2xx + socket,
+/// The figures `REPORT_LUA` printed.
+#[derive(Debug, serde::Deserialize)]
+struct WrkJson {
+    requests: u64,
+    bytes: u64,
+    duration_us: u64,
+    p50_us: u64,
+    p99_us: u64,
+    connect: u64,
+    read: u64,
+    write: u64,
+    status: u64,
+    timeout: u64,
+}
+
+fn parse_wrk(text: &str) -> Option<WrkResult> {
+    let json = text.lines().find_map(|l| l.strip_prefix("WRK_JSON "))?;
+    let w: WrkJson = serde_json::from_str(json).ok()?;
+    let seconds = w.duration_us as f64 / 1e6;
+    (seconds > 0.0).then(|| WrkResult {
+        requests_per_s: w.requests as f64 / seconds,
+        bytes_per_s: w.bytes as f64 / seconds,
+        p50_ms: w.p50_us as f64 / 1000.0,
+        p99_ms: w.p99_us as f64 / 1000.0,
+        // Non-2xx/3xx responses and socket errors.
+        errors: w.status + w.connect + w.read + w.write + w.timeout,
         seconds,
     })
-}
-
-/// wrk's sizes: `3.24GB`, `512.00KB` (binary multiples).
-fn parse_size(text: &str) -> Option<f64> {
-    let split = text.find(|c: char| c.is_ascii_alphabetic())?;
-    let value: f64 = text[..split].parse().ok()?;
-    let scale = match &text[split..] {
-        "B" => 1.0,
-        "KB" => 1024.0,
-        "MB" => 1024.0 * 1024.0,
-        "GB" => 1024.0 * 1024.0 * 1024.0,
-        _ => return None,
-    };
-    Some(value * scale)
-}
-
-/// wrk's latencies: `812.00us`, `1.23ms`, `2.01s`, `1.00m`.
-fn parse_latency(text: &str) -> Option<f64> {
-    let split = text.find(|c: char| c.is_ascii_alphabetic())?;
-    let value: f64 = text[..split].parse().ok()?;
-    let to_ms = match &text[split..] {
-        "us" => 0.001,
-        "ms" => 1.0,
-        "s" => 1000.0,
-        "m" => 60_000.0,
-        _ => return None,
-    };
-    Some(value * to_ms)
 }
 
 fn cpu_seconds(pids: &[u32]) -> f64 {
@@ -808,35 +801,19 @@ mod tests {
 
     const WRK: &str = "Running 3s test @ http://127.0.0.1:1/4k.bin
   2 threads and 100 connections
-  Thread Stats   Avg      Stdev     Max   +/- Stdev
-    Latency     1.44ms    1.74ms  19.84ms   85.47%
-  Latency Distribution
-     50%  812.00us
-     75%    1.50ms
-     90%    3.00ms
-     99%    9.51ms
   245000 requests in 3.00s, 1.01GB read
-  Socket errors: connect 0, read 2, write 0, timeout 1
-  Non-2xx or 3xx responses: 4
-Requests/sec:  81965.23
-Transfer/sec:    345.50MB
+WRK_JSON {\"requests\":245000,\"bytes\":1086324736,\"duration_us\":3000000,\"p50_us\":812,\"p99_us\":9510,\"connect\":0,\"read\":2,\"write\":0,\"status\":4,\"timeout\":1}
 ";
 
     #[test]
-    fn parses_wrk_output() {
-        let r = parse_wrk(WRK, 3.0).unwrap();
-        assert_eq!(r.requests_per_s, 81965.23);
-        assert_eq!(r.bytes_per_s, 345.5 * 1024.0 * 1024.0);
+    fn parses_wrk_json() {
+        let r = parse_wrk(WRK).unwrap();
+        assert!((r.requests_per_s - 81_666.666).abs() < 0.01);
+        assert!((r.bytes_per_s - 362_108_245.33).abs() < 0.01);
         assert!((r.p50_ms - 0.812).abs() < 1e-9);
-        assert_eq!(r.p99_ms, 9.51);
-        assert_eq!(r.errors, 7);
-    }
-
-    #[test]
-    fn medians_and_units() {
-        assert!((parse_latency("2.01s").unwrap() - 2010.0).abs() < 1e-9);
-        assert_eq!(parse_size("1.5GB"), Some(1.5 * 1024.0 * 1024.0 * 1024.0));
-        assert_eq!(parse_size("12XB"), None);
+        assert!((r.p99_ms - 9.51).abs() < 1e-9);
+        assert_eq!((r.errors, r.seconds), (7, 3.0));
+        assert!(parse_wrk("Requests/sec: 5").is_none());
     }
 
     #[test]
