@@ -16,7 +16,6 @@
 
 mod aarch64;
 mod bench;
-mod connmem;
 mod cpio;
 mod cross;
 mod loadtest;

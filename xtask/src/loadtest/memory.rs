@@ -13,7 +13,7 @@ use std::time::Duration;
 use anyhow::{Context as _, Result};
 use serde::Serialize;
 
-use crate::loadtest::{start, status_kib, Running, ServerSpec};
+use super::servers::{start, status_kib, Running, ServerSpec};
 
 /// One server's figures.
 #[derive(Clone, Debug, Serialize)]

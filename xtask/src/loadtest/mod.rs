@@ -1,0 +1,392 @@
+//! `cargo xtask loadtest`: ioserve beside nginx and Go's FileServer, same files, same
+//! load, alternating, on 127.0.0.1 only.
+//!
+//! Every server is started once and stays up; each round runs every workload against
+//! every server in turn (the order rotates between rounds), and the report gives the
+//! median over rounds with ratios to nginx. Server CPU comes from /proc/PID/stat of the
+//! server's processes, peak RSS from VmHWM after resetting it (clear_refs 5) before
+//! each run. Then [`memory`] measures what idle and slow clients cost each server.
+//!
+//! By job: [`servers`] starts and watches the servers, [`wrk`] runs the load and reads
+//! its figures, [`report`] writes the medians as a table and a chart.
+
+use std::fs;
+use std::io::Write as _;
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+use anyhow::{bail, Result};
+use serde::Serialize;
+
+use crate::{cargo, ensure_packages, on_path, project_root, step};
+
+mod memory;
+mod report;
+mod servers;
+mod wrk;
+
+use report::{medians, render_chart, render_table};
+use servers::{cpu_seconds, servers, start, status_kib, Running, ServerSpec};
+use wrk::{wrk, RANGES_LUA, REPORT_LUA};
+
+
+/// Options of one load test.
+#[derive(Debug)]
+pub struct Options {
+    /// Seconds per wrk run.
+    pub duration: u64,
+    /// Rounds over all servers and workloads.
+    pub rounds: usize,
+    /// Only the servers whose name contains one of these.
+    pub only: Vec<String>,
+    /// Clients of the memory-per-connection measurement.
+    pub connections: usize,
+}
+
+/// The command line of `cargo xtask loadtest`; [`Args::resolve`] applies `--quick`.
+#[derive(Debug, clap::Args)]
+pub struct Args {
+    /// Seconds per wrk run [default: 10; --quick: 3]
+    #[arg(long, value_name = "S", value_parser = clap::value_parser!(u64).range(1..=600))]
+    duration: Option<u64>,
+    /// Rounds over all servers and workloads [default: 3; --quick: 1]
+    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u64).range(1..=20))]
+    rounds: Option<u64>,
+    /// Only the servers whose name contains one of these (comma-separated)
+    #[arg(long, value_name = "NAMES", value_delimiter = ',')]
+    only: Vec<String>,
+    /// Clients of the memory-per-connection measurement [default: 10000; --quick: 2000]
+    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u64).range(10..=50_000))]
+    connections: Option<u64>,
+    /// A short run: 1 round of 3 s, 2000 clients
+    #[arg(long)]
+    quick: bool,
+}
+
+impl Args {
+    /// The options, with `--quick`'s defaults where nothing was given.
+    pub fn resolve(self) -> Options {
+        let pick = |value: Option<u64>, normal: u64, quick: u64| {
+            value.unwrap_or(if self.quick { quick } else { normal })
+        };
+        Options {
+            duration: pick(self.duration, 10, 3),
+            rounds: pick(self.rounds, 3, 1) as usize,
+            connections: pick(self.connections, 10_000, 2_000) as usize,
+            only: self.only,
+        }
+    }
+}
+
+/// One workload of the seed's download service.
+struct Workload {
+    key: &'static str,
+    title: &'static str,
+    path: &'static str,
+    connections: u32,
+    /// A wrk Lua script generating the requests, if not a plain GET of `path`.
+    script: Option<&'static str>,
+    /// Whether throughput (MB/s) rather than requests/s is the headline.
+    bulk: bool,
+}
+
+const WORKLOADS: [Workload; 3] = [
+    Workload {
+        key: "a",
+        title: "8 MiB file, 100 connections",
+        path: "/8m.bin",
+        connections: 100,
+        script: None,
+        bulk: true,
+    },
+    Workload {
+        key: "b",
+        title: "4 KiB file, 100 connections",
+        path: "/4k.bin",
+        connections: 100,
+        script: None,
+        bulk: false,
+    },
+    Workload {
+        key: "c",
+        title: "random 1 MiB ranges of a 1 GiB file, 16 connections",
+        path: "/1g.bin",
+        connections: 16,
+        script: Some(RANGES_LUA),
+        bulk: true,
+    },
+];
+
+/// What one run measures (a sample) or the medians of several.
+#[derive(Clone, Debug, Serialize)]
+struct Figures {
+    requests_per_s: f64,
+    mb_per_s: f64,
+    p50_ms: f64,
+    p99_ms: f64,
+    cpu_s_per_gb: f64,
+    peak_rss_mib: f64,
+}
+
+/// One wrk run against one server.
+#[derive(Clone, Debug, Serialize)]
+struct Sample {
+    server: String,
+    workload: &'static str,
+    round: usize,
+    #[serde(flatten)]
+    figures: Figures,
+    errors: u64,
+}
+
+/// What the report says about one server under one workload.
+#[derive(Clone, Debug, Serialize)]
+struct Median {
+    server: String,
+    workload: &'static str,
+    /// Each figure's median over the rounds.
+    #[serde(flatten)]
+    figures: Figures,
+    /// Errors summed over the rounds.
+    errors: u64,
+    /// The headline figure (MB/s or requests/s) over nginx's.
+    ratio_to_nginx: Option<f64>,
+}
+
+#[derive(Serialize)]
+struct Report<'a> {
+    duration_s: u64,
+    rounds: usize,
+    cpus: usize,
+    kernel: String,
+    workloads: Vec<(&'static str, &'static str)>,
+    medians: &'a [Median],
+    samples: &'a [Sample],
+    memory: &'a [memory::ConnectionMemory],
+}
+
+/// Runs the load test and writes target/loadtest/{report.md,results.json,chart.svg}.
+pub fn run(options: &Options) -> Result<()> {
+    ensure_packages(&[("nginx", "nginx"), ("wrk", "wrk")])?;
+    let out = project_root().join("target/loadtest");
+    fs::create_dir_all(&out)?;
+    let go = find_go()?;
+    step(
+        "build ioserve (release)",
+        cargo(&["build", "--release", "-p", "ioserve"]),
+    )?;
+    let mut build_go = Command::new(&go);
+    build_go
+        .current_dir(project_root().join("benches/peers/go-fileserver"))
+        .args(["build", "-o"])
+        .arg(out.join("go-fileserver"));
+    step("build the Go FileServer peer", build_go)?;
+
+    let www = out.join("www");
+    prepare_files(&www)?;
+    fs::write(out.join("report.lua"), REPORT_LUA)?;
+    fs::write(
+        out.join("ranges.lua"),
+        format!("{RANGES_LUA}\n{REPORT_LUA}"),
+    )?;
+
+    let specs: Vec<ServerSpec> = servers()
+        .into_iter()
+        .filter(|s| {
+            options.only.is_empty() || options.only.iter().any(|o| s.name.contains(o.as_str()))
+        })
+        .collect();
+    if specs.is_empty() {
+        bail!(
+            "--only matches no server; servers: {}",
+            servers()
+                .iter()
+                .map(|s| s.name.clone())
+                .collect::<Vec<_>>()
+                .join(", ")
+        );
+    }
+    let mut running = Vec::new();
+    for spec in &specs {
+        running.push(start(spec, &www, &out)?);
+        eprintln!(
+            "xtask loadtest: {} on {}",
+            spec.name,
+            running.last().unwrap().addr
+        );
+    }
+
+    let total = running.len() * WORKLOADS.len() * options.rounds;
+    eprintln!(
+        "xtask loadtest: {total} runs of {} s ({} servers, {} workloads, {} rounds), about {} min",
+        options.duration,
+        running.len(),
+        WORKLOADS.len(),
+        options.rounds,
+        (total as u64 * (options.duration + 1)).div_ceil(60)
+    );
+    // Warm-up, not recorded: page cache, connection pools, the open-file caches.
+    for server in &running {
+        for workload in &WORKLOADS {
+            wrk(server, workload, 1, &out)?;
+        }
+    }
+    let mut samples = Vec::new();
+    for round in 0..options.rounds {
+        for workload in &WORKLOADS {
+            for i in 0..running.len() {
+                // Alternate: each round starts with the next server.
+                let server = &running[(i + round) % running.len()];
+                let sample = measure(server, workload, round, options.duration, &out)?;
+                eprintln!(
+                    "  round {} {} {:<24} {:>9.0} req/s {:>8.0} MB/s p99 {:>8.2} ms",
+                    round + 1,
+                    workload.key,
+                    sample.server,
+                    sample.figures.requests_per_s,
+                    sample.figures.mb_per_s,
+                    sample.figures.p99_ms
+                );
+                samples.push(sample);
+            }
+        }
+    }
+    drop(running);
+
+    let clients = memory::raise_limit(options.connections);
+    let memory = memory::measure_all(&specs, &www, &out, clients)?;
+
+    let medians = medians(&samples, &specs);
+    let table = render_table(&medians, options) + &memory::render_table(&memory);
+    println!("{table}");
+    let report = Report {
+        duration_s: options.duration,
+        rounds: options.rounds,
+        cpus: std::thread::available_parallelism().map_or(1, |n| n.get()),
+        kernel: fs::read_to_string("/proc/sys/kernel/osrelease")
+            .unwrap_or_default()
+            .trim()
+            .to_string(),
+        workloads: WORKLOADS.iter().map(|w| (w.key, w.title)).collect(),
+        medians: &medians,
+        samples: &samples,
+        memory: &memory,
+    };
+    fs::write(
+        out.join("results.json"),
+        serde_json::to_string_pretty(&report)?,
+    )?;
+    fs::write(out.join("report.md"), &table)?;
+    fs::write(out.join("chart.svg"), render_chart(&medians, &specs))?;
+    eprintln!(
+        "xtask loadtest: wrote {}/{{report.md,results.json,chart.svg}}",
+        out.display()
+    );
+    Ok(())
+}
+
+pub(crate) fn find_go() -> Result<PathBuf> {
+    if on_path("go") {
+        return Ok(PathBuf::from("go"));
+    }
+    let local = PathBuf::from("/usr/local/go/bin/go");
+    if local.is_file() {
+        return Ok(local);
+    }
+    ensure_packages(&[("golang-go", "go")])?;
+    Ok(PathBuf::from("go"))
+}
+
+/// The served files: pseudo-random bytes, so that nothing is sparse or compressible.
+fn prepare_files(www: &Path) -> Result<()> {
+    fs::create_dir_all(www)?;
+    for (name, len) in [
+        ("4k.bin", 4096u64),
+        ("8m.bin", 8 << 20),
+        ("1g.bin", 1 << 30),
+    ] {
+        let path = www.join(name);
+        if fs::metadata(&path).is_ok_and(|m| m.len() == len) {
+            continue;
+        }
+        eprintln!("xtask loadtest: writing {}", path.display());
+        let mut block = vec![0u8; (len as usize).min(1 << 20)];
+        let mut state = 0x9e37_79b9_7f4a_7c15u64 ^ len;
+        for chunk in block.chunks_mut(8) {
+            state ^= state << 13;
+            state ^= state >> 7;
+            state ^= state << 17;
+            chunk.copy_from_slice(&state.to_le_bytes()[..chunk.len()]);
+        }
+        let mut file = std::io::BufWriter::new(fs::File::create(&path)?);
+        for i in 0..len / block.len() as u64 {
+            // Every MiB differs from the others.
+            block[..8].copy_from_slice(&i.to_le_bytes());
+            file.write_all(&block)?;
+        }
+        file.flush()?;
+    }
+    // Warm the page cache.
+    for entry in fs::read_dir(www)? {
+        std::io::copy(&mut fs::File::open(entry?.path())?, &mut std::io::sink())?;
+    }
+    Ok(())
+}
+
+fn measure(
+    server: &Running,
+    workload: &Workload,
+    round: usize,
+    seconds: u64,
+    out: &Path,
+) -> Result<Sample> {
+    let pids = server.pids();
+    for pid in &pids {
+        // Resets VmHWM, so the peak is this run's.
+        let _ = fs::write(format!("/proc/{pid}/clear_refs"), "5");
+    }
+    let cpu_before = cpu_seconds(&pids);
+    let wrk = wrk(server, workload, seconds, out)?;
+    let cpu = cpu_seconds(&pids) - cpu_before;
+    let peak_rss_kib: u64 = pids.iter().map(|pid| status_kib(*pid, "VmHWM:")).sum();
+    let gb = wrk.bytes_per_s * wrk.seconds / 1e9;
+    Ok(Sample {
+        server: server.name.clone(),
+        workload: workload.key,
+        round,
+        figures: Figures {
+            requests_per_s: wrk.requests_per_s,
+            mb_per_s: wrk.bytes_per_s / 1e6,
+            p50_ms: wrk.p50_ms,
+            p99_ms: wrk.p99_ms,
+            cpu_s_per_gb: if gb > 0.0 { cpu / gb } else { f64::NAN },
+            peak_rss_mib: peak_rss_kib as f64 / 1024.0,
+        },
+        errors: wrk.errors,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn options() {
+        use clap::Parser as _;
+        let parse = |args: &[&str]| {
+            crate::Cli::try_parse_from(["xtask", "loadtest"].iter().chain(args)).map(
+                |cli| match cli.task {
+                    crate::Task::Loadtest(args) => args.resolve(),
+                    other => panic!("parsed as {other:?}"),
+                },
+            )
+        };
+        let o = parse(&["--quick", "--only", "nginx,ioserve-sendfile"]).unwrap();
+        assert_eq!(
+            (o.duration, o.rounds, o.only.len(), o.connections),
+            (3, 1, 2, 2000)
+        );
+        let o = parse(&["--rounds", "5"]).unwrap();
+        assert_eq!((o.duration, o.rounds, o.connections), (10, 5, 10_000));
+        let error = parse(&["--duration", "0"]).unwrap_err().to_string();
+        assert!(error.contains("'0' for '--duration"), "{error}");
+    }
+}

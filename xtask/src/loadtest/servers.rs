@@ -1,0 +1,214 @@
+//! The servers under test: how each is started (nginx's configuration included),
+//! stopped, and what its processes spend.
+
+use std::fs;
+use std::net::{SocketAddr, TcpListener, TcpStream};
+use std::path::Path;
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use anyhow::{bail, Context as _, Result};
+
+use crate::project_root;
+
+/// How a server under test is started.
+#[derive(Clone, Debug)]
+enum Kind {
+    Nginx,
+    Go,
+    Ioserve {
+        strategy: &'static str,
+        runtime: &'static str,
+    },
+}
+
+pub(crate) struct ServerSpec {
+    pub(crate) name: String,
+    kind: Kind,
+}
+
+pub(super) fn servers() -> Vec<ServerSpec> {
+    let mut specs = vec![
+        ServerSpec {
+            name: "nginx".into(),
+            kind: Kind::Nginx,
+        },
+        ServerSpec {
+            name: "go-fileserver".into(),
+            kind: Kind::Go,
+        },
+    ];
+    for strategy in ["sendfile", "mmap", "read", "buffered"] {
+        specs.push(ServerSpec {
+            name: format!("ioserve-{strategy}"),
+            kind: Kind::Ioserve {
+                strategy,
+                runtime: "per-core",
+            },
+        });
+    }
+    specs.push(ServerSpec {
+        name: "ioserve-sendfile-multi".into(),
+        kind: Kind::Ioserve {
+            strategy: "sendfile",
+            runtime: "multi",
+        },
+    });
+    specs
+}
+
+/// A started server; stopped when dropped.
+pub(crate) struct Running {
+    pub(crate) name: String,
+    child: Child,
+    pub(crate) addr: SocketAddr,
+}
+
+impl Running {
+    /// The server's processes: the child and, for nginx, its workers.
+    pub(crate) fn pids(&self) -> Vec<u32> {
+        let main = self.child.id();
+        let mut pids = vec![main];
+        pids.extend(children_of(main));
+        pids
+    }
+}
+
+impl Drop for Running {
+    fn drop(&mut self) {
+        let _ = Command::new("kill")
+            .args(["-TERM", &self.child.id().to_string()])
+            .status();
+        let deadline = Instant::now() + Duration::from_secs(5);
+        while Instant::now() < deadline {
+            if let Ok(Some(_)) = self.child.try_wait() {
+                return;
+            }
+            std::thread::sleep(Duration::from_millis(50));
+        }
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+pub(crate) fn start(spec: &ServerSpec, www: &Path, out: &Path) -> Result<Running> {
+    let port = TcpListener::bind("127.0.0.1:0")?.local_addr()?.port();
+    let addr = SocketAddr::from(([127, 0, 0, 1], port));
+    let mut command = match &spec.kind {
+        Kind::Nginx => {
+            let dir = out.join("nginx");
+            fs::create_dir_all(dir.join("tmp"))?;
+            let conf = dir.join("nginx.conf");
+            fs::write(&conf, nginx_conf(&dir, www, addr))?;
+            let mut command = Command::new("nginx");
+            command.arg("-c").arg(&conf).arg("-p").arg(&dir);
+            command
+        }
+        Kind::Go => {
+            let mut command = Command::new(out.join("go-fileserver"));
+            command
+                .arg("-root")
+                .arg(www)
+                .arg("-listen")
+                .arg(addr.to_string());
+            command
+        }
+        Kind::Ioserve { strategy, runtime } => {
+            let mut command = Command::new(project_root().join("target/release/ioserve"));
+            command.arg(www).args([
+                "--listen",
+                &addr.to_string(),
+                "--strategy",
+                strategy,
+                "--runtime",
+                runtime,
+                "--access-log",
+                "off",
+            ]);
+            command
+        }
+    };
+    let child = command
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .with_context(|| format!("cannot start {}", spec.name))?;
+    let running = Running {
+        name: spec.name.clone(),
+        child,
+        addr,
+    };
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while TcpStream::connect(addr).is_err() {
+        if Instant::now() > deadline {
+            bail!("{} did not listen on {addr} within 10 s", spec.name);
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    Ok(running)
+}
+
+/// nginx as the issue asks: sendfile on, tcp_nopush on, access_log off, 2 workers.
+fn nginx_conf(dir: &Path, www: &Path, addr: SocketAddr) -> String {
+    let tmp = dir.join("tmp");
+    let tmp = tmp.display();
+    format!(
+        "worker_processes 2;\ndaemon off;\npid {dir}/nginx.pid;\nerror_log {dir}/error.log warn;\n\
+         worker_rlimit_nofile 65536;\nevents {{ worker_connections 32768; }}\n\
+         http {{\n  access_log off;\n  sendfile on;\n  tcp_nopush on;\n  keepalive_requests 1000000;\n  \
+         default_type application/octet-stream;\n  client_body_temp_path {tmp};\n  proxy_temp_path {tmp};\n  \
+         fastcgi_temp_path {tmp};\n  uwsgi_temp_path {tmp};\n  scgi_temp_path {tmp};\n  \
+         server {{ listen {addr} reuseport; root {www}; }}\n}}\n",
+        dir = dir.display(),
+        www = www.display(),
+    )
+}
+
+pub(super) fn cpu_seconds(pids: &[u32]) -> f64 {
+    let ticks_per_s = 100.0; // USER_HZ, fixed at 100 on Linux for /proc/PID/stat.
+    pids.iter()
+        .filter_map(|pid| {
+            let stat = fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+            let rest = stat.rsplit_once(')')?.1;
+            let fields: Vec<&str> = rest.split_whitespace().collect();
+            // After ')': state is field 3; utime and stime are fields 14 and 15.
+            let utime: f64 = fields.get(11)?.parse().ok()?;
+            let stime: f64 = fields.get(12)?.parse().ok()?;
+            Some((utime + stime) / ticks_per_s)
+        })
+        .sum()
+}
+
+pub(crate) fn status_kib(pid: u32, key: &str) -> u64 {
+    fs::read_to_string(format!("/proc/{pid}/status"))
+        .ok()
+        .and_then(|s| {
+            s.lines()
+                .find_map(|l| l.strip_prefix(key))
+                .and_then(|v| v.split_whitespace().next()?.parse().ok())
+        })
+        .unwrap_or(0)
+}
+
+pub(super) fn children_of(parent: u32) -> Vec<u32> {
+    let Ok(entries) = fs::read_dir("/proc") else {
+        return Vec::new();
+    };
+    entries
+        .filter_map(|e| e.ok()?.file_name().to_str()?.parse::<u32>().ok())
+        .filter(|pid| {
+            fs::read_to_string(format!("/proc/{pid}/stat"))
+                .ok()
+                .and_then(|s| {
+                    s.rsplit_once(')')?
+                        .1
+                        .split_whitespace()
+                        .nth(1)?
+                        .parse::<u32>()
+                        .ok()
+                })
+                == Some(parent)
+        })
+        .collect()
+}
