@@ -29,7 +29,6 @@ use report::{medians, render_chart, render_table};
 use servers::{cpu_seconds, servers, start, status_kib, Running, ServerSpec};
 use wrk::{wrk, RANGES_LUA, REPORT_LUA};
 
-
 /// Options of one load test.
 #[derive(Debug)]
 pub struct Options {

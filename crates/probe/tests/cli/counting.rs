@@ -1,0 +1,208 @@
+//! Counts against known workloads and strace -c: syscalls, the vDSO, the sendfile
+//! verdict, page faults, run-queue delay.
+
+use std::process::{Command, Stdio};
+
+use crate::support::*;
+
+#[test]
+fn counts_a_known_workload_exactly() {
+    if !privileged() {
+        return;
+    }
+    let report = probe_json(&[
+        "syscalls", "--json", "--", CALIBRATE, "syscalls", "--count", "25000",
+    ]);
+    assert_eq!(calls(&report, "getppid"), 25000, "{report:#}");
+    assert_eq!(calls(&report, "clock_gettime"), 25000, "{report:#}");
+    assert_eq!(calls(&report, "execve"), 1);
+    let getppid = report["syscalls"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|r| r["name"] == "getppid");
+    assert_eq!(getppid.unwrap()["errors"], 0);
+    assert_eq!(report["ending"]["reason"], "target-exited");
+    assert_eq!(report["ending"]["code"], 0);
+}
+
+#[test]
+fn dd_counts_equal_strace_c() {
+    if !privileged() {
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let summary = dir.path().join("strace.txt");
+    let dd = [
+        "dd",
+        "if=/dev/zero",
+        "of=/dev/null",
+        "bs=4k",
+        "count=100000",
+    ];
+    let status = Command::new("strace")
+        .args(["-c", "-o"])
+        .arg(&summary)
+        .args(dd)
+        .stderr(Stdio::null())
+        .status()
+        .expect("strace runs (cargo xtask ci installs it)");
+    assert!(status.success());
+    let summary = std::fs::read_to_string(&summary).unwrap();
+
+    let mut args = vec!["syscalls", "--json", "--"];
+    args.extend(dd);
+    let report = probe_json(&args);
+    for name in ["read", "write", "execve"] {
+        let expected = strace_calls(&summary, name);
+        assert!(expected > 0, "strace saw no {name}:\n{summary}");
+        assert_eq!(
+            calls(&report, name),
+            expected,
+            "{name}: probe vs strace -c\n{summary}"
+        );
+    }
+    assert!(calls(&report, "read") >= 100_000);
+    let verdict = &report["verdict"];
+    assert_eq!(verdict["movement"], "copying", "{verdict:#}");
+    // dd's 409,600,000 bytes plus its three status lines on stderr.
+    assert!(verdict["copied_out_bytes"].as_u64().unwrap() >= 409_600_000);
+}
+
+#[test]
+fn the_vdso_serves_wall_clocks_and_raw_syscalls_count_once() {
+    if !privileged() {
+        return;
+    }
+    let report = probe_json(&["clock", "--json", "--calls", "2000"]);
+    let measurements = report["measurements"].as_array().unwrap();
+    assert_eq!(measurements.len(), 9);
+    let current = report["clocksources"]["current"].as_str().unwrap_or("");
+    let vdso_clocksource = matches!(
+        current,
+        "tsc" | "kvm-clock" | "arch_sys_counter" | "hyperv_clocksource_tsc_page"
+    );
+    for m in measurements {
+        let clock = m["clock"].as_str().unwrap();
+        let libc = m["libc_syscalls_per_call"].as_f64().unwrap();
+        assert_eq!(
+            m["raw_syscalls_per_call"].as_f64().unwrap(),
+            1.0,
+            "{clock}: syscall(2) is one syscall"
+        );
+        if clock.contains("CPUTIME") {
+            assert_eq!(libc, 1.0, "{clock} is never served by the vDSO");
+        } else if vdso_clocksource && report["vdso"]["vdso"] == true {
+            assert_eq!(libc, 0.0, "{clock} on {current}: the vDSO serves it");
+        }
+    }
+    if vdso_clocksource {
+        assert_eq!(report["verdict"]["ok"], true, "{:#}", report["verdict"]);
+    }
+}
+
+#[test]
+fn clock_pid_counts_a_process_s_clock_syscalls() {
+    if !privileged() {
+        return;
+    }
+    let mut child = busy_clock_caller();
+    let pid = child.id().to_string();
+    let report = probe_json(&[
+        "clock",
+        "--json",
+        "--calls",
+        "1000",
+        "--pid",
+        &pid,
+        "--duration",
+        "0.5",
+    ]);
+    child.kill().unwrap();
+    child.wait().unwrap();
+    let watched = &report["pid"];
+    assert!(watched["syscalls"].as_u64().unwrap() > 1000, "{watched:#}");
+    let by_clock = watched["by_clock"].as_array().unwrap();
+    assert_eq!(by_clock[0][0], "CLOCK_MONOTONIC", "{watched:#}");
+}
+
+#[test]
+fn the_verdict_tells_sendfile_from_read_write() {
+    if !privileged() {
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("payload");
+    let size = 3 * 1024 * 1024 + 17;
+    std::fs::write(&file, vec![7u8; size as usize]).unwrap();
+
+    let copying = copy_verdict("read-write", &file, size);
+    assert_eq!(copying["movement"], "copying", "{copying:#}");
+    assert_eq!(copying["copied_out_bytes"], size);
+    assert!(copying["copied_in_bytes"].as_u64().unwrap() >= size);
+    assert_eq!(copying["zero_copy_bytes"], 0);
+    assert!(copying["summary"]
+        .as_str()
+        .unwrap()
+        .starts_with("copying through user space"));
+
+    let zero_copy = copy_verdict("sendfile", &file, size);
+    assert_eq!(zero_copy["movement"], "zero-copy", "{zero_copy:#}");
+    assert_eq!(zero_copy["zero_copy_bytes"], size);
+    assert_eq!(zero_copy["copied_out_bytes"], 0);
+}
+
+#[test]
+fn faults_count_touched_pages() {
+    if !privileged() {
+        return;
+    }
+    let pages = 20_000u64;
+    let report = probe_json(&[
+        "faults",
+        "--json",
+        "--",
+        CALIBRATE,
+        "faults",
+        "--pages",
+        &pages.to_string(),
+    ]);
+    let processes = report["processes"].as_array().unwrap();
+    assert_eq!(processes.len(), 1, "{report:#}");
+    let minor = processes[0]["minor"].as_u64().unwrap();
+    // Every touched page faults once; the rest is the program's own start-up.
+    assert!(
+        (pages..pages + 3000).contains(&minor),
+        "{minor} minor faults for {pages} pages"
+    );
+    assert_eq!(processes[0]["comm"], "probe-calibrate");
+}
+
+#[test]
+fn runq_measures_wakeups() {
+    if !privileged() {
+        return;
+    }
+    let mut sleeper = Command::new("sh")
+        .args(["-c", "while :; do sleep 0.01; done"])
+        .spawn()
+        .unwrap();
+    let pid = sleeper.id().to_string();
+    let system = probe_json(&["runq", "--json", "--duration", "1"]);
+    let filtered = probe_json(&["runq", "--json", "--duration", "1", "-p", &pid]);
+    sleeper.kill().unwrap();
+    sleeper.wait().unwrap();
+    for report in [&system, &filtered] {
+        let samples = report["runq"]["samples"].as_u64().unwrap();
+        let slots: u64 = report["runq"]["histogram"]["slots"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|v| v.as_u64().unwrap())
+            .sum();
+        assert!(samples > 10, "{report:#}");
+        assert_eq!(slots, samples, "every sample is in one slot");
+    }
+    // The shell wakes ~100 times a second; the whole system at least as often.
+    assert!(system["runq"]["samples"].as_u64() >= filtered["runq"]["samples"].as_u64());
+}

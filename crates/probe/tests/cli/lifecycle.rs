@@ -1,0 +1,69 @@
+//! How a trace ends: Ctrl-C, or the target exiting; the programs are detached.
+
+use std::io::Read;
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+
+use crate::support::*;
+
+#[test]
+fn ctrl_c_prints_the_summary_and_detaches() {
+    if !privileged() {
+        return;
+    }
+    let mut target = Reaped(Command::new("sleep").arg("30").spawn().unwrap());
+    let mut probe = Reaped(
+        Command::new(PROBE)
+            .args(["syscalls", "-p", &target.id().to_string()])
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap(),
+    );
+    let (_, rest) = wait_for_line(&mut probe, "Ctrl-C to stop");
+    let ids = bpf_ids(probe.id());
+    signal(probe.id(), rustix::process::Signal::INT);
+    let mut stdout = String::new();
+    probe
+        .stdout
+        .take()
+        .unwrap()
+        .read_to_string(&mut stdout)
+        .unwrap();
+    let status = probe.wait().unwrap();
+    target.kill().unwrap();
+    target.wait().unwrap();
+    assert!(status.success(), "{status:?} {}", rest.join().unwrap());
+    assert!(stdout.contains("interrupted by signal 2"), "{stdout}");
+    assert!(stdout.starts_with("Syscalls of pid"), "{stdout}");
+    assert_detached(&ids);
+}
+
+#[test]
+fn a_target_that_exits_ends_the_trace_with_a_summary() {
+    if !privileged() {
+        return;
+    }
+    let mut target = Reaped(Command::new("sleep").arg("0.5").spawn().unwrap());
+    let started = Instant::now();
+    let out = probe(&[
+        "syscalls",
+        "-p",
+        &target.id().to_string(),
+        "--duration",
+        "20",
+    ]);
+    // The sleep ends, but as our child it stays a zombie until reaped: probe must
+    // treat a zombie as exited.
+    assert!(
+        started.elapsed() < Duration::from_secs(10),
+        "probe waited for its duration"
+    );
+    target.wait().unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(String::from_utf8_lossy(&out.stdout).contains("(target exited)"));
+}

@@ -1,0 +1,312 @@
+//! Helpers of the probe CLI tests: running probe, workloads, the daemon, strace and
+//! bpftool.
+
+use std::io::{BufRead, BufReader, Read, Write};
+use std::net::{TcpListener, TcpStream};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Output, Stdio};
+use std::time::{Duration, Instant};
+
+use serde_json::Value;
+
+pub const PROBE: &str = env!("CARGO_BIN_EXE_probe");
+pub const CALIBRATE: &str = env!("CARGO_BIN_EXE_probe-calibrate");
+
+/// A child process that is killed and reaped when the test ends, also by a failed
+/// assertion, so that no workload or daemon outlives its test.
+pub struct Reaped(pub Child);
+
+impl std::ops::Deref for Reaped {
+    type Target = Child;
+    fn deref(&self) -> &Child {
+        &self.0
+    }
+}
+
+impl std::ops::DerefMut for Reaped {
+    fn deref_mut(&mut self) -> &mut Child {
+        &mut self.0
+    }
+}
+
+impl Drop for Reaped {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+/// probe-calibrate making raw clock_gettime (and getppid) syscalls until killed.
+pub fn busy_clock_caller() -> Reaped {
+    Reaped(
+        Command::new(CALIBRATE)
+            .args(["syscalls", "--count", "2000000000"])
+            .spawn()
+            .unwrap(),
+    )
+}
+
+/// Whether BPF tests can run; panics when they must but cannot.
+pub fn privileged() -> bool {
+    if rustix::process::geteuid().is_root() {
+        return true;
+    }
+    if std::env::var_os("PROBE_TESTS_REQUIRE_ROOT").is_some() {
+        panic!("PROBE_TESTS_REQUIRE_ROOT is set but the tests do not run as root");
+    }
+    eprintln!("skipped: loading BPF programs needs root");
+    false
+}
+
+pub fn probe(args: &[&str]) -> Output {
+    Command::new(PROBE).args(args).output().expect("probe runs")
+}
+
+/// Runs probe with --json and parses its stdout, asserting success.
+pub fn probe_json(args: &[&str]) -> Value {
+    let out = probe(args);
+    assert!(
+        out.status.success(),
+        "probe {args:?} failed: {}\n{}",
+        out.status,
+        String::from_utf8_lossy(&out.stderr)
+    );
+    serde_json::from_slice(&out.stdout).unwrap_or_else(|err| {
+        panic!(
+            "probe {args:?}: bad JSON ({err}): {}",
+            String::from_utf8_lossy(&out.stdout)
+        )
+    })
+}
+
+/// Calls of `name` in a `probe syscalls --json` report.
+pub fn calls(report: &Value, name: &str) -> u64 {
+    report["syscalls"]
+        .as_array()
+        .expect("syscalls array")
+        .iter()
+        .find(|row| row["name"] == name)
+        .map_or(0, |row| row["calls"].as_u64().unwrap())
+}
+
+/// Per-syscall calls from a `strace -c -o FILE` summary.
+pub fn strace_calls(summary: &str, name: &str) -> u64 {
+    summary
+        .lines()
+        .filter_map(|line| {
+            let words: Vec<&str> = line.split_whitespace().collect();
+            // % time, seconds, usecs/call, calls, [errors], syscall
+            (words.len() >= 5 && words.last() == Some(&name)).then(|| words[3].parse().ok())?
+        })
+        .next()
+        .unwrap_or(0)
+}
+
+/// Runs `probe syscalls --json -- probe-calibrate copy --via VIA` against a local
+/// TCP sink and returns the verdict.
+pub fn copy_verdict(via: &str, file: &Path, size: u64) -> Value {
+    let sink = TcpListener::bind("127.0.0.1:0").unwrap();
+    let address = sink.local_addr().unwrap().to_string();
+    let drain = std::thread::spawn(move || {
+        let (mut stream, _) = sink.accept().unwrap();
+        let mut received = Vec::new();
+        stream.read_to_end(&mut received).unwrap();
+        received.len() as u64
+    });
+    let file = file.to_str().unwrap();
+    // --top 1 hides the data syscalls: the verdict must see them anyway.
+    let report = probe_json(&[
+        "syscalls",
+        "--json",
+        "--top",
+        "1",
+        "--",
+        CALIBRATE,
+        "copy",
+        "--via",
+        via,
+        "--file",
+        file,
+        "--connect",
+        &address,
+    ]);
+    assert_eq!(drain.join().unwrap(), size);
+    assert_eq!(report["syscalls"].as_array().unwrap().len(), 1);
+    report["verdict"].clone()
+}
+
+/// The BPF program and link ids a process holds (from its fds' fdinfo).
+pub fn bpf_ids(pid: u32) -> Vec<(String, u64)> {
+    let mut ids = Vec::new();
+    for entry in std::fs::read_dir(format!("/proc/{pid}/fdinfo")).unwrap() {
+        let Ok(info) = std::fs::read_to_string(entry.unwrap().path()) else {
+            continue;
+        };
+        for line in info.lines() {
+            for kind in ["prog_id:", "link_id:"] {
+                if let Some(id) = line.strip_prefix(kind) {
+                    ids.push((
+                        kind.trim_end_matches(':').to_string(),
+                        id.trim().parse().unwrap(),
+                    ));
+                }
+            }
+        }
+    }
+    ids.sort();
+    ids.dedup();
+    ids
+}
+
+/// Asserts that none of `ids` is still loaded, with bpftool.
+pub fn assert_detached(ids: &[(String, u64)]) {
+    assert!(
+        ids.iter().any(|(kind, _)| kind == "prog_id"),
+        "no programs were seen: {ids:?}"
+    );
+    let listed = |what: &str| -> Value {
+        let out = Command::new("bpftool")
+            .args(["-j", what, "list"])
+            .output()
+            .expect("bpftool runs");
+        assert!(out.status.success());
+        serde_json::from_slice(&out.stdout).unwrap_or(Value::Array(vec![]))
+    };
+    // The kernel frees programs after an RCU grace period: allow it a moment.
+    let deadline = Instant::now() + Duration::from_secs(5);
+    loop {
+        let progs = listed("prog");
+        let links = listed("link");
+        let left: Vec<_> = ids
+            .iter()
+            .filter(|(kind, id)| {
+                let list = if kind == "prog_id" { &progs } else { &links };
+                let ids = list.as_array().unwrap();
+                ids.iter().any(|p| p["id"].as_u64() == Some(*id))
+            })
+            .collect();
+        if left.is_empty() {
+            return;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "still loaded after probe exited: {left:?}"
+        );
+        std::thread::sleep(Duration::from_millis(100));
+    }
+}
+
+/// Reads `child`'s stderr until a line containing `needle`; returns that line and a
+/// thread that drains the rest.
+pub fn wait_for_line(child: &mut Child, needle: &str) -> (String, std::thread::JoinHandle<String>) {
+    let mut reader = BufReader::new(child.stderr.take().unwrap());
+    let mut line = String::new();
+    loop {
+        line.clear();
+        assert!(
+            reader.read_line(&mut line).unwrap() > 0,
+            "stderr ended before `{needle}`"
+        );
+        if line.contains(needle) {
+            break;
+        }
+    }
+    let rest = std::thread::spawn(move || {
+        let mut rest = String::new();
+        let _ = reader.read_to_string(&mut rest);
+        rest
+    });
+    (line, rest)
+}
+
+pub fn signal(pid: u32, signal: rustix::process::Signal) {
+    rustix::process::kill_process(rustix::process::Pid::from_raw(pid as i32).unwrap(), signal)
+        .unwrap();
+}
+
+/// Starts `probe daemon --listen 127.0.0.1:0 ARGS`; returns it, the address it
+/// serves and a thread draining its stderr.
+pub fn start_daemon(args: &[&str]) -> (Reaped, String, std::thread::JoinHandle<String>) {
+    let mut daemon = Reaped(
+        Command::new(PROBE)
+            .args(["daemon", "--listen", "127.0.0.1:0"])
+            .args(args)
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap(),
+    );
+    let (line, rest) = wait_for_line(&mut daemon, "serving http://");
+    let address = line
+        .split("http://")
+        .nth(1)
+        .unwrap()
+        .split('/')
+        .next()
+        .unwrap();
+    (daemon, address.to_string(), rest)
+}
+
+pub fn http_get(address: &str, path: &str) -> String {
+    let mut stream = TcpStream::connect(address).unwrap();
+    write!(stream, "GET {path} HTTP/1.1\r\nHost: test\r\n\r\n").unwrap();
+    let mut response = String::new();
+    stream.read_to_string(&mut response).unwrap();
+    response
+}
+
+/// `promtool check metrics` (Debian's prometheus) finds nothing to say about `text`.
+pub fn promtool_accepts(text: &str) {
+    let promtool = testdata::require("promtool", "prometheus");
+    let mut check = Command::new(promtool)
+        .args(["check", "metrics"])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    check
+        .stdin
+        .take()
+        .unwrap()
+        .write_all(text.as_bytes())
+        .unwrap();
+    let output = check.wait_with_output().unwrap();
+    let said = String::from_utf8_lossy(&output.stdout).into_owned()
+        + &String::from_utf8_lossy(&output.stderr);
+    assert!(
+        output.status.success() && said.trim().is_empty(),
+        "promtool: {said}\n{text}"
+    );
+}
+
+pub fn metric(response: &str, series: &str) -> f64 {
+    let body = response.split("\r\n\r\n").nth(1).unwrap_or("");
+    probe::metrics::sample_value(body, series).unwrap_or_else(|| panic!("no {series} in\n{body}"))
+}
+
+/// A copy of the probe binary that an unprivileged user can execute (the target
+/// directory may sit below a directory only root can enter).
+pub fn world_executable_probe(dir: &Path) -> PathBuf {
+    use std::os::unix::fs::PermissionsExt;
+    let copy = dir.join("probe");
+    std::fs::copy(PROBE, &copy).unwrap();
+    std::fs::set_permissions(dir, std::fs::Permissions::from_mode(0o755)).unwrap();
+    std::fs::set_permissions(&copy, std::fs::Permissions::from_mode(0o755)).unwrap();
+    copy
+}
+
+/// Runs `probe ARGS` as user nobody without capabilities.
+pub fn as_nobody(probe: &Path, args: &[&str]) -> Output {
+    Command::new("setpriv")
+        .args([
+            "--reuid=65534",
+            "--regid=65534",
+            "--clear-groups",
+            "--inh-caps=-all",
+            "--",
+        ])
+        .arg(probe)
+        .args(args)
+        .output()
+        .expect("setpriv (util-linux) runs")
+}
