@@ -1,6 +1,5 @@
 //! Bad input and missing privileges: one line naming the problem, exit 2.
 
-
 use crate::support::*;
 
 #[test]
