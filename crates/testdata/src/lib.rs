@@ -45,3 +45,31 @@ pub fn require(program: &str, package: &str) -> PathBuf {
             panic!("{program} is not installed: `cargo xtask ci` installs it (apt-get install {package})")
         })
 }
+
+/// Asserts that `promtool check metrics` (Debian's `prometheus` package) finds nothing
+/// to say about `text`, a Prometheus exposition; its findings are the panic message.
+pub fn assert_promtool_accepts(text: &str) {
+    use std::io::Write as _;
+    use std::process::{Command, Stdio};
+    let promtool = require("promtool", "prometheus");
+    let mut check = Command::new(promtool)
+        .args(["check", "metrics"])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("promtool starts");
+    check
+        .stdin
+        .take()
+        .expect("piped")
+        .write_all(text.as_bytes())
+        .expect("promtool reads the metrics");
+    let output = check.wait_with_output().expect("promtool finishes");
+    let said = String::from_utf8_lossy(&output.stdout).into_owned()
+        + &String::from_utf8_lossy(&output.stderr);
+    assert!(
+        output.status.success() && said.trim().is_empty(),
+        "promtool check metrics: {said}\n{text}"
+    );
+}

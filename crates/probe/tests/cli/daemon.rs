@@ -45,7 +45,7 @@ fn the_daemon_serves_growing_counters_and_detaches_on_sigterm() {
     assert!(metric(&second, written) > metric(&first, written));
     assert_eq!(metric(&second, "probe_targets_up"), 1.0);
     assert!(http_get(&address, "/nope").starts_with("HTTP/1.1 404"));
-    promtool_accepts(second.split("\r\n\r\n").nth(1).unwrap_or(""));
+    testdata::assert_promtool_accepts(second.split("\r\n\r\n").nth(1).unwrap_or(""));
 
     // A client that connects and never sends does not stop the others.
     let _silent = TcpStream::connect(&address).unwrap();

@@ -254,31 +254,6 @@ pub fn http_get(address: &str, path: &str) -> String {
     response
 }
 
-/// `promtool check metrics` (Debian's prometheus) finds nothing to say about `text`.
-pub fn promtool_accepts(text: &str) {
-    let promtool = testdata::require("promtool", "prometheus");
-    let mut check = Command::new(promtool)
-        .args(["check", "metrics"])
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    check
-        .stdin
-        .take()
-        .unwrap()
-        .write_all(text.as_bytes())
-        .unwrap();
-    let output = check.wait_with_output().unwrap();
-    let said = String::from_utf8_lossy(&output.stdout).into_owned()
-        + &String::from_utf8_lossy(&output.stderr);
-    assert!(
-        output.status.success() && said.trim().is_empty(),
-        "promtool: {said}\n{text}"
-    );
-}
-
 pub fn metric(response: &str, series: &str) -> f64 {
     let body = response.split("\r\n\r\n").nth(1).unwrap_or("");
     probe::metrics::sample_value(body, series).unwrap_or_else(|| panic!("no {series} in\n{body}"))
