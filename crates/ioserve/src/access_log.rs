@@ -40,8 +40,9 @@ pub(crate) struct Record {
     peer: SocketAddr,
     started: Instant,
     time: SystemTime,
-    /// `GET /path HTTP/1.1`, as nginx's `$request`.
-    request_line: String,
+    /// The protocol, for nginx's `$request` (`GET /path HTTP/1.1`); empty when no
+    /// request was read.
+    version: &'static str,
     method: String,
     path: String,
     referer: Option<String>,
@@ -60,7 +61,7 @@ impl Record {
             peer,
             started: Instant::now(),
             time: SystemTime::now(),
-            request_line: format!("{} {} {version}", request.method.as_str(), request.target),
+            version,
             method: request.method.as_str().to_owned(),
             path: request.target.to_owned(),
             referer: text(request.referer),
@@ -74,7 +75,7 @@ impl Record {
             peer,
             started: Instant::now(),
             time: SystemTime::now(),
-            request_line: String::new(),
+            version: "",
             method: String::new(),
             path: String::new(),
             referer: None,
@@ -133,10 +134,13 @@ fn line(format: Format, record: &Record, outcome: Outcome, duration: Duration) -
     match format {
         Format::Combined => {
             let mut line = String::with_capacity(160);
-            let request = if record.request_line.is_empty() {
+            let request = if record.version.is_empty() {
                 "-".to_owned()
             } else {
-                escape(&record.request_line)
+                escape(&format!(
+                    "{} {} {}",
+                    record.method, record.path, record.version
+                ))
             };
             let quoted = |value: &Option<String>| value.as_deref().map_or("-".to_owned(), escape);
             let _ = writeln!(
@@ -250,7 +254,7 @@ mod tests {
             peer: "192.0.2.7:51234".parse().unwrap(),
             started: Instant::now(),
             time: UNIX_EPOCH + Duration::from_millis(971_186_136_123),
-            request_line: "GET /a \"b\".iso HTTP/1.1".into(),
+            version: "HTTP/1.1",
             method: "GET".into(),
             path: "/a \"b\".iso".into(),
             referer: None,

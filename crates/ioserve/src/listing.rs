@@ -254,8 +254,9 @@ fn read_names(dir: &File, shown: impl Fn(&[u8]) -> bool) -> io::Result<Vec<Name>
 
 /// `stat`s one shown name; `None` if it went away since the directory was read.
 fn stat_entry(dir: &File, name: Name) -> Option<Entry> {
-    let c_name = CString::new(name.bytes.clone()).ok()?;
-    let stat = rustix::fs::statat(dir, c_name.as_c_str(), AtFlags::SYMLINK_NOFOLLOW).ok()?;
+    let name = CString::new(name.bytes).ok()?;
+    let stat = rustix::fs::statat(dir, name.as_c_str(), AtFlags::SYMLINK_NOFOLLOW).ok()?;
+    let name = name.as_bytes();
     let kind = match FileType::from_raw_mode(stat.st_mode) {
         FileType::RegularFile => "file",
         FileType::Directory => "dir",
@@ -263,8 +264,8 @@ fn stat_entry(dir: &File, name: Name) -> Option<Entry> {
         _ => "other",
     };
     Some(Entry {
-        href: percent_encode(&name.bytes, HREF).to_string(),
-        name: String::from_utf8_lossy(&name.bytes).into_owned(),
+        href: percent_encode(name, HREF).to_string(),
+        name: String::from_utf8_lossy(name).into_owned(),
         kind,
         size: stat.st_size as u64,
         modified: stat.st_mtime,

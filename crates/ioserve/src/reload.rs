@@ -26,6 +26,8 @@ pub(crate) struct Built {
     pub live: Live,
     /// Flushes the access log's writer when dropped.
     pub guard: Option<WorkerGuard>,
+    /// The descriptor budget it was built with (its cache size, the connection limit).
+    pub fitted: budget::Fitted,
 }
 
 /// Builds the settings of `config` for a process with this many descriptors allowed.
@@ -46,6 +48,9 @@ pub(crate) fn build(config: &Config, descriptor_limit: u64) -> Result<Built, Ser
         ),
     }
     let fitted = fit(config, descriptor_limit);
+    if let Some(warning) = &fitted.warning {
+        tracing::warn!("{warning}");
+    }
     let (access_log, guard) = match config.access_log {
         false => (None, None),
         true => {
@@ -75,11 +80,12 @@ pub(crate) fn build(config: &Config, descriptor_limit: u64) -> Result<Built, Ser
             access_log,
         },
         guard,
+        fitted,
     })
 }
 
 /// The descriptor budget of `config` (see [`budget::fit`]).
-pub(crate) fn fit(config: &Config, descriptor_limit: u64) -> budget::Fitted {
+fn fit(config: &Config, descriptor_limit: u64) -> budget::Fitted {
     budget::fit(
         descriptor_limit,
         config.workers,

@@ -113,10 +113,6 @@ impl Server {
         let descriptor_limit = rustix::process::getrlimit(rustix::process::Resource::Nofile)
             .current
             .unwrap_or(u64::MAX);
-        let fitted = reload::fit(config, descriptor_limit);
-        if let Some(warning) = &fitted.warning {
-            tracing::warn!("{warning}");
-        }
         let built = reload::build(config, descriptor_limit)?;
         let listen_error = |addr| move |source| ServerError::Listen { addr, source };
         let (local_addr, listeners) = match inherited_listeners()? {
@@ -147,7 +143,7 @@ impl Server {
         let shared = Arc::new(Shared::new(
             built.live,
             Arc::new(Metrics::new(config.workers, config.strategy.name())),
-            fitted.max_connections,
+            built.fitted.max_connections,
             config.workers,
         ));
         Ok(Server {
