@@ -14,6 +14,7 @@ char LICENSE[] SEC("license") = "Dual BSD/GPL";
 
 /* Syscall numbers at or above this are ignored (x86_64 and arm64 stay below 512). */
 #define MAX_SYSCALLS 1024
+_Static_assert((MAX_SYSCALLS & (MAX_SYSCALLS - 1)) == 0, "returns_bytes masks with MAX_SYSCALLS - 1");
 /* Clock ids counted separately for clock_gettime; larger and negative ids
    (per-process and per-thread CPU clocks, dynamic clocks) share the last slot. */
 #define CLOCK_SLOTS 16
@@ -68,6 +69,19 @@ struct {
 	__type(value, struct start);
 } starts SEC(".maps");
 
+/*
+ * Whether syscall `nr` returns a byte count. The mask keeps the index provably inside
+ * the array for every verifier: without it, clang reloads `nr` from the stack slot it
+ * spilled for the map key, and the 6.1 verifier (Debian 12) has lost the bound there
+ * ("R3 unbounded memory access"); barrier_var stops clang dropping the mask as
+ * redundant with the caller's range check.
+ */
+static __always_inline bool returns_bytes(__u64 nr)
+{
+	barrier_var(nr);
+	return moves_bytes[nr & (MAX_SYSCALLS - 1)];
+}
+
 SEC("raw_tp/sys_enter")
 int BPF_PROG(on_sys_enter, struct pt_regs *regs, long id)
 {
@@ -119,7 +133,7 @@ int BPF_PROG(on_sys_exit, struct pt_regs *regs, long ret)
 		return 0;
 	if (ret < 0)
 		s->errors++;
-	else if (ret > 0 && moves_bytes[nr])
+	else if (ret > 0 && returns_bytes(nr))
 		s->bytes += ret;
 
 	if (measure_latency) {
