@@ -30,12 +30,69 @@ pub enum Scope {
     System,
     /// The processes with these tgids (all their threads); more can be added later.
     Processes(Vec<u32>),
+    /// Every task with this name, including those started after attaching.
+    Named(TaskName),
 }
 
 impl Scope {
     /// Whether the BPF side must filter by tgid.
     pub fn filters(&self) -> bool {
         matches!(self, Scope::Processes(_))
+    }
+
+    /// The task name the BPF side must match, as `target_comm` holds it.
+    pub(crate) fn comm(&self) -> Option<[i8; TaskName::CAPACITY]> {
+        match self {
+            Scope::Named(name) => Some(name.0.map(|b| b as i8)),
+            _ => None,
+        }
+    }
+}
+
+/// A task name as the kernel keeps it (`comm`, what /proc/PID/comm shows and `ps -o
+/// comm` prints): at most 15 bytes, NUL-padded.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct TaskName([u8; TaskName::CAPACITY]);
+
+impl TaskName {
+    /// The kernel's TASK_COMM_LEN, the terminating NUL included.
+    pub const CAPACITY: usize = 16;
+
+    /// Checks `name`: not empty, no NUL, at most 15 bytes (the kernel cuts longer
+    /// executable names to their first 15 bytes, so a longer one would never match).
+    pub fn new(name: &str) -> Result<TaskName> {
+        let invalid = |why: &str| ProbeError::InvalidTaskName {
+            name: name.to_owned(),
+            why: why.to_owned(),
+        };
+        if name.is_empty() {
+            return Err(invalid("it is empty"));
+        }
+        if name.contains('\0') {
+            return Err(invalid("it contains a NUL byte"));
+        }
+        if name.len() >= Self::CAPACITY {
+            return Err(invalid(&format!(
+                "it is {} bytes and the kernel keeps at most {} (use the first {}: '{}')",
+                name.len(),
+                Self::CAPACITY - 1,
+                Self::CAPACITY - 1,
+                String::from_utf8_lossy(&name.as_bytes()[..Self::CAPACITY - 1])
+            )));
+        }
+        let mut bytes = [0; Self::CAPACITY];
+        bytes[..name.len()].copy_from_slice(name.as_bytes());
+        Ok(TaskName(bytes))
+    }
+
+    /// The name as text.
+    pub fn as_str(&self) -> &str {
+        let len = self
+            .0
+            .iter()
+            .position(|&b| b == 0)
+            .unwrap_or(Self::CAPACITY);
+        std::str::from_utf8(&self.0[..len]).expect("built from a &str")
     }
 }
 
@@ -96,5 +153,23 @@ pub(crate) fn attach_error<'a>(
         point: point.to_string(),
         cause: source,
         still_works,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn task_names_are_what_the_kernel_keeps() {
+        let name = TaskName::new("probe-calibrate").unwrap();
+        assert_eq!(name.as_str(), "probe-calibrate");
+        assert_eq!(Scope::Named(name).comm().unwrap()[15], 0);
+        let long = TaskName::new("probe-calibrated").unwrap_err().to_string();
+        assert!(
+            long.contains("'probe-calibrated'") && long.contains("'probe-calibrate'"),
+            "{long}"
+        );
+        assert!(TaskName::new("").is_err() && TaskName::new("a\0b").is_err());
     }
 }

@@ -265,10 +265,19 @@ pub fn verdict(
              marked it unstable at run time (dmesg | grep -i clocksource); fix the host's \
              clock, or cache the time (CLOCK_*_COARSE, ioserve::clock::CachedClock)"
         )
+    } else if cfg!(target_arch = "x86_64") {
+        // The kernel did not offer tsc: it found the TSC unstable or untrusted (a VM
+        // without invariant TSC, TCG), which only the operator can overrule.
+        format!(
+            "clocksource {current} has no vDSO mode and the kernel offers no tsc: where the \
+             TSC is known to be stable (invariant TSC, synchronised sockets, a hypervisor \
+             exposing invtsc) boot with clocksource=tsc tsc=reliable; use kvm-clock in KVM \
+             guests; otherwise cache the time (CLOCK_*_COARSE, ioserve::clock::CachedClock)"
+        )
     } else {
         format!(
-            "clocksource {current} has no vDSO mode: use one that has (tsc, kvm-clock, \
-             arch_sys_counter), or cache the time (CLOCK_*_COARSE, ioserve::clock::CachedClock)"
+            "clocksource {current} has no vDSO mode: use one that has (arch_sys_counter on \
+             arm64), or cache the time (CLOCK_*_COARSE, ioserve::clock::CachedClock)"
         )
     };
     ClockVerdict {
@@ -361,7 +370,13 @@ mod tests {
             available: vec!["hpet".into()],
         };
         let v = verdict(Some(&hpet), &vdso, &bad);
-        assert!(v.fix.unwrap().contains("hpet has no vDSO mode"));
+        let fix = v.fix.unwrap();
+        assert!(fix.contains("hpet has no vDSO mode"), "{fix}");
+        assert_eq!(
+            fix.contains("clocksource=tsc tsc=reliable"),
+            cfg!(target_arch = "x86_64"),
+            "{fix}"
+        );
 
         let v = verdict(Some(&sources), &VdsoMapping::default(), &good);
         assert!(!v.ok && v.fix.unwrap().contains("vdso=0"));

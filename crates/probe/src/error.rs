@@ -24,6 +24,14 @@ pub enum ProbeError {
         /// Where BTF was looked for.
         path: PathBuf,
     },
+    /// A task name to filter on that no task can have.
+    #[error("invalid task name '{name}': {why}; a task name (comm) is 1 to 15 bytes")]
+    InvalidTaskName {
+        /// The name as given.
+        name: String,
+        /// What is wrong with it.
+        why: String,
+    },
     /// Loading a BPF object failed.
     #[error("loading the {object} BPF programs failed: {cause}")]
     Load {

@@ -45,11 +45,16 @@ impl<'obj> FaultTracer<'obj> {
         let mut open = FaultsSkelBuilder::default()
             .open(storage)
             .map_err(load_error)?;
-        open.maps
+        let rodata = open
+            .maps
             .rodata_data
             .as_deref_mut()
-            .expect("faults.bpf.c has rodata")
-            .filter_tgids = scope.filters();
+            .expect("faults.bpf.c has rodata");
+        rodata.filter_tgids = scope.filters();
+        if let Some(comm) = scope.comm() {
+            rodata.filter_comm = true;
+            rodata.target_comm = comm;
+        }
         let skel = open.load().map_err(load_error)?;
         if let Scope::Processes(tgids) = scope {
             for &tgid in tgids {

@@ -7,7 +7,7 @@ use std::time::{Duration, Instant};
 
 use serde::Serialize;
 
-use crate::bpf::Scope;
+use crate::bpf::{Scope, TaskName};
 use crate::error::Result;
 use crate::signals::{Interrupt, Signals};
 use crate::target::{self, ChildExit, PausedCommand, RunningCommand, WatchedProcess};
@@ -21,6 +21,8 @@ pub enum TargetSpec {
     Pids(Vec<u32>),
     /// A command to start.
     Command(Vec<OsString>),
+    /// Every task with this name, running now or started later.
+    Named(TaskName),
 }
 
 /// The watched processes, before the probes attach.
@@ -31,6 +33,8 @@ pub enum Prepared {
     Processes(Vec<WatchedProcess>),
     /// A command, stopped before its execve.
     Command(PausedCommand),
+    /// Tasks by name.
+    Named(TaskName),
 }
 
 impl Prepared {
@@ -44,6 +48,7 @@ impl Prepared {
                     .collect::<Result<_>>()?,
             ),
             TargetSpec::Command(argv) => Prepared::Command(target::spawn_paused(argv)?),
+            TargetSpec::Named(name) => Prepared::Named(*name),
         })
     }
 
@@ -53,6 +58,7 @@ impl Prepared {
             Prepared::System => Scope::System,
             Prepared::Processes(procs) => Scope::Processes(procs.iter().map(|p| p.pid()).collect()),
             Prepared::Command(paused) => Scope::Processes(vec![paused.pid()]),
+            Prepared::Named(name) => Scope::Named(*name),
         }
     }
 
@@ -68,7 +74,8 @@ impl Prepared {
     /// Lets a command run (after the probes attached).
     pub fn start(self) -> Result<Watch> {
         Ok(match self {
-            Prepared::System => Watch::System,
+            // Tasks of that name may come and go: watched like the whole system.
+            Prepared::System | Prepared::Named(_) => Watch::System,
             Prepared::Processes(procs) => Watch::Processes(procs),
             Prepared::Command(paused) => Watch::Command(paused.release()?),
         })

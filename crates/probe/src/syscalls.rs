@@ -95,6 +95,10 @@ impl<'obj> SyscallTracer<'obj> {
             .as_deref_mut()
             .expect("syscalls.bpf.c has rodata");
         rodata.filter_tgids = options.scope.filters();
+        if let Some(comm) = options.scope.comm() {
+            rodata.filter_comm = true;
+            rodata.target_comm = comm;
+        }
         rodata.measure_latency = options.latency;
         rodata.clock_gettime_nr = sysnames::number("clock_gettime").unwrap_or(u32::MAX);
         rodata.moves_bytes = sysnames::moves_bytes_table();

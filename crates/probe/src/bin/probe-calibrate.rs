@@ -96,6 +96,10 @@ fn run(workload: Workload) -> anyhow::Result<()> {
             let len = pages as usize * page;
             let mut map = memmap2::MmapMut::map_anon(len)
                 .with_context(|| format!("mapping {pages} pages"))?;
+            // One fault per page only without transparent huge pages: with THP
+            // `always` (Debian's arm64 kernel) a 2 MiB region faults in once.
+            map.advise(memmap2::Advice::NoHugePage)
+                .context("madvise(MADV_NOHUGEPAGE)")?;
             for offset in (0..len).step_by(page) {
                 map[offset] = 1;
             }

@@ -103,4 +103,34 @@ static __always_inline bool traced(__u32 tgid)
 	return bpf_map_lookup_elem(&targets, &tgid) != NULL;
 }
 
+/* Set by user space before load: trace only tasks whose comm is `target_comm`. */
+const volatile bool filter_comm = false;
+const volatile char target_comm[16] = {};
+
+/*
+ * Whether the current task is one we trace: its process is a target, and with
+ * `filter_comm` its name (comm, as /proc/PID/comm shows it) equals `target_comm`.
+ * The name is read at every event, so processes started after attaching and renamed
+ * threads are followed as they are at that moment.
+ */
+static __always_inline bool traced_current(__u32 tgid)
+{
+	char comm[16];
+	int i;
+
+	if (!traced(tgid))
+		return false;
+	if (!filter_comm)
+		return true;
+	if (bpf_get_current_comm(comm, sizeof(comm)))
+		return false;
+	for (i = 0; i < sizeof(comm); i++) {
+		if (comm[i] != target_comm[i])
+			return false;
+		if (!comm[i])
+			break;
+	}
+	return true;
+}
+
 #endif /* PROBE_COMMON_H */

@@ -28,7 +28,7 @@ static __always_inline struct fault_counts *counts_of_current(void)
 	__u32 tgid = bpf_get_current_pid_tgid() >> 32;
 	struct fault_counts *c, zero = {};
 
-	if (!traced(tgid))
+	if (!traced_current(tgid))
 		return NULL;
 	c = bpf_map_lookup_elem(&faults, &tgid);
 	if (c)

@@ -89,7 +89,7 @@ int BPF_PROG(on_sys_enter, struct pt_regs *regs, long id)
 	struct syscall_stats *s;
 	__u32 nr = id;
 
-	if (id < 0 || id >= MAX_SYSCALLS || !traced(pid_tgid >> 32))
+	if (id < 0 || id >= MAX_SYSCALLS || !traced_current(pid_tgid >> 32))
 		return 0;
 	s = bpf_map_lookup_elem(&stats, &nr);
 	if (!s)
@@ -122,7 +122,7 @@ int BPF_PROG(on_sys_exit, struct pt_regs *regs, long ret)
 	long id;
 	__u32 nr;
 
-	if (!traced(pid_tgid >> 32))
+	if (!traced_current(pid_tgid >> 32))
 		return 0;
 	id = syscall_nr(regs);
 	if (id < 0 || id >= MAX_SYSCALLS)

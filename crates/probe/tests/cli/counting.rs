@@ -206,3 +206,53 @@ fn runq_measures_wakeups() {
     // The shell wakes ~100 times a second; the whole system at least as often.
     assert!(system["runq"]["samples"].as_u64() >= filtered["runq"]["samples"].as_u64());
 }
+
+/// `--comm` counts every task of that name, started after the probes attached, and
+/// nothing of the same program run under another name.
+#[test]
+fn comm_selects_tasks_by_name_started_later() {
+    if !privileged() {
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let renamed = dir.path().join("other-name");
+    std::os::unix::fs::symlink(CALIBRATE, &renamed).unwrap();
+    let mut tracer = Reaped(
+        Command::new(PROBE)
+            .args(["syscalls", "--json", "--comm", "probe-calibrate"])
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap(),
+    );
+    let mut notes = std::io::BufReader::new(tracer.stderr.take().unwrap());
+    let mut line = String::new();
+    std::io::BufRead::read_line(&mut notes, &mut line).unwrap();
+    assert!(
+        line.starts_with("Tracing syscalls of tasks named 'probe-calibrate'"),
+        "{line}"
+    );
+    for (program, count) in [(CALIBRATE, "3000"), (CALIBRATE, "2000")] {
+        let status = Command::new(program)
+            .args(["syscalls", "--count", count])
+            .status()
+            .unwrap();
+        assert!(status.success());
+    }
+    let status = Command::new(&renamed)
+        .args(["syscalls", "--count", "7000"])
+        .status()
+        .unwrap();
+    assert!(status.success());
+    rustix::process::kill_process(
+        rustix::process::Pid::from_child(&tracer),
+        rustix::process::Signal::INT,
+    )
+    .unwrap();
+    let mut out = Vec::new();
+    std::io::Read::read_to_end(tracer.stdout.as_mut().unwrap(), &mut out).unwrap();
+    assert!(tracer.wait().unwrap().success());
+    let report: serde_json::Value = serde_json::from_slice(&out).unwrap();
+    assert_eq!(calls(&report, "getppid"), 5000, "{report:#}");
+    assert_eq!(report["ending"]["reason"], "interrupted", "{report:#}");
+}

@@ -8,6 +8,7 @@ use std::time::Duration;
 use clap::{Args, Parser, Subcommand};
 use serde_json::json;
 
+use probe::bpf::{Scope, TaskName};
 use probe::clock::{self, Clocksources, VdsoMapping, WatchedClock};
 use probe::error::ProbeError;
 use probe::faults::FaultTracer;
@@ -18,8 +19,8 @@ use probe::runq::RunqTracer;
 use probe::session::{Prepared, TargetSpec};
 use probe::signals::Signals;
 use probe::syscalls::{SyscallOptions, SyscallSnapshot, SyscallTracer};
+use probe::sysnames;
 use probe::verdict::FileServingVerdict;
-use probe::{bpf::Scope, sysnames};
 
 /// Writes a line to stdout. A closed stdout (`probe ... | head`) is not an error
 /// worth a panic: the output is simply dropped.
@@ -83,6 +84,11 @@ struct TargetArgs {
     /// Trace this process (all its threads); repeatable.
     #[arg(short, long = "pid", value_name = "PID", conflicts_with = "command")]
     pid: Vec<u32>,
+    /// Trace every task named NAME (its comm, as `ps -o comm` shows it), including
+    /// those started while tracing, like syscount's --comm.
+    #[arg(short, long, value_name = "NAME", value_parser = parse_task_name,
+          conflicts_with_all = ["pid", "command"])]
+    comm: Option<TaskName>,
     /// Start this command and trace it (everything after `--`).
     #[arg(last = true, value_name = "CMD")]
     command: Vec<OsString>,
@@ -94,10 +100,16 @@ impl TargetArgs {
             TargetSpec::Command(self.command.clone())
         } else if !self.pid.is_empty() {
             TargetSpec::Pids(self.pid.clone())
+        } else if let Some(name) = self.comm {
+            TargetSpec::Named(name)
         } else {
             TargetSpec::System
         }
     }
+}
+
+fn parse_task_name(text: &str) -> Result<TaskName, String> {
+    TaskName::new(text).map_err(|e| e.to_string())
 }
 
 #[derive(Args, Debug)]
@@ -224,6 +236,7 @@ fn describe_target(spec: &TargetSpec, prepared: &Prepared) -> String {
             let words: Vec<_> = argv.iter().map(|a| a.to_string_lossy()).collect();
             format!("`{}` (pid {})", words.join(" "), paused.pid())
         }
+        (TargetSpec::Named(name), _) => format!("tasks named '{}'", name.as_str()),
         (TargetSpec::Pids(pids), _) => {
             let pids: Vec<String> = pids.iter().map(|p| p.to_string()).collect();
             format!("pid {}", pids.join(", "))
@@ -243,7 +256,8 @@ fn syscalls(args: &SyscallsArgs, signals: &Signals) -> anyhow::Result<()> {
         latency: args.latency,
     };
     let mut tracer = SyscallTracer::start(&mut storage, &options)?;
-    if !args.json && !matches!(spec, TargetSpec::Command(_)) {
+    // On stderr also with --json: it tells a script that the probes are attached.
+    if !matches!(spec, TargetSpec::Command(_)) {
         note!("Tracing syscalls of {target}... Ctrl-C to stop.");
     }
     let (ending, elapsed) = prepared.run(signals, args.duration)?;
@@ -457,7 +471,8 @@ fn faults(args: &FaultsArgs, signals: &Signals) -> anyhow::Result<()> {
     };
     let mut storage = MaybeUninit::uninit();
     let mut tracer = FaultTracer::start(&mut storage, &prepared.scope())?;
-    if !args.json && !matches!(spec, TargetSpec::Command(_)) {
+    // On stderr also with --json: it tells a script that the probes are attached.
+    if !matches!(spec, TargetSpec::Command(_)) {
         note!("Counting page faults of {target}... Ctrl-C to stop.");
     }
     let (ending, elapsed) = prepared.run(signals, args.duration)?;
