@@ -58,8 +58,9 @@ impl TaskName {
     /// The kernel's TASK_COMM_LEN, the terminating NUL included.
     pub const CAPACITY: usize = 16;
 
-    /// Checks `name`: not empty, no NUL, at most 15 bytes (the kernel cuts longer
-    /// executable names to their first 15 bytes, so a longer one would never match).
+    /// The kernel's view of `name`: its first 15 bytes, as the kernel cuts a longer
+    /// executable name (so `--comm` matches like the daemon's `--comm` and `pgrep`).
+    /// Fails on an empty name or one with a NUL byte, which no task can have.
     pub fn new(name: &str) -> Result<TaskName> {
         let invalid = |why: &str| ProbeError::InvalidTaskName {
             name: name.to_owned(),
@@ -71,28 +72,21 @@ impl TaskName {
         if name.contains('\0') {
             return Err(invalid("it contains a NUL byte"));
         }
-        if name.len() >= Self::CAPACITY {
-            return Err(invalid(&format!(
-                "it is {} bytes and the kernel keeps at most {} (use the first {}: '{}')",
-                name.len(),
-                Self::CAPACITY - 1,
-                Self::CAPACITY - 1,
-                String::from_utf8_lossy(&name.as_bytes()[..Self::CAPACITY - 1])
-            )));
-        }
+        let kept = name.len().min(Self::CAPACITY - 1);
         let mut bytes = [0; Self::CAPACITY];
-        bytes[..name.len()].copy_from_slice(name.as_bytes());
+        bytes[..kept].copy_from_slice(&name.as_bytes()[..kept]);
         Ok(TaskName(bytes))
     }
 
-    /// The name as text.
-    pub fn as_str(&self) -> &str {
+    /// The name as the kernel keeps it (a multi-byte character cut by the 15-byte
+    /// limit shows as U+FFFD).
+    pub fn to_string_lossy(&self) -> String {
         let len = self
             .0
             .iter()
             .position(|&b| b == 0)
             .unwrap_or(Self::CAPACITY);
-        std::str::from_utf8(&self.0[..len]).expect("built from a &str")
+        String::from_utf8_lossy(&self.0[..len]).into_owned()
     }
 }
 
@@ -163,13 +157,12 @@ mod tests {
     #[test]
     fn task_names_are_what_the_kernel_keeps() {
         let name = TaskName::new("probe-calibrate").unwrap();
-        assert_eq!(name.as_str(), "probe-calibrate");
+        assert_eq!(name.to_string_lossy(), "probe-calibrate");
         assert_eq!(Scope::Named(name).comm().unwrap()[15], 0);
-        let long = TaskName::new("probe-calibrated").unwrap_err().to_string();
-        assert!(
-            long.contains("'probe-calibrated'") && long.contains("'probe-calibrate'"),
-            "{long}"
-        );
-        assert!(TaskName::new("").is_err() && TaskName::new("a\0b").is_err());
+        let long = TaskName::new("probe-calibrated-twice").unwrap();
+        assert_eq!(long, name, "cut to the kernel's 15 bytes");
+        let error = TaskName::new("").unwrap_err().to_string();
+        assert!(error.contains("invalid task name ''"), "{error}");
+        assert!(TaskName::new("a\0b").is_err());
     }
 }

@@ -25,7 +25,7 @@ pub enum ProbeError {
         path: PathBuf,
     },
     /// A task name to filter on that no task can have.
-    #[error("invalid task name '{name}': {why}; a task name (comm) is 1 to 15 bytes")]
+    #[error("invalid task name '{name}': {why}; a task name (comm) is 1 to 15 bytes without NUL")]
     InvalidTaskName {
         /// The name as given.
         name: String,

@@ -84,8 +84,9 @@ struct TargetArgs {
     /// Trace this process (all its threads); repeatable.
     #[arg(short, long = "pid", value_name = "PID", conflicts_with = "command")]
     pid: Vec<u32>,
-    /// Trace every task named NAME (its comm, as `ps -o comm` shows it), including
-    /// those started while tracing, like syscount's --comm.
+    /// Trace every task named NAME (its comm, as `ps -o comm` shows it; the kernel
+    /// keeps the first 15 bytes), including those started while tracing, like
+    /// syscount's --comm.
     #[arg(short, long, value_name = "NAME", value_parser = parse_task_name,
           conflicts_with_all = ["pid", "command"])]
     comm: Option<TaskName>,
@@ -236,7 +237,7 @@ fn describe_target(spec: &TargetSpec, prepared: &Prepared) -> String {
             let words: Vec<_> = argv.iter().map(|a| a.to_string_lossy()).collect();
             format!("`{}` (pid {})", words.join(" "), paused.pid())
         }
-        (TargetSpec::Named(name), _) => format!("tasks named '{}'", name.as_str()),
+        (TargetSpec::Named(name), _) => format!("tasks named '{}'", name.to_string_lossy()),
         (TargetSpec::Pids(pids), _) => {
             let pids: Vec<String> = pids.iter().map(|p| p.to_string()).collect();
             format!("pid {}", pids.join(", "))
