@@ -3,10 +3,13 @@
 //!
 //! ```text
 //! cargo xtask ci                 every check CI runs: system packages, fmt, clippy, tests,
-//!                                numa VMs, aarch64 under qemu, simd's scalar paths under Miri
+//!                                the guests (numa, clock, arm64), aarch64 under qemu-user,
+//!                                simd's scalar paths under Miri
 //! cargo xtask fuzz [SECONDS]     a short run of every cargo-fuzz target (nightly)
 //! cargo xtask loadtest [--quick]  ioserve against nginx and Go's FileServer (wrk)
 //! cargo xtask numa-vm            numa in 2- and 4-node qemu guests
+//! cargo xtask clock-vm           probe's clock checks under tsc, hpet and acpi_pm guests
+//! cargo xtask arm64-vm           simd, numa, probe and ioserve on Debian's arm64 kernel
 //! cargo xtask bench [--quick]    criterion benches + Go peers -> target/bench-report
 //! cargo xtask cross [--smoke]    aarch64 binaries and bench executables in a tarball
 //! cargo xtask vmlinux [--btf F]  regenerate probe's vmlinux.h from the kernel's BTF
@@ -15,9 +18,12 @@
 //! ```
 
 mod aarch64;
+mod arm64_vm;
 mod bench;
+mod clock_vm;
 mod cpio;
 mod cross;
+mod guest;
 mod loadtest;
 mod numa_vm;
 mod probe_overhead;
@@ -84,13 +90,13 @@ pub(crate) struct Cli {
 
 #[derive(Debug, Subcommand)]
 pub(crate) enum Task {
-    /// Every check CI runs: packages, fmt, clippy, tests, numa VMs, aarch64, Miri
+    /// Every check CI runs: packages, fmt, clippy, tests, guests, aarch64, Miri
     ///
     /// Install missing system packages (as root), then cargo fmt --check, clippy -D
-    /// warnings, cargo test for the whole workspace, numa-vm, and the aarch64 lane: the
-    /// workspace built for aarch64, simd's tests run under qemu-aarch64 (with AES, and
-    /// with SIMD_DISABLE=aes), and simd's scalar paths under Miri (nightly, installed
-    /// when missing)
+    /// warnings, cargo test for the whole workspace, the numa-vm and clock-vm guests,
+    /// the aarch64 lane (the workspace built for aarch64, simd's tests run under
+    /// qemu-aarch64 with AES and with SIMD_DISABLE=aes), the arm64-vm guest, and simd's
+    /// scalar paths under Miri (nightly, installed when missing)
     Ci,
     /// Criterion benches and Go peers -> target/bench-report
     ///
@@ -148,6 +154,23 @@ pub(crate) enum Task {
     /// check numa's binding, --hardware/--show and stat inside (installs
     /// qemu-system-x86 and busybox-static; part of ci)
     NumaVm,
+    /// probe's clock checks in guests booted with tsc, hpet and acpi_pm (seed 004)
+    ///
+    /// Boot Debian's kernel under qemu-system-x86_64 (TCG) three times, with
+    /// clocksource=tsc (tsc=reliable), hpet and acpi_pm: probe clock and probe doctor
+    /// must tell the vDSO from the syscall fallback, a static Go program's time.Now
+    /// traced with probe syscalls --comm must make clock_gettime syscalls only under
+    /// hpet and acpi_pm, CachedClock is timed against Instant::now, and probe's BPF
+    /// programs must load and count exactly on that kernel (part of ci)
+    ClockVm,
+    /// simd, numa, probe and ioserve on Debian's arm64 kernel (qemu TCG)
+    ///
+    /// Boot Debian's arm64 kernel under qemu-system-aarch64 (TCG, virt, -cpu max, two
+    /// NUMA nodes) with static aarch64 builds: simd's tests natively and with
+    /// SIMD_DISABLE=aes, numa-vm's checks, probe's programs loading and counting on
+    /// that kernel, probe clock, and ioserve serving over loopback while probe judges
+    /// sendfile zero-copy and read copying (part of ci)
+    Arm64Vm,
 }
 
 fn main() -> ExitCode {
@@ -156,6 +179,8 @@ fn main() -> ExitCode {
         Task::Ci => ci(),
         Task::Fuzz { seconds } => fuzz(seconds),
         Task::NumaVm => numa_vm::run(),
+        Task::ClockVm => clock_vm::run(),
+        Task::Arm64Vm => arm64_vm::run(),
         Task::Vmlinux { btf } => vmlinux(&btf),
         Task::ProbeOverhead(options) => probe_overhead::run(&options),
         Task::Bench(options) => bench::run(&options),
@@ -197,6 +222,7 @@ fn ci() -> Result<()> {
     };
     let mut totals = cargo_test(&["test", "--workspace"], probe_env)?;
     numa_vm::run()?;
+    clock_vm::run()?;
     totals.add(&aarch64::ci_lane()?);
     totals.add(&miri()?);
     eprintln!("xtask ci: all checks passed in {:.0?}", started.elapsed());

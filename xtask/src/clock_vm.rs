@@ -1,0 +1,360 @@
+//! `cargo xtask clock-vm`: seed 004's VM clock, for real. x86_64 guests on Debian's
+//! stock kernel booted with `clocksource=tsc` (with `tsc=reliable`, since TCG's TSC is
+//! not trusted otherwise), `clocksource=hpet` and `clocksource=acpi_pm`; under the
+//! last two `clock_gettime` leaves the vDSO for a real syscall. In each guest:
+//! `probe clock` and `probe doctor` must tell the three apart, a static Go program
+//! calling `time.Now()` traced with `probe syscalls --comm` must show clock_gettime
+//! syscalls only without a vDSO mode, `ioserve`'s `CachedClock` is timed against
+//! `Instant::now()`, and every probe program must load and count exactly on the 6.1
+//! kernel (see [`probe_checks`], shared with arm64-vm).
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::time::Duration;
+
+use anyhow::{ensure, Context as _, Result};
+use serde_json::Value;
+
+use crate::guest::{self, expect, Arch, Checks, Initramfs, Machine, Outcome, Script, Sections};
+use crate::{ensure_packages, step};
+
+/// The clocksources booted, with the kernel arguments that select them.
+const CLOCKSOURCES: &[(&str, &str)] = &[
+    ("tsc", "clocksource=tsc tsc=reliable"),
+    ("hpet", "clocksource=hpet"),
+    ("acpi_pm", "clocksource=acpi_pm"),
+];
+
+/// The clock ids the vDSO serves when the clocksource has a vDSO mode.
+const VDSO_CLOCKS: &[&str] = &[
+    "CLOCK_REALTIME",
+    "CLOCK_MONOTONIC",
+    "CLOCK_MONOTONIC_RAW",
+    "CLOCK_BOOTTIME",
+    "CLOCK_TAI",
+];
+
+/// Seconds the Go program runs and probe traces it (from its middle).
+const GO_SECONDS: u32 = 4;
+const GO_TRACE_SECONDS: u32 = 2;
+
+/// Boots one guest per clocksource and checks each.
+pub(crate) fn run() -> Result<()> {
+    ensure!(
+        cfg!(target_arch = "x86_64"),
+        "clock-vm boots x86_64 guests with x86_64 binaries: run it on x86_64"
+    );
+    let arch = Arch::X86_64;
+    arch.ensure_tools()?;
+    let kernel = guest::debian_kernel(arch)?;
+    let probe = ProbeBinaries::build(arch)?;
+    let clock_cost = clock_cost(arch)?;
+    let gotime = go_program()?;
+    let mut checks = Checks::new("clock-vm");
+    for &(source, append) in CLOCKSOURCES {
+        let mut initramfs = Initramfs::new(arch)?;
+        probe.add_to(&mut initramfs)?;
+        initramfs.program("clock_cost", &clock_cost)?;
+        initramfs.program("gotime", &gotime)?;
+        let mut script = Script::default();
+        script.run(
+            "clocksource",
+            "cat /sys/devices/system/clocksource/clocksource0/current_clocksource",
+        );
+        add_clock_commands(&mut script);
+        add_probe_commands(&mut script);
+        let machine = Machine {
+            arch,
+            name: format!("clock-{source}"),
+            nodes: vec![(2, 1024)],
+            append: append.to_string(),
+            timeout: Duration::from_secs(300),
+        };
+        let sections = machine.boot("clock-vm", &kernel, &initramfs.finish(&script))?;
+        let mut results = vec![(
+            format!("clocksource is {source}"),
+            sections.ok("clocksource").and_then(|lines| {
+                expect(
+                    lines.first().map(String::as_str) == Some(source),
+                    format!("current clocksource {lines:?}"),
+                )
+            }),
+        )];
+        results.extend(clock_checks(&sections, source != "tsc"));
+        results.extend(probe_checks(&sections));
+        let guest = format!("x86_64 {source}");
+        checks.add(&guest, results);
+        if let Ok(costs) = clock_costs(&sections) {
+            checks.measured(&guest, &format!("per read: {costs}"));
+        }
+        if let Ok((syscalls, calls)) = go_counts(&sections) {
+            checks.measured(
+                &guest,
+                &format!(
+                    "Go: {calls} time.Now calls in {GO_SECONDS} s; {syscalls} clock_gettime \
+                     syscalls in the {GO_TRACE_SECONDS} s traced"
+                ),
+            );
+        }
+    }
+    checks.finish()
+}
+
+/// probe and probe-calibrate, statically linked.
+pub(crate) struct ProbeBinaries {
+    dir: PathBuf,
+}
+
+impl ProbeBinaries {
+    pub(crate) fn build(arch: Arch) -> Result<ProbeBinaries> {
+        let dir = guest::static_build(arch, "probe", &["--package", "probe", "--bins"])?;
+        Ok(ProbeBinaries { dir })
+    }
+
+    pub(crate) fn add_to(&self, initramfs: &mut Initramfs) -> Result<()> {
+        initramfs.program("probe", &self.dir.join("probe"))?;
+        initramfs.program("probe-calibrate", &self.dir.join("probe-calibrate"))?;
+        Ok(())
+    }
+}
+
+/// ioserve's `clock_cost` example, statically linked and optimised (a debug build's
+/// CachedClock read is a chain of unoptimised calls, hundreds of ns under TCG).
+fn clock_cost(arch: Arch) -> Result<PathBuf> {
+    let dir = guest::static_build(
+        arch,
+        "ioserve's clock_cost",
+        &[
+            "--release",
+            "--package",
+            "ioserve",
+            "--example",
+            "clock_cost",
+        ],
+    )?;
+    Ok(dir.join("examples/clock_cost"))
+}
+
+/// xtask/guest/gotime built with CGO_ENABLED=0 (a static binary, as the seed's
+/// service would ship in a scratch container).
+fn go_program() -> Result<PathBuf> {
+    let go = match crate::which("go") {
+        Some(go) => go,
+        None if Path::new("/usr/local/go/bin/go").is_file() => "/usr/local/go/bin/go".into(),
+        None => {
+            ensure_packages(&[("golang-go", "go")])?;
+            crate::which("go").context("golang-go installed no go on PATH")?
+        }
+    };
+    let out = guest::work_dir()?.join("gotime");
+    let mut build = Command::new(go);
+    build
+        .current_dir(crate::project_root().join("xtask/guest/gotime"))
+        .args(["build", "-o"])
+        .arg(&out)
+        .arg("main.go")
+        .env("CGO_ENABLED", "0")
+        .env("GOOS", "linux")
+        .env("GOARCH", "amd64");
+    step("go build gotime (CGO_ENABLED=0)", build)?;
+    Ok(out)
+}
+
+/// `probe clock`, `probe doctor`, the Go program under `probe syscalls --comm`, and
+/// the cached clock's cost.
+fn add_clock_commands(script: &mut Script) {
+    script
+        .run("clock", "probe clock --json --calls 20000")
+        .run("clock-table", "probe clock --calls 20000")
+        .run("doctor", "probe doctor --json")
+        .run("doctor-text", "probe doctor")
+        .shell(&format!("gotime {GO_SECONDS} > /tmp/gotime.out 2>&1 &"))
+        .shell("sleep 1")
+        .run(
+            "go-traced",
+            &format!("probe syscalls --comm gotime --duration {GO_TRACE_SECONDS} --json"),
+        )
+        .shell("wait")
+        .run("go-calls", "cat /tmp/gotime.out")
+        .run("clock-cost", "clock_cost 100000");
+}
+
+/// Checks of the clock commands; `fallback` says whether the clocksource has no
+/// vDSO mode (hpet, acpi_pm).
+fn clock_checks(s: &Sections, fallback: bool) -> Vec<(String, Outcome)> {
+    let way = if fallback { "syscall" } else { "vDSO" };
+    vec![
+        (
+            format!("probe clock: wall/monotonic clocks by {way}"),
+            s.json("clock")
+                .and_then(|report| check_clock_report(&report, fallback)),
+        ),
+        (
+            format!(
+                "probe doctor: {}",
+                if fallback {
+                    "warns of the fallback with evidence and fix"
+                } else {
+                    "no clock warning"
+                }
+            ),
+            s.json("doctor")
+                .and_then(|report| check_doctor(&report, fallback)),
+        ),
+        (
+            format!(
+                "Go time.Now under probe --comm: {}",
+                if fallback {
+                    "clock_gettime syscalls"
+                } else {
+                    "no clock_gettime syscall"
+                }
+            ),
+            check_go(s, fallback),
+        ),
+        (
+            "clock_cost timed CachedClock and Instant::now".into(),
+            clock_costs(s).map(drop),
+        ),
+    ]
+}
+
+pub(crate) fn check_clock_report(report: &Value, fallback: bool) -> Outcome {
+    let measurements = report["measurements"].as_array().ok_or("no measurements")?;
+    for clock in VDSO_CLOCKS {
+        let m = measurements
+            .iter()
+            .find(|m| m["clock"] == *clock)
+            .ok_or(format!("no {clock}"))?;
+        let syscalls = m["libc_syscalls_per_call"].as_f64().unwrap_or(-1.0);
+        let want = if fallback { 1.0 } else { 0.0 };
+        expect(
+            (syscalls - want).abs() < 0.01,
+            format!("{clock}: {syscalls} syscalls per call, want {want}"),
+        )?;
+    }
+    expect(
+        report["verdict"]["ok"] == !fallback,
+        format!("verdict {}", report["verdict"]),
+    )
+}
+
+fn check_doctor(report: &Value, fallback: bool) -> Outcome {
+    let clock = report["findings"]
+        .as_array()
+        .and_then(|f| f.iter().find(|f| f["area"] == "clock"))
+        .ok_or("no clock finding")?;
+    if !fallback {
+        return expect(clock["severity"] == "ok", format!("clock finding {clock}"));
+    }
+    let text = |key: &str| clock[key].as_str().unwrap_or_default().to_string();
+    expect(
+        clock["severity"] == "warn"
+            && text("evidence").contains("1.000 syscalls/call")
+            && text("fix").contains("tsc=reliable")
+            && text("fix").contains("CachedClock"),
+        format!("clock finding {clock}"),
+    )
+}
+
+/// The Go program's clock_gettime syscalls while traced, and its time.Now calls.
+fn go_counts(s: &Sections) -> Result<(u64, u64), String> {
+    let report = s.json("go-traced")?;
+    let clock_gettime = report["syscalls"]
+        .as_array()
+        .and_then(|rows| rows.iter().find(|r| r["name"] == "clock_gettime"))
+        .and_then(|r| r["calls"].as_u64())
+        .unwrap_or(0);
+    let calls: u64 = s
+        .ok("go-calls")?
+        .iter()
+        .find_map(|l| l.strip_prefix("calls "))
+        .and_then(|n| n.trim().parse().ok())
+        .ok_or("gotime printed no call count")?;
+    Ok((clock_gettime, calls))
+}
+
+fn check_go(s: &Sections, fallback: bool) -> Outcome {
+    let (clock_gettime, calls) = go_counts(s)?;
+    let per_second = clock_gettime as f64 / f64::from(GO_TRACE_SECONDS);
+    if fallback {
+        // time.Now reads the wall and the monotonic clock: two syscalls per call.
+        expect(
+            per_second > 10_000.0,
+            format!("{clock_gettime} clock_gettime syscalls in {GO_TRACE_SECONDS} s ({calls} time.Now calls in all)"),
+        )
+    } else {
+        expect(
+            clock_gettime == 0 && calls > 0,
+            format!("{clock_gettime} clock_gettime syscalls ({calls} time.Now calls)"),
+        )
+    }
+}
+
+/// ns per read of each clock `clock_cost` timed, as one line.
+fn clock_costs(s: &Sections) -> Result<String, String> {
+    let lines = s.ok("clock-cost")?;
+    let costs: Vec<String> = lines
+        .iter()
+        .filter_map(|l| l.rsplit_once(' '))
+        .filter(|(name, _)| name.contains("::"))
+        .map(|(name, ns)| format!("{name} {ns} ns"))
+        .collect();
+    expect(
+        costs.iter().any(|c| c.starts_with("CachedClock::now ")),
+        format!("no CachedClock::now line in {lines:?}"),
+    )?;
+    Ok(costs.join(", "))
+}
+
+/// The probe commands that prove its BPF programs load and count on the guest's
+/// kernel: exact syscall counts, page faults, run-queue delay.
+pub(crate) fn add_probe_commands(script: &mut Script) {
+    script
+        .run(
+            "probe-syscalls",
+            "probe syscalls --json -- probe-calibrate syscalls --count 5000",
+        )
+        .run(
+            "probe-faults",
+            "probe faults --json -- probe-calibrate faults --pages 2000",
+        )
+        .run("probe-runq", "probe runq --duration 1 --json");
+}
+
+/// Checks of [`add_probe_commands`]'s output.
+pub(crate) fn probe_checks(s: &Sections) -> Vec<(String, Outcome)> {
+    vec![
+        (
+            "probe syscalls counts 5000 getppid exactly".into(),
+            s.json("probe-syscalls").and_then(|report| {
+                let calls = report["syscalls"]
+                    .as_array()
+                    .and_then(|rows| rows.iter().find(|r| r["name"] == "getppid"))
+                    .and_then(|r| r["calls"].as_u64());
+                expect(calls == Some(5000), format!("getppid calls {calls:?}"))
+            }),
+        ),
+        (
+            "probe faults counts 2000 touched pages".into(),
+            s.json("probe-faults").and_then(|report| {
+                let minor = report["processes"]
+                    .as_array()
+                    .and_then(|p| p.first())
+                    .and_then(|p| p["minor"].as_u64())
+                    .unwrap_or(0);
+                expect(
+                    (2000..2600).contains(&minor),
+                    format!("{minor} minor faults for 2000 pages"),
+                )
+            }),
+        ),
+        (
+            "probe runq loads and samples".into(),
+            s.json("probe-runq").and_then(|report| {
+                let samples = report["runq"]["samples"].as_u64().unwrap_or(0);
+                expect(samples > 0, format!("{samples} wakeups sampled in 1 s"))
+            }),
+        ),
+    ]
+}

@@ -1,0 +1,739 @@
+//! What every qemu guest of xtask shares (numa-vm, clock-vm, arm64-vm): Debian's
+//! kernel for an architecture, statically linked guest programs, an initramfs with
+//! busybox-static whose init runs a fixed list of commands between markers on the
+//! serial console and powers off, booting under TCG, and the console cut back into
+//! the commands' outputs. The checks are made here, on the captured console, and
+//! printed as one table per task.
+//!
+//! Downloads and builds are cached under target/guest/ (kernels, busybox) and
+//! target/guest/build/ (the static binaries), so a second run only boots.
+
+use std::collections::BTreeMap;
+use std::fmt::Write as _;
+use std::fs;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+
+use anyhow::{bail, ensure, Context as _, Result};
+
+use crate::cpio::Archive;
+use crate::{cargo, ensure_packages, project_root, step};
+
+/// A guest architecture.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Arch {
+    X86_64,
+    Aarch64,
+}
+
+impl Arch {
+    /// Debian's name for it.
+    pub(crate) fn debian(self) -> &'static str {
+        match self {
+            Arch::X86_64 => "amd64",
+            Arch::Aarch64 => "arm64",
+        }
+    }
+
+    /// rustup's target triple.
+    pub(crate) fn rust_target(self) -> &'static str {
+        match self {
+            Arch::X86_64 => "x86_64-unknown-linux-gnu",
+            Arch::Aarch64 => crate::aarch64::TARGET,
+        }
+    }
+
+    /// The qemu system emulator and the Debian package that has it.
+    fn qemu(self) -> (&'static str, &'static str) {
+        match self {
+            Arch::X86_64 => ("qemu-system-x86", "qemu-system-x86_64"),
+            Arch::Aarch64 => ("qemu-system-arm", "qemu-system-aarch64"),
+        }
+    }
+
+    /// The serial console's device name in the guest.
+    fn console(self) -> &'static str {
+        match self {
+            Arch::X86_64 => "ttyS0",
+            Arch::Aarch64 => "ttyAMA0",
+        }
+    }
+
+    /// Installs what booting this architecture needs and, for a foreign one, the
+    /// cross toolchain that builds its programs.
+    pub(crate) fn ensure_tools(self) -> Result<()> {
+        let (package, program) = self.qemu();
+        ensure_packages(&[(package, program), ("busybox-static", "busybox")])?;
+        if self == Arch::Aarch64 {
+            crate::aarch64::ensure_toolchain()?;
+        }
+        Ok(())
+    }
+}
+
+/// Where the guests keep their downloads, builds and consoles.
+pub(crate) fn work_dir() -> Result<PathBuf> {
+    let work = project_root().join("target/guest");
+    fs::create_dir_all(&work).with_context(|| format!("cannot create {}", work.display()))?;
+    Ok(work)
+}
+
+/// The kernel image of Debian's `linux-image-<arch>` metapackage (the distribution's
+/// stock kernel, 6.1 on Debian 12), downloaded once.
+pub(crate) fn debian_kernel(arch: Arch) -> Result<PathBuf> {
+    let work = work_dir()?;
+    let vmlinuz = work.join(format!("vmlinuz-{}", arch.debian()));
+    if vmlinuz.is_file() {
+        return Ok(vmlinuz);
+    }
+    let meta = format!("linux-image-{}:{}", arch.debian(), arch.debian());
+    // The metapackage depends on the versioned image package that holds the kernel.
+    let depends = output(Command::new("apt-cache").args(["depends", &meta]))?;
+    let package = depends
+        .lines()
+        .find_map(|line| line.trim().strip_prefix("Depends: "))
+        .filter(|p| p.starts_with("linux-image-"))
+        .with_context(|| format!("apt-cache depends {meta} names no linux-image-* package"))?
+        .split(':')
+        .next()
+        .unwrap_or_default()
+        .to_string();
+    let deb = download_deb(&work, &package, arch)?;
+    let version = package.trim_start_matches("linux-image-");
+    let image = extract_member(&deb, &format!("./boot/vmlinuz-{version}"))?;
+    fs::write(&vmlinuz, image)?;
+    fs::remove_file(&deb)?;
+    Ok(vmlinuz)
+}
+
+/// busybox-static for `arch`: the host's for x86_64, Debian's arm64 package
+/// (downloaded once) for aarch64.
+pub(crate) fn busybox(arch: Arch) -> Result<Vec<u8>> {
+    match arch {
+        Arch::X86_64 => {
+            let path = crate::which("busybox").context("busybox is not on PATH")?;
+            let bytes = read(&path)?;
+            ensure!(
+                !is_dynamic_elf(&bytes),
+                "{} is dynamically linked; the guest needs busybox-static (apt-get install \
+                 busybox-static)",
+                path.display()
+            );
+            Ok(bytes)
+        }
+        Arch::Aarch64 => {
+            let work = work_dir()?;
+            let cached = work.join("busybox-arm64");
+            if !cached.is_file() {
+                let deb = download_deb(&work, "busybox-static", arch)?;
+                fs::write(&cached, extract_member(&deb, "./bin/busybox")?)?;
+                fs::remove_file(&deb)?;
+            }
+            read(&cached)
+        }
+    }
+}
+
+/// `apt-get download PACKAGE:ARCH` into `work`; updates stale package lists once.
+fn download_deb(work: &Path, package: &str, arch: Arch) -> Result<PathBuf> {
+    let qualified = format!("{package}:{}", arch.debian());
+    let download = || {
+        let mut command = Command::new("apt-get");
+        command
+            .current_dir(work)
+            .args(["-q", "download", &qualified]);
+        step(&format!("apt-get download {qualified}"), command)
+    };
+    if download().is_err() {
+        // Stale package lists name a version the mirror no longer has.
+        let mut update = Command::new("apt-get");
+        update.args(["-q", "update"]);
+        step("apt-get update", update)?;
+        download()?;
+    }
+    let suffix = format!("_{}.deb", arch.debian());
+    fs::read_dir(work)?
+        .filter_map(|entry| entry.ok().map(|e| e.path()))
+        .find(|path| {
+            path.file_name()
+                .and_then(|n| n.to_str())
+                .is_some_and(|n| n.starts_with(&format!("{package}_")) && n.ends_with(&suffix))
+        })
+        .with_context(|| {
+            format!(
+                "apt-get download left no {package}_*{suffix} in {}",
+                work.display()
+            )
+        })
+}
+
+/// One file of a .deb's data archive.
+fn extract_member(deb: &Path, member: &str) -> Result<Vec<u8>> {
+    let mut unpack = Command::new("dpkg-deb")
+        .arg("--fsys-tarfile")
+        .arg(deb)
+        .stdout(Stdio::piped())
+        .spawn()
+        .context("cannot run dpkg-deb")?;
+    let tar = Command::new("tar")
+        .args(["-x", "-O", "-f", "-", member])
+        .stdin(unpack.stdout.take().expect("stdout is piped"))
+        .output()
+        .context("cannot run tar")?;
+    unpack.wait()?;
+    ensure!(
+        tar.status.success() && !tar.stdout.is_empty(),
+        "cannot extract {member} from {}: {}",
+        deb.display(),
+        String::from_utf8_lossy(&tar.stderr)
+    );
+    Ok(tar.stdout)
+}
+
+/// Builds with `+crt-static` for `arch` (cargo arguments in `args`, e.g. `--package
+/// numa --bin numa`) in target/guest/build, so that the flags do not invalidate the
+/// normal build and every guest task shares the artifacts. Returns the profile
+/// directory the binaries land in (`release` when `args` has `--release`).
+pub(crate) fn static_build(arch: Arch, what: &str, args: &[&str]) -> Result<PathBuf> {
+    let target_dir = work_dir()?.join("build");
+    let mut build = cargo(&["build"]);
+    build.args(args);
+    static_flags(&mut build, arch, &target_dir);
+    step(&format!("build static {what} ({})", arch.debian()), build)?;
+    let profile = if args.contains(&"--release") {
+        "release"
+    } else {
+        "debug"
+    };
+    Ok(target_dir.join(arch.rust_target()).join(profile))
+}
+
+/// Builds the test executables of `package` with `+crt-static` for `arch` and returns
+/// their paths (the library's unit tests and each integration test).
+pub(crate) fn static_test_binaries(arch: Arch, package: &str) -> Result<Vec<PathBuf>> {
+    let target_dir = work_dir()?.join("build");
+    let mut build = cargo(&[
+        "test",
+        "--package",
+        package,
+        "--no-run",
+        "--message-format=json-render-diagnostics",
+    ]);
+    static_flags(&mut build, arch, &target_dir);
+    build.stderr(Stdio::inherit());
+    eprintln!(
+        "xtask: build static {package} tests ({})",
+        arch.rust_target()
+    );
+    let out = build.output().context("cannot run cargo test --no-run")?;
+    ensure!(
+        out.status.success(),
+        "building {package}'s tests for {} failed",
+        arch.rust_target()
+    );
+    let mut binaries = Vec::new();
+    for line in String::from_utf8_lossy(&out.stdout).lines() {
+        let Ok(message) = serde_json::from_str::<serde_json::Value>(line) else {
+            continue;
+        };
+        if message["reason"] == "compiler-artifact" && message["profile"]["test"] == true {
+            if let Some(path) = message["executable"].as_str() {
+                binaries.push(PathBuf::from(path));
+            }
+        }
+    }
+    ensure!(
+        !binaries.is_empty(),
+        "cargo built no test executable of {package}"
+    );
+    Ok(binaries)
+}
+
+fn static_flags(build: &mut Command, arch: Arch, target_dir: &Path) {
+    build
+        .args(["--target", arch.rust_target(), "--target-dir"])
+        .arg(target_dir)
+        .env_remove("CARGO_ENCODED_RUSTFLAGS")
+        .env(
+            "RUSTFLAGS",
+            "-C target-feature=+crt-static -C strip=debuginfo",
+        );
+}
+
+/// The commands init runs, each between `@@@ begin NAME` and `@@@ end NAME rc=N`.
+#[derive(Default)]
+pub(crate) struct Script {
+    body: String,
+}
+
+impl Script {
+    /// A command whose output and exit status become section `name`.
+    pub(crate) fn run(&mut self, name: &str, command: &str) -> &mut Self {
+        let _ = writeln!(self.body, "run {name} {command}");
+        self
+    }
+
+    /// A shell line run as is (setup, background jobs), outside any section.
+    pub(crate) fn shell(&mut self, line: &str) -> &mut Self {
+        let _ = writeln!(self.body, "{line}");
+        self
+    }
+
+    /// The whole init script: mounts, loopback up, the commands, power-off.
+    pub(crate) fn init(&self) -> String {
+        format!(
+            "#!/bin/busybox sh\n\
+             /bin/busybox --install -s /bin\n\
+             export PATH=/bin:/usr/bin\n\
+             mount -t proc proc /proc\n\
+             mount -t sysfs sysfs /sys\n\
+             mount -t tmpfs tmpfs /tmp\n\
+             ip link set lo up\n\
+             run() {{ name=$1; shift; echo \"@@@ begin $name\"; \"$@\" 2>&1; echo \"@@@ end $name rc=$?\"; }}\n\
+             {}echo '@@@ done'\n\
+             poweroff -f\n",
+            self.body
+        )
+    }
+}
+
+/// An initramfs being built: busybox, the usual directories and device nodes, the
+/// programs under /bin.
+pub(crate) struct Initramfs {
+    archive: Archive,
+}
+
+impl Initramfs {
+    pub(crate) fn new(arch: Arch) -> Result<Initramfs> {
+        let mut archive = Archive::default();
+        for dir in ["bin", "dev", "proc", "sys", "usr", "usr/bin", "tmp", "srv"] {
+            archive.directory(dir);
+        }
+        archive.char_device("dev/console", 5, 1);
+        archive.char_device("dev/null", 1, 3);
+        archive.file("bin/busybox", 0o755, &busybox(arch)?);
+        Ok(Initramfs { archive })
+    }
+
+    /// The program at `path` as /bin/`name`.
+    pub(crate) fn program(&mut self, name: &str, path: &Path) -> Result<&mut Self> {
+        self.archive
+            .file(&format!("bin/{name}"), 0o755, &read(path)?);
+        Ok(self)
+    }
+
+    /// A dynamically linked host program at `guest_path`, with the shared libraries
+    /// ldd says it loads at the same paths as on the host (x86_64 guests only).
+    pub(crate) fn program_with_libraries(
+        &mut self,
+        program: &Path,
+        guest_path: &str,
+    ) -> Result<&mut Self> {
+        self.archive.file(guest_path, 0o755, &read(program)?);
+        let ldd = output(Command::new("ldd").arg(program))?;
+        let mut dirs: Vec<String> = Vec::new();
+        for library in ldd
+            .split_whitespace()
+            .filter(|word| word.starts_with('/'))
+            .map(Path::new)
+        {
+            let relative = library.strip_prefix("/")?;
+            let mut dir = PathBuf::new();
+            for component in relative.parent().into_iter().flat_map(Path::components) {
+                dir.push(component);
+                let name = dir.to_string_lossy().into_owned();
+                if !dirs.contains(&name) && !["usr", "usr/bin"].contains(&name.as_str()) {
+                    self.archive.directory(&name);
+                    dirs.push(name);
+                }
+            }
+            self.archive
+                .file(&relative.to_string_lossy(), 0o755, &read(library)?);
+        }
+        Ok(self)
+    }
+
+    /// The archive with `script` as /init.
+    pub(crate) fn finish(mut self, script: &Script) -> Vec<u8> {
+        self.archive.file("init", 0o755, script.init().as_bytes());
+        self.archive.finish()
+    }
+}
+
+/// A guest to boot: its shape, kernel command line and name (for logs).
+pub(crate) struct Machine {
+    pub(crate) arch: Arch,
+    /// Short, file-name safe: "2node", "hpet", "arm64".
+    pub(crate) name: String,
+    /// CPUs and MiB per NUMA node (one entry: no NUMA topology).
+    pub(crate) nodes: Vec<(u32, u32)>,
+    /// Kernel command line after `console=... panic=-1 quiet`.
+    pub(crate) append: String,
+    /// How long it may take from start to power-off.
+    pub(crate) timeout: Duration,
+}
+
+impl Machine {
+    fn cpus(&self) -> u32 {
+        self.nodes.iter().map(|n| n.0).sum()
+    }
+
+    fn qemu_command(&self, kernel: &Path, initrd: &Path, console: &Path) -> Command {
+        let (_, program) = self.arch.qemu();
+        let mut qemu = Command::new(program);
+        let memory: u32 = self.nodes.iter().map(|n| n.1).sum();
+        qemu.args(["-accel", "tcg", "-m"]).arg(format!("{memory}M"));
+        match self.arch {
+            Arch::X86_64 => {
+                let sockets = self.nodes.len() as u32;
+                qemu.args(["-machine", "q35", "-cpu", "max", "-smp"])
+                    .arg(format!(
+                        "{},sockets={sockets},cores={}",
+                        self.cpus(),
+                        self.cpus() / sockets
+                    ));
+            }
+            Arch::Aarch64 => {
+                qemu.args(["-machine", "virt", "-cpu", "max", "-smp"])
+                    .arg(self.cpus().to_string());
+            }
+        }
+        if self.nodes.len() > 1 {
+            let mut first = 0;
+            for (node, &(cpus, mib)) in self.nodes.iter().enumerate() {
+                qemu.arg("-object")
+                    .arg(format!("memory-backend-ram,id=m{node},size={mib}M"))
+                    .arg("-numa")
+                    .arg(format!(
+                        "node,nodeid={node},cpus={first}-{},memdev=m{node}",
+                        first + cpus - 1
+                    ));
+                first += cpus;
+            }
+            for src in 0..self.nodes.len() {
+                for dst in src + 1..self.nodes.len() {
+                    qemu.arg("-numa")
+                        .arg(format!("dist,src={src},dst={dst},val=20"));
+                }
+            }
+        }
+        qemu.arg("-kernel")
+            .arg(kernel)
+            .arg("-initrd")
+            .arg(initrd)
+            .arg("-append")
+            .arg(format!(
+                "console={} panic=-1 quiet {}",
+                self.arch.console(),
+                self.append
+            ))
+            .args([
+                "-display",
+                "none",
+                "-monitor",
+                "none",
+                "-no-reboot",
+                "-serial",
+            ])
+            .arg(format!("file:{}", console.display()))
+            .stdin(Stdio::null());
+        qemu
+    }
+
+    /// Boots with `initramfs` and returns the console cut into sections; the console
+    /// stays in target/guest/console-NAME.log.
+    pub(crate) fn boot(&self, task: &str, kernel: &Path, initramfs: &[u8]) -> Result<Sections> {
+        let work = work_dir()?;
+        let initrd = work.join(format!("initrd-{}.cpio", self.name));
+        fs::write(&initrd, initramfs)
+            .with_context(|| format!("cannot write {}", initrd.display()))?;
+        let console = work.join(format!("console-{}.log", self.name));
+        let _ = fs::remove_file(&console);
+        eprintln!("xtask {task}: booting the {} guest", self.name);
+        let started = Instant::now();
+        let mut child = self
+            .qemu_command(kernel, &initrd, &console)
+            .spawn()
+            .with_context(|| format!("cannot start {}", self.arch.qemu().1))?;
+        let status = loop {
+            if let Some(status) = child.try_wait()? {
+                break status;
+            }
+            if started.elapsed() > self.timeout {
+                let _ = child.kill();
+                let _ = child.wait();
+                let text = fs::read_to_string(&console).unwrap_or_default();
+                bail!(
+                    "the {} guest did not power off within {:?}; console:\n{}",
+                    self.name,
+                    self.timeout,
+                    tail(&text)
+                );
+            }
+            std::thread::sleep(Duration::from_millis(100));
+        };
+        let bytes = read(&console)?;
+        let text = String::from_utf8_lossy(&bytes).replace('\r', "");
+        ensure!(
+            status.success(),
+            "qemu exited with {status}; console:\n{}",
+            tail(&text)
+        );
+        eprintln!(
+            "xtask {task}: the {} guest ran in {:.1?} (console: {})",
+            self.name,
+            started.elapsed(),
+            console.display()
+        );
+        Sections::parse(&text)
+            .with_context(|| format!("{} guest: console:\n{}", self.name, tail(&text)))
+    }
+}
+
+/// The console cut at the markers: section name -> (output lines, exit status).
+pub(crate) struct Sections(BTreeMap<String, (Vec<String>, i32)>);
+
+impl Sections {
+    pub(crate) fn parse(console: &str) -> Result<Sections> {
+        let mut sections = BTreeMap::new();
+        let mut current: Option<(String, Vec<String>)> = None;
+        let mut done = false;
+        for line in console.lines() {
+            if let Some(name) = line.strip_prefix("@@@ begin ") {
+                current = Some((name.to_string(), Vec::new()));
+            } else if let Some(rest) = line.strip_prefix("@@@ end ") {
+                let (name, rc) = rest.split_once(" rc=").context("end marker without rc")?;
+                let (begun, lines) = current.take().context("end marker without begin")?;
+                ensure!(begun == name, "section {begun} ended as {name}");
+                sections.insert(begun, (lines, rc.trim().parse()?));
+            } else if line == "@@@ done" {
+                done = true;
+            } else if let Some((_, lines)) = current.as_mut() {
+                if !is_kernel_message(line) {
+                    lines.push(line.to_string());
+                }
+            }
+        }
+        ensure!(done, "the guest's init did not finish its commands");
+        Ok(Sections(sections))
+    }
+
+    pub(crate) fn has(&self, name: &str) -> bool {
+        self.0.contains_key(name)
+    }
+
+    /// The output of a command that must have succeeded.
+    pub(crate) fn ok(&self, name: &str) -> Result<&Vec<String>, String> {
+        match self.0.get(name) {
+            Some((lines, 0)) => Ok(lines),
+            Some((lines, rc)) => Err(format!("{name} exited {rc}: {}", lines.join(" | "))),
+            None => Err(format!("no output for {name}")),
+        }
+    }
+
+    /// The JSON a command that must have succeeded printed, after any notes it wrote
+    /// to stderr first (probe's "Tracing ..." line).
+    pub(crate) fn json(&self, name: &str) -> Result<serde_json::Value, String> {
+        let lines = self.ok(name)?;
+        let start = lines.iter().position(|l| l.starts_with('{')).unwrap_or(0);
+        serde_json::from_str(&lines[start..].join("\n"))
+            .map_err(|e| format!("{name}: not JSON: {e}"))
+    }
+
+    /// The output of a command that must have exited 1.
+    pub(crate) fn failure(&self, name: &str) -> Result<String, String> {
+        match self.0.get(name) {
+            Some((lines, 1)) => Ok(lines.join("\n")),
+            Some((lines, rc)) => Err(format!("{name} exited {rc}, want 1: {}", lines.join(" | "))),
+            None => Err(format!("no output for {name}")),
+        }
+    }
+}
+
+/// Whether a console line is a kernel message (`[    3.141592] ...`), which can
+/// interleave with a command's output.
+fn is_kernel_message(line: &str) -> bool {
+    line.strip_prefix('[')
+        .and_then(|rest| rest.split_once(']'))
+        .is_some_and(|(stamp, _)| {
+            !stamp.trim().is_empty() && stamp.trim().chars().all(|c| c.is_ascii_digit() || c == '.')
+        })
+}
+
+/// The outcome of one check: `Err` says why it failed.
+pub(crate) type Outcome = Result<(), String>;
+
+/// `Ok` when `condition` holds, else `why`.
+pub(crate) fn expect(condition: bool, why: String) -> Outcome {
+    if condition {
+        Ok(())
+    } else {
+        Err(why)
+    }
+}
+
+/// The checks of a task's guests, printed as one table.
+pub(crate) struct Checks {
+    task: &'static str,
+    rows: Vec<(String, String, Outcome)>,
+    measurements: Vec<String>,
+}
+
+impl Checks {
+    pub(crate) fn new(task: &'static str) -> Checks {
+        Checks {
+            task,
+            rows: Vec::new(),
+            measurements: Vec::new(),
+        }
+    }
+
+    /// Records the checks of guest `guest`, logging each as it comes.
+    pub(crate) fn add(&mut self, guest: &str, results: Vec<(String, Outcome)>) {
+        for (check, outcome) in results {
+            match &outcome {
+                Ok(()) => eprintln!("xtask {}: {guest}: {check}: ok", self.task),
+                Err(why) => eprintln!("xtask {}: {guest}: {check}: FAILED: {why}", self.task),
+            }
+            self.rows.push((guest.to_string(), check, outcome));
+        }
+    }
+
+    /// Records a measurement made in guest `guest`, printed under the table (numbers
+    /// to read, not to pass or fail: the guests run under emulation).
+    pub(crate) fn measured(&mut self, guest: &str, what: &str) {
+        eprintln!("xtask {}: {guest}: measured: {what}", self.task);
+        self.measurements.push(format!("{guest}: {what}"));
+    }
+
+    /// Prints the table; fails naming every failed check.
+    pub(crate) fn finish(self) -> Result<()> {
+        let guest_width = self
+            .rows
+            .iter()
+            .map(|r| r.0.len())
+            .max()
+            .unwrap_or(5)
+            .max(5);
+        let check_width = self
+            .rows
+            .iter()
+            .map(|r| r.1.len())
+            .max()
+            .unwrap_or(5)
+            .max(5);
+        let mut table = format!(
+            "\n{:<guest_width$}  {:<check_width$}  result\n",
+            "guest", "check"
+        );
+        let mut failures = Vec::new();
+        for (guest, check, outcome) in &self.rows {
+            let result = match outcome {
+                Ok(()) => "ok",
+                Err(why) => {
+                    failures.push(format!("{guest}: {check}: {why}"));
+                    "FAILED"
+                }
+            };
+            let _ = writeln!(
+                table,
+                "{guest:<guest_width$}  {check:<check_width$}  {result}"
+            );
+        }
+        for line in &self.measurements {
+            let _ = writeln!(table, "measured: {line}");
+        }
+        eprintln!("{table}");
+        if !failures.is_empty() {
+            bail!(
+                "{}: {} of {} checks failed:\n{}",
+                self.task,
+                failures.len(),
+                self.rows.len(),
+                failures.join("\n")
+            );
+        }
+        eprintln!("xtask {}: all {} checks passed", self.task, self.rows.len());
+        Ok(())
+    }
+}
+
+/// Whether an ELF file names a program interpreter (PT_INTERP), i.e. is dynamic.
+fn is_dynamic_elf(bytes: &[u8]) -> bool {
+    let head = &bytes[..bytes.len().min(4096)];
+    head.windows(7).any(|w| w == b"/lib64/") || head.windows(5).any(|w| w == b"/lib/")
+}
+
+pub(crate) fn read(path: &Path) -> Result<Vec<u8>> {
+    fs::read(path).with_context(|| format!("cannot read {}", path.display()))
+}
+
+fn output(command: &mut Command) -> Result<String> {
+    let out = command
+        .output()
+        .with_context(|| format!("cannot run {:?}", command.get_program()))?;
+    ensure!(
+        out.status.success(),
+        "{:?} failed ({}): {}",
+        command.get_program(),
+        out.status,
+        String::from_utf8_lossy(&out.stderr)
+    );
+    Ok(String::from_utf8_lossy(&out.stdout).into_owned())
+}
+
+/// The last 40 lines, for error messages.
+fn tail(text: &str) -> String {
+    let lines: Vec<&str> = text.lines().collect();
+    lines[lines.len().saturating_sub(40)..].join("\n")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn sections_skip_kernel_lines_and_need_the_end_marker() {
+        let console = "\x1bc boot noise\n@@@ begin show\npolicy: default\n[    3.1] random: crng init done\n@@@ end show rc=0\n@@@ begin bad\nnuma: no\n@@@ end bad rc=1\n@@@ done\n";
+        let s = Sections::parse(console).unwrap();
+        assert_eq!(s.ok("show").unwrap(), &["policy: default".to_string()]);
+        assert_eq!(s.failure("bad").unwrap(), "numa: no");
+        assert!(s.ok("bad").is_err());
+        assert!(Sections::parse("@@@ begin show\n").is_err());
+        assert!(!is_kernel_message("[1, 2]") && is_kernel_message("[   12.5] x"));
+    }
+
+    #[test]
+    fn machines_become_qemu_command_lines() {
+        let machine = Machine {
+            arch: Arch::Aarch64,
+            name: "arm64".into(),
+            nodes: vec![(1, 512), (1, 512)],
+            append: "transparent_hugepage=never".into(),
+            timeout: Duration::from_secs(1),
+        };
+        let qemu = machine.qemu_command(Path::new("k"), Path::new("i"), Path::new("c"));
+        let args: Vec<String> = qemu
+            .get_args()
+            .map(|a| a.to_string_lossy().into_owned())
+            .collect();
+        let line = args.join(" ");
+        assert_eq!(qemu.get_program(), "qemu-system-aarch64");
+        assert!(
+            line.contains("-m 1024M -machine virt -cpu max -smp 2"),
+            "{line}"
+        );
+        assert!(line.contains("node,nodeid=1,cpus=1-1,memdev=m1"), "{line}");
+        assert!(line.contains("console=ttyAMA0 panic=-1 quiet transparent_hugepage=never"));
+    }
+
+    #[test]
+    fn scripts_mark_each_command() {
+        let mut script = Script::default();
+        script.run("show", "numa --show").shell("sleep 1 &");
+        let init = script.init();
+        assert!(init.contains("run show numa --show\nsleep 1 &\necho '@@@ done'\n"));
+        assert!(init.ends_with("poweroff -f\n"));
+    }
+}
