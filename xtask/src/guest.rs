@@ -288,6 +288,7 @@ impl Script {
              export PATH=/bin:/usr/bin\n\
              mount -t proc proc /proc\n\
              mount -t sysfs sysfs /sys\n\
+             mount -t devtmpfs devtmpfs /dev\n\
              mount -t tmpfs tmpfs /tmp\n\
              ip link set lo up\n\
              run() {{ name=$1; shift; echo \"@@@ begin $name\"; \"$@\" 2>&1; echo \"@@@ end $name rc=$?\"; }}\n\
@@ -527,7 +528,7 @@ impl Sections {
     pub(crate) fn ok(&self, name: &str) -> Result<&Vec<String>, String> {
         match self.0.get(name) {
             Some((lines, 0)) => Ok(lines),
-            Some((lines, rc)) => Err(format!("{name} exited {rc}: {}", lines.join(" | "))),
+            Some((lines, rc)) => Err(format!("{name} exited {rc}: {}", last_lines(lines))),
             None => Err(format!("no output for {name}")),
         }
     }
@@ -545,10 +546,21 @@ impl Sections {
     pub(crate) fn failure(&self, name: &str) -> Result<String, String> {
         match self.0.get(name) {
             Some((lines, 1)) => Ok(lines.join("\n")),
-            Some((lines, rc)) => Err(format!("{name} exited {rc}, want 1: {}", lines.join(" | "))),
+            Some((lines, rc)) => Err(format!("{name} exited {rc}, want 1: {}", last_lines(lines))),
             None => Err(format!("no output for {name}")),
         }
     }
+}
+
+/// The last lines of a failed command's output, on one line (a test binary's summary
+/// and failures come last; the whole output stays in the console log).
+fn last_lines(lines: &[String]) -> String {
+    let shown: Vec<&str> = lines
+        .iter()
+        .map(String::as_str)
+        .filter(|l| !l.trim().is_empty())
+        .collect();
+    shown[shown.len().saturating_sub(8)..].join(" | ")
 }
 
 /// Whether a console line is a kernel message (`[    3.141592] ...`), which can

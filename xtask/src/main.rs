@@ -3,7 +3,7 @@
 //!
 //! ```text
 //! cargo xtask ci                 every check CI runs: system packages, fmt, clippy, tests,
-//!                                the guests (numa, clock, arm64), aarch64 under qemu-user,
+//!                                the guests (numa, clock, arm64), the aarch64 build,
 //!                                simd's scalar paths under Miri
 //! cargo xtask fuzz [SECONDS]     a short run of every cargo-fuzz target (nightly)
 //! cargo xtask loadtest [--quick]  ioserve against nginx and Go's FileServer (wrk)
@@ -94,9 +94,9 @@ pub(crate) enum Task {
     ///
     /// Install missing system packages (as root), then cargo fmt --check, clippy -D
     /// warnings, cargo test for the whole workspace, the numa-vm and clock-vm guests,
-    /// the aarch64 lane (the workspace built for aarch64, simd's tests run under
-    /// qemu-aarch64 with AES and with SIMD_DISABLE=aes), the arm64-vm guest, and simd's
-    /// scalar paths under Miri (nightly, installed when missing)
+    /// the workspace built for aarch64, the arm64-vm guest (simd's tests run there,
+    /// with AES and with SIMD_DISABLE=aes), and simd's scalar paths under Miri
+    /// (nightly, installed when missing)
     Ci,
     /// Criterion benches and Go peers -> target/bench-report
     ///
@@ -180,7 +180,7 @@ fn main() -> ExitCode {
         Task::Fuzz { seconds } => fuzz(seconds),
         Task::NumaVm => numa_vm::run(),
         Task::ClockVm => clock_vm::run(),
-        Task::Arm64Vm => arm64_vm::run(),
+        Task::Arm64Vm => arm64_vm::run().map(drop),
         Task::Vmlinux { btf } => vmlinux(&btf),
         Task::ProbeOverhead(options) => probe_overhead::run(&options),
         Task::Bench(options) => bench::run(&options),
@@ -223,7 +223,8 @@ fn ci() -> Result<()> {
     let mut totals = cargo_test(&["test", "--workspace"], probe_env)?;
     numa_vm::run()?;
     clock_vm::run()?;
-    totals.add(&aarch64::ci_lane()?);
+    aarch64::ci_lane()?;
+    totals.add(&arm64_vm::run()?);
     totals.add(&miri()?);
     eprintln!("xtask ci: all checks passed in {:.0?}", started.elapsed());
     // The closing line: the sum over every test binary and doc-test run.
@@ -243,14 +244,14 @@ pub(crate) struct TestTotals {
 }
 
 impl TestTotals {
-    fn add(&mut self, other: &TestTotals) {
+    pub(crate) fn add(&mut self, other: &TestTotals) {
         self.passed += other.passed;
         self.failed += other.failed;
         self.ignored += other.ignored;
     }
 
     /// Adds the counts of one `test result: ok. 3 passed; 0 failed; 1 ignored; ...` line.
-    fn add_line(&mut self, line: &str) {
+    pub(crate) fn add_line(&mut self, line: &str) {
         let Some(counts) = line.strip_prefix("test result: ") else {
             return;
         };
