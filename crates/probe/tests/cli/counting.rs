@@ -208,18 +208,24 @@ fn runq_measures_wakeups() {
 }
 
 /// `--comm` counts every task of that name, started after the probes attached, and
-/// nothing of the same program run under another name.
+/// nothing of the same program run under another name. The names are this test's own
+/// (links to probe-calibrate), since other tests run probe-calibrate meanwhile.
 #[test]
 fn comm_selects_tasks_by_name_started_later() {
     if !privileged() {
         return;
     }
     let dir = tempfile::tempdir().unwrap();
-    let renamed = dir.path().join("other-name");
-    std::os::unix::fs::symlink(CALIBRATE, &renamed).unwrap();
+    let name = format!("traced-{}", std::process::id() % 1_000_000);
+    let traced = dir.path().join(&name);
+    let other = dir
+        .path()
+        .join(format!("other-{}", std::process::id() % 1_000_000));
+    std::os::unix::fs::symlink(CALIBRATE, &traced).unwrap();
+    std::os::unix::fs::symlink(CALIBRATE, &other).unwrap();
     let mut tracer = Reaped(
         Command::new(PROBE)
-            .args(["syscalls", "--json", "--comm", "probe-calibrate"])
+            .args(["syscalls", "--json", "--comm", &name])
             .stdout(Stdio::piped())
             .stderr(Stdio::piped())
             .spawn()
@@ -229,21 +235,16 @@ fn comm_selects_tasks_by_name_started_later() {
     let mut line = String::new();
     std::io::BufRead::read_line(&mut notes, &mut line).unwrap();
     assert!(
-        line.starts_with("Tracing syscalls of tasks named 'probe-calibrate'"),
+        line.starts_with(&format!("Tracing syscalls of tasks named '{name}'")),
         "{line}"
     );
-    for (program, count) in [(CALIBRATE, "3000"), (CALIBRATE, "2000")] {
+    for (program, count) in [(&traced, "3000"), (&other, "7000"), (&traced, "2000")] {
         let status = Command::new(program)
             .args(["syscalls", "--count", count])
             .status()
             .unwrap();
         assert!(status.success());
     }
-    let status = Command::new(&renamed)
-        .args(["syscalls", "--count", "7000"])
-        .status()
-        .unwrap();
-    assert!(status.success());
     rustix::process::kill_process(
         rustix::process::Pid::from_child(&tracer),
         rustix::process::Signal::INT,
