@@ -48,13 +48,13 @@ pub(crate) fn run() -> Result<()> {
     arch.ensure_tools()?;
     let kernel = guest::debian_kernel(arch)?;
     let probe = ProbeBinaries::build(arch)?;
-    let clock_cost = clock_cost(arch)?;
+    let clock_cost = clock_cost()?;
     let gotime = go_program()?;
     let mut checks = Checks::new("clock-vm");
     for &(source, append) in CLOCKSOURCES {
         let mut initramfs = Initramfs::new(arch)?;
         probe.add_to(&mut initramfs)?;
-        initramfs.program("clock_cost", &clock_cost)?;
+        initramfs.host_program("clock_cost", &clock_cost)?;
         initramfs.program("gotime", &gotime)?;
         let mut script = Script::default();
         script.run(
@@ -100,30 +100,39 @@ pub(crate) fn run() -> Result<()> {
     checks.finish()
 }
 
-/// probe and probe-calibrate, statically linked.
+/// probe and probe-calibrate: the host's build for x86_64 guests (with its libraries),
+/// a static cross build for aarch64 ones.
 pub(crate) struct ProbeBinaries {
+    arch: Arch,
     dir: PathBuf,
 }
 
 impl ProbeBinaries {
     pub(crate) fn build(arch: Arch) -> Result<ProbeBinaries> {
-        let dir = guest::static_build(arch, "probe", &["--package", "probe", "--bins"])?;
-        Ok(ProbeBinaries { dir })
+        let args = ["--package", "probe", "--bins"];
+        let dir = match arch {
+            Arch::X86_64 => guest::host_build("probe", &args)?,
+            Arch::Aarch64 => guest::static_build(arch, "probe", &args)?,
+        };
+        Ok(ProbeBinaries { arch, dir })
     }
 
     pub(crate) fn add_to(&self, initramfs: &mut Initramfs) -> Result<()> {
-        initramfs.program("probe", &self.dir.join("probe"))?;
-        initramfs.program("probe-calibrate", &self.dir.join("probe-calibrate"))?;
+        for name in ["probe", "probe-calibrate"] {
+            match self.arch {
+                Arch::X86_64 => initramfs.host_program(name, &self.dir.join(name))?,
+                Arch::Aarch64 => initramfs.program(name, &self.dir.join(name))?,
+            };
+        }
         Ok(())
     }
 }
 
-/// ioserve's `clock_cost` example, statically linked and optimised (a debug build's
-/// CachedClock read is a chain of unoptimised calls, hundreds of ns under TCG).
-fn clock_cost(arch: Arch) -> Result<PathBuf> {
-    let dir = guest::static_build(
-        arch,
-        "ioserve's clock_cost",
+/// ioserve's `clock_cost` example, optimised (a debug build's CachedClock read is a
+/// chain of unoptimised calls, hundreds of ns under TCG).
+fn clock_cost() -> Result<PathBuf> {
+    let dir = guest::host_build(
+        "ioserve's clock_cost (release)",
         &[
             "--release",
             "--package",

@@ -209,6 +209,22 @@ pub(crate) fn static_build(arch: Arch, what: &str, args: &[&str]) -> Result<Path
     Ok(target_dir.join(arch.rust_target()).join(profile))
 }
 
+/// Builds for the host (x86_64 guests) in the workspace's own target directory, where
+/// `cargo test` has usually built the same already, and returns the profile directory
+/// (`release` when `args` has `--release`). The programs are dynamically linked: add
+/// them with [`Initramfs::host_program`].
+pub(crate) fn host_build(what: &str, args: &[&str]) -> Result<PathBuf> {
+    let mut build = cargo(&["build"]);
+    build.args(args);
+    step(&format!("build {what}"), build)?;
+    let profile = if args.contains(&"--release") {
+        "release"
+    } else {
+        "debug"
+    };
+    Ok(project_root().join("target").join(profile))
+}
+
 /// Builds the test executables of `package` with `+crt-static` for `arch` and returns
 /// their paths (the library's unit tests and each integration test).
 pub(crate) fn static_test_binaries(arch: Arch, package: &str) -> Result<Vec<PathBuf>> {
@@ -322,6 +338,11 @@ impl Initramfs {
         self.archive
             .file(&format!("bin/{name}"), 0o755, &read(path)?);
         Ok(self)
+    }
+
+    /// A dynamically linked host program as /bin/`name`, with its shared libraries.
+    pub(crate) fn host_program(&mut self, name: &str, path: &Path) -> Result<&mut Self> {
+        self.program_with_libraries(path, &format!("bin/{name}"))
     }
 
     /// A dynamically linked host program at `guest_path`, with the shared libraries

@@ -25,6 +25,7 @@ mod cpio;
 mod cross;
 mod guest;
 mod loadtest;
+mod numa_serving;
 mod numa_vm;
 mod probe_overhead;
 mod stats;

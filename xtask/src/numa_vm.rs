@@ -4,7 +4,8 @@
 //! Debian's kernel under qemu-system-x86_64 (TCG) with 2 and then 4 virtual nodes, and an
 //! initramfs holding busybox-static, a statically linked `numa`, the `touch` example
 //! (which reports its CPU and the nodes of its pages) and, when the host has it,
-//! Debian's numactl with its libraries. The guest's init runs a fixed list of commands
+//! Debian's numactl with its libraries, and ioserve (whose `--numa` placement
+//! [`crate::numa_serving`] checks). The guest's init runs a fixed list of commands
 //! between markers on the serial console and powers off; the checks are made here, on
 //! the captured console.
 
@@ -15,6 +16,7 @@ use std::time::{Duration, Instant};
 use anyhow::{ensure, Result};
 
 use crate::guest::{self, expect, Arch, Checks, Initramfs, Machine, Outcome, Script, Sections};
+use crate::numa_serving;
 
 /// MiB the `touch` runs allocate: 8192 pages, far above the guest's background noise.
 const TOUCH_MIB: u64 = 32;
@@ -29,6 +31,8 @@ pub(crate) fn run() -> Result<()> {
     arch.ensure_tools()?;
     let kernel = guest::debian_kernel(arch)?;
     let binaries = Binaries::build(arch)?;
+    let ioserve = guest::host_build("ioserve", &["--package", "ioserve", "--bin", "ioserve"])?
+        .join("ioserve");
     let mut checks = Checks::new("numa-vm");
     for nodes in [2, 4] {
         let shape = Guest { nodes, cpus: 4 };
@@ -38,13 +42,20 @@ pub(crate) fn run() -> Result<()> {
         if let Some(numactl) = crate::which("numactl") {
             initramfs.program_with_libraries(&numactl, "usr/bin/numactl")?;
         }
+        initramfs.host_program("ioserve", &ioserve)?;
+        let serving = numa_serving::Layout {
+            nodes,
+            cpus_of: (0..nodes).map(|n| shape.cpus_of(n)).collect(),
+        };
         let mut script = Script::default();
         shape.add_commands(&mut script);
+        serving.add_commands(&mut script);
         let sections =
             shape
                 .machine(arch, "")
                 .boot("numa-vm", &kernel, &initramfs.finish(&script))?;
         checks.add(&format!("x86_64 {nodes} nodes"), shape.check(&sections));
+        checks.add(&format!("x86_64 {nodes} nodes"), serving.check(&sections));
         eprintln!(
             "xtask numa-vm: {nodes}-node guest done in {:.1?}",
             started.elapsed()
@@ -421,7 +432,7 @@ impl TouchReport {
 }
 
 /// A CPU list like `0-1,3`.
-fn parse_list(text: &str) -> Result<Vec<u32>, String> {
+pub(crate) fn parse_list(text: &str) -> Result<Vec<u32>, String> {
     let mut ids = Vec::new();
     for part in text.trim().split(',').filter(|p| !p.is_empty()) {
         let number = |s: &str| s.parse::<u32>().map_err(|_| format!("bad list {text:?}"));

@@ -11,6 +11,7 @@ use clap::Parser;
 use serde::Deserialize;
 
 pub use crate::access_log::Format as AccessLogFormat;
+use crate::placement::{self, PlacementError, WorkerPlace};
 use crate::strategy::StrategyKind;
 
 /// Smallest and largest `--chunk-size`.
@@ -45,6 +46,9 @@ pub enum ConfigError {
         /// What is allowed.
         allowed: String,
     },
+    /// `--numa` cannot place the workers on this host.
+    #[error(transparent)]
+    Placement(#[from] PlacementError),
 }
 
 /// Every setting as it may come from the command line or the config file; unset ones
@@ -80,9 +84,19 @@ pub struct Settings {
     /// listener; multi: one work-stealing runtime with one listener [default: per-core]
     #[arg(long, value_enum)]
     pub runtime: Option<RuntimeKind>,
-    /// Pin worker i to the i-th CPU this process may run on
+    /// Pin worker i to the i-th CPU this process may run on (with --numa: each worker to
+    /// its own CPU of its node)
     #[arg(long, num_args = 0..=1, default_missing_value = "true", value_name = "BOOL")]
     pub pin: Option<bool>,
+    /// One group of workers per NUMA node: a worker per CPU, each restricted to its
+    /// node's CPUs and preferring its node's memory (needs two or more nodes;
+    /// `--numa=false` turns off a config file's `numa = true`)
+    #[arg(long, num_args = 0..=1, require_equals = true, default_missing_value = "true",
+          value_name = "BOOL")]
+    pub numa: Option<bool>,
+    /// Only these nodes for --numa (implies it), in numactl's grammar: 0,2 1-3 !0 all
+    #[arg(long, value_name = "NODES")]
+    pub numa_nodes: Option<String>,
     /// Open files kept per worker for reuse, 0 to disable [default: 1024]
     #[arg(long, value_name = "N")]
     pub open_file_cache: Option<usize>,
@@ -156,6 +170,8 @@ pub struct Config {
     pub runtime: RuntimeKind,
     /// Pin workers to CPUs.
     pub pin: bool,
+    /// With `--numa`, where each worker runs and allocates (one entry per worker).
+    pub numa: Option<Vec<WorkerPlace>>,
     /// Open-file cache entries per worker.
     pub open_file_cache: usize,
     /// Open-file cache validity.
@@ -223,6 +239,8 @@ impl Settings {
             workers: self.workers.or(fallback.workers),
             runtime: self.runtime.or(fallback.runtime),
             pin: self.pin.or(fallback.pin),
+            numa: self.numa.or(fallback.numa),
+            numa_nodes: self.numa_nodes.or(fallback.numa_nodes),
             open_file_cache: self.open_file_cache.or(fallback.open_file_cache),
             open_file_cache_valid: self
                 .open_file_cache_valid
@@ -247,8 +265,10 @@ impl Settings {
 
     /// Applies defaults and checks ranges.
     fn resolve(self) -> Result<Config, ConfigError> {
+        let runtime = self.runtime.unwrap_or(RuntimeKind::PerCore);
+        let numa = self.placement(runtime)?;
         let cpus = std::thread::available_parallelism().map_or(1, |n| n.get());
-        let workers = self.workers.unwrap_or(cpus);
+        let workers = numa.as_ref().map_or(self.workers.unwrap_or(cpus), Vec::len);
         if !(1..=1024).contains(&workers) {
             return Err(invalid("--workers", workers, "allowed: 1 to 1024"));
         }
@@ -287,8 +307,9 @@ impl Settings {
                 .unwrap_or_else(|| SocketAddr::from(([127, 0, 0, 1], 8080))),
             strategy: self.strategy.unwrap_or(StrategyKind::Sendfile),
             workers,
-            runtime: self.runtime.unwrap_or(RuntimeKind::PerCore),
+            runtime,
             pin: self.pin.unwrap_or(false),
+            numa,
             open_file_cache: self.open_file_cache.unwrap_or(1024),
             open_file_cache_valid: self
                 .open_file_cache_valid
@@ -308,6 +329,39 @@ impl Settings {
             listing_max_entries,
             hidden: self.hidden.unwrap_or(false),
         })
+    }
+}
+
+impl Settings {
+    /// The workers' places with `--numa` (or `--numa-nodes`), read from this host.
+    fn placement(&self, runtime: RuntimeKind) -> Result<Option<Vec<WorkerPlace>>, ConfigError> {
+        let numa = self.numa.unwrap_or(self.numa_nodes.is_some());
+        if !numa {
+            return match &self.numa_nodes {
+                Some(nodes) => Err(invalid(
+                    "--numa-nodes",
+                    nodes,
+                    "only with --numa (it is off here)",
+                )),
+                None => Ok(None),
+            };
+        }
+        if let Some(workers) = self.workers {
+            return Err(invalid(
+                "--workers",
+                workers,
+                "not with --numa, which runs one worker per CPU of its nodes (choose the \
+                 nodes with --numa-nodes)",
+            ));
+        }
+        if runtime == RuntimeKind::Multi {
+            return Err(invalid(
+                "--runtime",
+                "multi",
+                "per-core with --numa (each worker is its own runtime, placed on its node)",
+            ));
+        }
+        Ok(Some(placement::plan_here(self.numa_nodes.as_deref())?))
     }
 }
 
@@ -460,6 +514,39 @@ mod tests {
         assert_eq!(config.idle_timeout, Duration::from_secs(5));
         assert!(!config.access_log && !config.listing);
         assert_eq!(config.root, PathBuf::from("/srv"));
+    }
+
+    #[test]
+    fn numa_combinations_are_checked_before_the_host() {
+        let error = |args: &[&str]| {
+            let mut argv = vec!["ioserve"];
+            argv.extend(args);
+            let settings = Settings::try_parse_from(argv).unwrap();
+            settings.resolve().unwrap_err().to_string()
+        };
+        let workers = error(&["--numa", "--workers", "2"]);
+        assert!(
+            workers.starts_with("invalid --workers 2: not with --numa"),
+            "{workers}"
+        );
+        let multi = error(&["--numa-nodes", "0", "--runtime", "multi"]);
+        assert!(multi.starts_with("invalid --runtime multi"), "{multi}");
+        let off = error(&["--numa=false", "--numa-nodes", "0"]);
+        assert!(off.contains("only with --numa"), "{off}");
+        // `--numa ROOT` is the flag and the root, not a value of --numa.
+        let settings = Settings::try_parse_from(["ioserve", "--numa", "/srv"]).unwrap();
+        assert_eq!(
+            (settings.numa, settings.root),
+            (Some(true), Some("/srv".into()))
+        );
+        let topology = numa::Topology::system().unwrap();
+        if topology.nodes.len() == 1 {
+            let one = error(&["--numa"]);
+            assert!(
+                one.contains("this host has one NUMA node (node 0)"),
+                "{one}"
+            );
+        }
     }
 
     #[test]

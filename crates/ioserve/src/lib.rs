@@ -23,6 +23,7 @@ pub(crate) mod listing;
 pub(crate) mod metrics;
 pub(crate) mod output;
 pub mod path;
+pub mod placement;
 pub mod range;
 pub(crate) mod reload;
 pub(crate) mod request;

@@ -117,6 +117,7 @@ pub(crate) fn restart_only_changes(old: &Config, new: &Config) -> Vec<&'static s
     check(old.workers != new.workers, "workers");
     check(old.runtime != new.runtime, "runtime");
     check(old.pin != new.pin, "pin");
+    check(old.numa != new.numa, "numa");
     check(old.metrics_listen != new.metrics_listen, "metrics-listen");
     check(
         old.max_connections != new.max_connections,

@@ -4,7 +4,9 @@
 //! address with SO_REUSEPORT and drives each with its own current-thread tokio runtime
 //! on its own thread: the kernel spreads connections over the sockets, and a connection
 //! never leaves its thread. `--runtime multi` runs one work-stealing runtime with
-//! `--workers` threads and one listener. `--pin` pins worker threads to CPUs.
+//! `--workers` threads and one listener. `--pin` pins worker threads to CPUs;
+//! `--numa` places a group of per-core workers on each NUMA node (see
+//! [`crate::placement`]).
 //!
 //! Shutdown (SIGTERM, SIGINT, or [`Server::shutdown_token`]): every worker stops
 //! accepting and closes its listener, idle keep-alive connections close, responses in
@@ -29,6 +31,7 @@ use tracing_appender::non_blocking::WorkerGuard;
 use crate::config::{Config, ConfigError, RuntimeKind};
 use crate::conn;
 use crate::metrics::{self, Metrics};
+use crate::placement::WorkerPlace;
 use crate::reload;
 use crate::shared::{ConnectionSlot, Shared};
 
@@ -78,6 +81,7 @@ pub struct Server {
     runtime: RuntimeKind,
     workers: usize,
     pin: bool,
+    numa: Option<Vec<WorkerPlace>>,
     reload: Reload,
 }
 
@@ -155,6 +159,7 @@ impl Server {
             runtime: config.runtime,
             workers: config.workers,
             pin: config.pin,
+            numa: config.numa.clone(),
             reload: Reload {
                 config: config.clone(),
                 descriptor_limit,
@@ -203,12 +208,18 @@ impl Server {
             runtime,
             workers,
             pin,
+            numa,
             mut reload,
             ..
         } = self;
+        let placement = Arc::new(Placement { pin, numa });
         let threads = match runtime {
-            RuntimeKind::PerCore => spawn_per_core(listeners, &shared, shutdown_timeout, pin)?,
-            RuntimeKind::Multi => spawn_multi(listeners, &shared, shutdown_timeout, workers, pin)?,
+            RuntimeKind::PerCore => {
+                spawn_per_core(listeners, &shared, shutdown_timeout, &placement)?
+            }
+            RuntimeKind::Multi => {
+                spawn_multi(listeners, &shared, shutdown_timeout, workers, placement.pin)?
+            }
         };
 
         let control = tokio::runtime::Builder::new_current_thread()
@@ -241,14 +252,51 @@ impl Server {
     }
 }
 
+/// Where the per-core workers run: pinned or not, and with `--numa` their places.
+struct Placement {
+    pin: bool,
+    numa: Option<Vec<WorkerPlace>>,
+}
+
+impl Placement {
+    /// The thread name of worker `id`: with `--numa` it says the node
+    /// (`ioserve-n1-w3`), so that `ps -L`, `top -H` and /proc show the groups.
+    fn thread_name(&self, id: usize) -> String {
+        match self.numa.as_ref().and_then(|places| places.get(id)) {
+            Some(place) => format!("ioserve-n{}-w{id}", place.node),
+            None => format!("ioserve-worker-{id}"),
+        }
+    }
+
+    /// Places the calling thread, worker `id`.
+    fn apply(&self, id: usize) {
+        match self.numa.as_ref().and_then(|places| places.get(id)) {
+            Some(place) => match place.apply(self.pin) {
+                Ok(()) => tracing::debug!(worker = id, %place, "worker placed"),
+                Err(error) => tracing::warn!(worker = id, %place, %error, "cannot place a worker"),
+            },
+            None if self.pin => pin_current_thread(id),
+            None => {}
+        }
+    }
+}
+
 /// One thread per listener, each with a current-thread runtime; connections of worker
 /// `id` use shard `id` of the metrics and of the open-file cache.
 fn spawn_per_core(
     listeners: Vec<std::net::TcpListener>,
     shared: &Arc<Shared>,
     shutdown_timeout: Duration,
-    pin: bool,
+    placement: &Arc<Placement>,
 ) -> Result<Vec<thread::JoinHandle<()>>, ServerError> {
+    if let Some(places) = &placement.numa {
+        let mut nodes: Vec<u32> = places.iter().map(|p| p.node).collect();
+        nodes.dedup();
+        for node in nodes {
+            let group: Vec<&WorkerPlace> = places.iter().filter(|p| p.node == node).collect();
+            tracing::info!(node, workers = group.len(), cpus = %group[0].cpus, "numa: worker group");
+        }
+    }
     let mut threads = Vec::with_capacity(listeners.len());
     for (id, listener) in listeners.into_iter().enumerate() {
         let runtime = tokio::runtime::Builder::new_current_thread()
@@ -256,12 +304,13 @@ fn spawn_per_core(
             .build()
             .map_err(ServerError::Worker)?;
         let shared = Arc::clone(shared);
+        let placement = Arc::clone(placement);
         let handle = thread::Builder::new()
-            .name(format!("ioserve-worker-{id}"))
+            .name(placement.thread_name(id))
             .spawn(move || {
-                if pin {
-                    pin_current_thread(id);
-                }
+                // Before the first connection: what the worker allocates and first
+                // touches from here on follows its node's policy.
+                placement.apply(id);
                 runtime.block_on(accept_loop(listener, shared, shutdown_timeout, || id));
             })
             .map_err(ServerError::Worker)?;

@@ -160,8 +160,9 @@ pub fn numa(root: &Path) -> Finding {
             ),
             evidence,
             fix: Some(
-                "bind each worker to a node (numactl --cpunodebind=N --membind=N, or ioserve's \
-                 per-node workers) and turn balancing off: sysctl kernel.numa_balancing=0"
+                "bind each worker to a node (numactl --cpunodebind=N --membind=N, or \
+                 `ioserve --numa`'s per-node worker groups) and turn balancing off: sysctl \
+                 kernel.numa_balancing=0"
                     .into(),
             ),
         };

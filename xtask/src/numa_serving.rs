@@ -1,0 +1,235 @@
+//! ioserve placed by numa, checked in the numa-vm guests: `ioserve --numa` runs one
+//! worker group per node, each worker thread allowed only its node's CPUs (from
+//! /proc/PID/task/*/status and stat), downloads succeed, and with `--numa-nodes` the
+//! memory the workers add while serving lands on the chosen node (`numa stat -p`
+//! before and after); an absent node is a clear error.
+
+use std::collections::BTreeMap;
+
+use serde_json::Value;
+
+use crate::guest::{expect, Outcome, Script, Sections};
+
+/// MiB of the served file, and the read strategy's buffer: the first request takes a
+/// 4 MiB buffer (allocated and zeroed by a worker, so placed by its policy) that stays
+/// in the pool. The memory is measured from the startup log line, before any request.
+const FILE_MIB: u32 = 8;
+const CHUNK: &str = "4M";
+const DOWNLOADS: u32 = 4;
+
+/// The shape the checks need: the nodes and each one's CPUs.
+pub(crate) struct Layout {
+    pub(crate) nodes: u32,
+    pub(crate) cpus_of: Vec<Vec<u32>>,
+}
+
+impl Layout {
+    /// The node `--numa-nodes` picks: the last, never the boot CPU's.
+    fn target(&self) -> u32 {
+        self.nodes - 1
+    }
+
+    /// Serves with `--numa` (every node), then with `--numa-nodes TARGET`, recording
+    /// the threads, checksums and memory, then the error case.
+    pub(crate) fn add_commands(&self, script: &mut Script) {
+        let t = self.target();
+        script
+            .shell(&format!(
+                "dd if=/dev/urandom of=/srv/file bs=1M count={FILE_MIB} 2>/dev/null"
+            ))
+            .shell(
+                "threads() { for task in /proc/$1/task/*; do \
+                 echo \"$(cat $task/comm) $(sed -n 's/^Cpus_allowed_list:\\t*//p' $task/status) \
+                 $(cut -d' ' -f39 $task/stat)\"; done; }",
+            )
+            .shell(
+                "ready() { for i in $(seq 100); do \
+                 wget -q --spider http://127.0.0.1:$1/file && return 0; sleep 0.2; done; return 1; }",
+            )
+            .shell(&format!(
+                "download() {{ for i in $(seq {DOWNLOADS}); do \
+                 wget -q -O /tmp/got http://127.0.0.1:$1/file || return 1; done; sha256sum /srv/file /tmp/got; }}"
+            ))
+            // Every node.
+            .shell("ioserve /srv --listen 127.0.0.1:8080 --numa 2>/tmp/all.log & all=$!")
+            .shell("ready 8080")
+            .run("numa-all-download", "download 8080")
+            .run("numa-all-threads", "threads $all")
+            .shell("kill $all; wait $all")
+            // One node, memory measured around the downloads.
+            .shell(&format!(
+                "ioserve /srv --listen 127.0.0.1:8081 --numa-nodes {t} --strategy read \
+                 --chunk-size {CHUNK} 2>/tmp/one.log & one=$!"
+            ))
+            .shell(
+                "for i in $(seq 100); do grep -q 'worker group' /tmp/one.log && break; sleep 0.1; done",
+            )
+            .run("numa-one-before", "numa stat -p $one --json")
+            .shell("ready 8081")
+            .run("numa-one-download", "download 8081")
+            .run("numa-one-after", "numa stat -p $one --json")
+            .run("numa-one-threads", "threads $one")
+            .shell("kill $one; wait $one")
+            .run(
+                "numa-absent",
+                &format!("ioserve /srv --numa-nodes {}", self.nodes + 3),
+            );
+    }
+
+    pub(crate) fn check(&self, s: &Sections) -> Vec<(String, Outcome)> {
+        let t = self.target();
+        let every: Vec<u32> = (0..self.nodes).collect();
+        vec![
+            (
+                "ioserve --numa: downloads match".into(),
+                check_download(s, "numa-all-download"),
+            ),
+            (
+                "ioserve --numa: a worker per CPU, each on its node's CPUs".into(),
+                s.ok("numa-all-threads")
+                    .and_then(|lines| self.check_threads(lines, &every)),
+            ),
+            (
+                format!("ioserve --numa-nodes {t}: downloads match"),
+                check_download(s, "numa-one-download"),
+            ),
+            (
+                format!("ioserve --numa-nodes {t}: workers only on node {t}'s CPUs"),
+                s.ok("numa-one-threads")
+                    .and_then(|lines| self.check_threads(lines, &[t])),
+            ),
+            (
+                format!("ioserve --numa-nodes {t}: memory added while serving is on node {t}"),
+                self.check_memory(s),
+            ),
+            (
+                "ioserve --numa-nodes <absent> exits 1 naming the valid nodes".into(),
+                s.failure("numa-absent").and_then(|text| {
+                    let bad = self.nodes + 3;
+                    let valid = format!("valid nodes: 0-{}", self.nodes - 1);
+                    expect(
+                        text.contains(&format!("'{bad}'")) && text.contains(&valid),
+                        format!("message {text:?}"),
+                    )
+                }),
+            ),
+        ]
+    }
+
+    /// Worker threads (`ioserve-nN-wI`): as many per node as it has CPUs, for exactly
+    /// `nodes`; each allowed only its node's CPUs and last run on one of them.
+    fn check_threads(&self, lines: &[String], nodes: &[u32]) -> Outcome {
+        let mut per_node: BTreeMap<u32, usize> = BTreeMap::new();
+        for line in lines {
+            let fields: Vec<&str> = line.split_whitespace().collect();
+            let [comm, allowed, last_cpu] = fields[..] else {
+                return Err(format!("thread line {line:?}"));
+            };
+            let Some(node) = comm
+                .strip_prefix("ioserve-n")
+                .and_then(|rest| rest.split_once("-w"))
+                .and_then(|(node, _)| node.parse::<u32>().ok())
+            else {
+                continue;
+            };
+            let want = self
+                .cpus_of
+                .get(node as usize)
+                .ok_or(format!("{comm}: no node {node}"))?;
+            let allowed = crate::numa_vm::parse_list(allowed)?;
+            let last: u32 = last_cpu.parse().map_err(|_| format!("{line:?}"))?;
+            expect(
+                &allowed == want && want.contains(&last),
+                format!(
+                    "{comm} allowed CPUs {allowed:?}, last ran on {last}; node {node} has {want:?}"
+                ),
+            )?;
+            *per_node.entry(node).or_default() += 1;
+        }
+        let want: BTreeMap<u32, usize> = nodes
+            .iter()
+            .map(|&n| (n, self.cpus_of[n as usize].len()))
+            .collect();
+        expect(
+            per_node == want,
+            format!("workers per node {per_node:?}, want {want:?}"),
+        )
+    }
+
+    /// The growth of the process's memory per node across the downloads: the read
+    /// buffer on the target node, and at least 80 % of all growth there (the access-log
+    /// writer thread is not a worker and allocates where it runs: ~0.25 MiB here).
+    fn check_memory(&self, s: &Sections) -> Outcome {
+        let before = process_mib(&s.json("numa-one-before")?)?;
+        let after = process_mib(&s.json("numa-one-after")?)?;
+        let growth: BTreeMap<u32, f64> = after
+            .iter()
+            .map(|(node, mib)| (*node, mib - before.get(node).copied().unwrap_or(0.0)))
+            .collect();
+        let on_target = growth.get(&self.target()).copied().unwrap_or(0.0);
+        let total: f64 = growth.values().filter(|g| **g > 0.0).sum();
+        expect(
+            on_target >= 3.5 && on_target >= 0.8 * total,
+            format!(
+                "MiB added per node {growth:?}, want a {CHUNK} buffer and >= 80% on node {}",
+                self.target()
+            ),
+        )
+    }
+}
+
+fn check_download(s: &Sections, name: &str) -> Outcome {
+    let lines = s.ok(name)?;
+    let sums: Vec<&str> = lines
+        .iter()
+        .filter_map(|l| l.split_whitespace().next())
+        .collect();
+    expect(
+        sums.len() == 2 && sums[0] == sums[1],
+        format!("sha256sum of served and downloaded: {lines:?}"),
+    )
+}
+
+/// MiB per node over every row of `numa stat -p --json`.
+fn process_mib(report: &Value) -> Result<BTreeMap<u32, f64>, String> {
+    let nodes: Vec<u32> = report["nodes"]
+        .as_array()
+        .ok_or("no nodes")?
+        .iter()
+        .filter_map(|n| n.as_u64().map(|n| n as u32))
+        .collect();
+    let mut mib: BTreeMap<u32, f64> = nodes.iter().map(|&n| (n, 0.0)).collect();
+    for row in report["rows"].as_array().ok_or("no rows")? {
+        for (node, value) in nodes.iter().zip(row[1].as_array().ok_or("bad row")?) {
+            *mib.entry(*node).or_default() += value.as_f64().unwrap_or(0.0);
+        }
+    }
+    Ok(mib)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn threads_must_sit_on_their_nodes() {
+        let layout = Layout {
+            nodes: 2,
+            cpus_of: vec![vec![0, 1], vec![2, 3]],
+        };
+        let lines = |text: &str| -> Vec<String> { text.lines().map(String::from).collect() };
+        let good = lines("ioserve 0-3 0\nioserve-n0-w0 0-1 1\nioserve-n0-w1 0-1 0\nioserve-n1-w2 2-3 2\nioserve-n1-w3 2-3 3");
+        assert_eq!(layout.check_threads(&good, &[0, 1]), Ok(()));
+        assert!(layout.check_threads(&good, &[1]).is_err());
+        let strayed = lines("ioserve-n1-w0 2-3 0\nioserve-n1-w1 2-3 3");
+        assert!(layout.check_threads(&strayed, &[1]).is_err());
+        let report: Value = serde_json::from_str(
+            r#"{"nodes":[0,1],"rows":[["Heap",[1.0,0.5]],["Private",[2.0,4.0]]]}"#,
+        )
+        .unwrap();
+        assert_eq!(
+            process_mib(&report).unwrap(),
+            BTreeMap::from([(0, 3.0), (1, 4.5)])
+        );
+    }
+}
