@@ -191,7 +191,15 @@ fn add_clock_commands(script: &mut Script) {
 /// Checks of the clock commands; `fallback` says whether the clocksource has no
 /// vDSO mode (hpet, acpi_pm).
 fn clock_checks(s: &Sections, fallback: bool) -> Vec<(String, Outcome)> {
-    let way = if fallback { "syscall" } else { "vDSO" };
+    let (way, doctor, go) = if fallback {
+        (
+            "syscall",
+            "warns of the fallback with evidence and fix",
+            "clock_gettime syscalls",
+        )
+    } else {
+        ("vDSO", "no clock warning", "no clock_gettime syscall")
+    };
     vec![
         (
             format!("probe clock: wall/monotonic clocks by {way}"),
@@ -199,26 +207,12 @@ fn clock_checks(s: &Sections, fallback: bool) -> Vec<(String, Outcome)> {
                 .and_then(|report| check_clock_report(&report, fallback)),
         ),
         (
-            format!(
-                "probe doctor: {}",
-                if fallback {
-                    "warns of the fallback with evidence and fix"
-                } else {
-                    "no clock warning"
-                }
-            ),
+            format!("probe doctor: {doctor}"),
             s.json("doctor")
                 .and_then(|report| check_doctor(&report, fallback)),
         ),
         (
-            format!(
-                "Go time.Now under probe --comm: {}",
-                if fallback {
-                    "clock_gettime syscalls"
-                } else {
-                    "no clock_gettime syscall"
-                }
-            ),
+            format!("Go time.Now under probe --comm: {go}"),
             check_go(s, fallback),
         ),
         (

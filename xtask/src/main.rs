@@ -51,6 +51,8 @@ const SYSTEM_PACKAGES: &[(&str, &str)] = &[
     ("iproute2", "ip"),
     ("haproxy", "/usr/sbin/haproxy"),
     ("goaccess", "goaccess"),
+    ("curl", "curl"),
+    ("brotli", "brotli"),
     ("systemd", "systemd-socket-activate"),
     ("prometheus", "promtool"),
     ("strace", "strace"),

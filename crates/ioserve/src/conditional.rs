@@ -40,6 +40,17 @@ impl Validators {
         }
     }
 
+    /// The validators of a content-coded representation of the file (a precompressed
+    /// sibling): the entity tag names the coding, so that it never equals the tag of
+    /// another representation (`"6553f100.0-3e8-br"`).
+    pub fn for_coding(mut self, token: &str) -> Self {
+        self.etag.pop();
+        self.etag.push('-');
+        self.etag.push_str(token);
+        self.etag.push('"');
+        self
+    }
+
     /// `Last-Modified` as an IMF-fixdate, when the time has one.
     pub fn last_modified_header(&self) -> Option<String> {
         self.last_modified.map(httpdate::fmt_http_date)

@@ -149,6 +149,11 @@ pub struct Settings {
     /// .git/); by default they are 404 and not listed, except /.well-known/
     #[arg(long, num_args = 0..=1, default_missing_value = "true", value_name = "BOOL")]
     pub hidden: Option<bool>,
+    /// Serve NAME.br or NAME.gz beside NAME to clients whose Accept-Encoding allows it
+    /// (Content-Encoding, Vary: Accept-Encoding), as nginx's gzip_static does
+    #[arg(long, num_args = 0..=1, require_equals = true, default_missing_value = "true",
+          value_name = "BOOL")]
+    pub precompressed: Option<bool>,
     /// Read settings from this TOML file; flags given on the command line win
     #[arg(long, value_name = "FILE")]
     #[serde(skip)]
@@ -204,6 +209,8 @@ pub struct Config {
     pub listing_max_entries: usize,
     /// Serve and list dotfiles.
     pub hidden: bool,
+    /// Serve precompressed siblings (`NAME.br`, `NAME.gz`).
+    pub precompressed: bool,
 }
 
 impl Config {
@@ -259,6 +266,7 @@ impl Settings {
             no_listing: self.no_listing.or(fallback.no_listing),
             listing_max_entries: self.listing_max_entries.or(fallback.listing_max_entries),
             hidden: self.hidden.or(fallback.hidden),
+            precompressed: self.precompressed.or(fallback.precompressed),
             config: self.config,
         }
     }
@@ -328,6 +336,7 @@ impl Settings {
             listing: !self.no_listing.unwrap_or(false),
             listing_max_entries,
             hidden: self.hidden.unwrap_or(false),
+            precompressed: self.precompressed.unwrap_or(false),
         })
     }
 }

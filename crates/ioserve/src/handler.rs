@@ -12,6 +12,7 @@ use std::time::Duration;
 use crate::cache::{OpenFile, OpenFileCache, Opened};
 use crate::conditional::{self, Outcome, Validators};
 use crate::listing;
+use crate::negotiation::{Coding, EncodingPreference};
 use crate::path::{self, PathError, Root};
 use crate::range::{self, ByteRange, RangePlan};
 use crate::request::{Method, Request};
@@ -27,6 +28,9 @@ pub struct Site {
     pub listing: Option<usize>,
     /// Whether hidden paths (a segment starting with `.`) are served and listed.
     pub hidden: bool,
+    /// Whether `NAME.br` / `NAME.gz` are served for `NAME` when the client accepts
+    /// their coding.
+    pub precompressed: bool,
     /// The `multipart/byteranges` boundary, random per process.
     pub boundary: String,
     /// Open files kept for reuse.
@@ -57,9 +61,18 @@ impl Site {
             root,
             listing,
             hidden,
+            precompressed: false,
             boundary: format!("ioserve-{random:016x}"),
             files: OpenFileCache::new(cache.workers, cache.capacity, cache.validity),
         }
+    }
+}
+
+impl Site {
+    /// The same site, serving precompressed siblings when `on`.
+    pub fn with_precompressed(mut self, on: bool) -> Site {
+        self.precompressed = on;
+        self
     }
 }
 
@@ -130,7 +143,7 @@ fn respond_get(site: &Site, worker: usize, request: &Request<'_>) -> Answer {
     }
     let (dir, meta) = match site.files.open(worker, &site.root, &safe.relative) {
         Ok(Opened::File(open)) => {
-            return Answer::Ready(file_reply(site, request, open, &safe.relative))
+            return Answer::Ready(serve_file(site, worker, request, open, &safe.relative))
         }
         Ok(Opened::Other(file, meta)) => (file, meta),
         Err(e) => return Answer::Ready(io_error_reply(&e)),
@@ -147,7 +160,9 @@ fn respond_get(site: &Site, worker: usize, request: &Request<'_>) -> Answer {
     }
     let index = safe.relative.join("index.html");
     match site.files.open(worker, &site.root, &index) {
-        Ok(Opened::File(open)) => return Answer::Ready(file_reply(site, request, open, &index)),
+        Ok(Opened::File(open)) => {
+            return Answer::Ready(serve_file(site, worker, request, open, &index))
+        }
         Ok(Opened::Other(..)) => {}
         Err(e) if e.kind() == io::ErrorKind::NotFound => {}
         Err(e) => return Answer::Ready(io_error_reply(&e)),
@@ -167,10 +182,52 @@ fn respond_get(site: &Site, worker: usize, request: &Request<'_>) -> Answer {
     }
 }
 
-fn file_reply(site: &Site, request: &Request<'_>, open: OpenFile, name: &Path) -> Reply {
+/// The reply for the file `name`. With `--precompressed`, the representation is
+/// negotiated with `Accept-Encoding`: the best accepted coding whose sibling
+/// (`NAME.br`, `NAME.gz`) is a regular file, else the file itself, else (identity
+/// refused) 406; every such reply says `Vary: Accept-Encoding`.
+fn serve_file(
+    site: &Site,
+    worker: usize,
+    request: &Request<'_>,
+    open: OpenFile,
+    name: &Path,
+) -> Reply {
+    if !site.precompressed {
+        return file_reply(site, request, open, name, None);
+    }
+    let preference = EncodingPreference::from_lines(&request.accept_encoding);
+    let encoded = preference.codings.iter().find_map(|&coding| {
+        let mut sibling = name.as_os_str().to_owned();
+        sibling.push(coding.suffix());
+        match site.files.open(worker, &site.root, Path::new(&sibling)) {
+            Ok(Opened::File(encoded)) => Some((coding, encoded)),
+            _ => None,
+        }
+    });
+    let reply = match encoded {
+        Some((coding, encoded)) => file_reply(site, request, encoded, name, Some(coding)),
+        None if preference.identity => file_reply(site, request, open, name, None),
+        None => Reply::error(406),
+    };
+    reply.header("Vary", "Accept-Encoding")
+}
+
+/// The reply for `open`, served as the file `name` (its content type), content-coded
+/// with `coding` when `open` is a precompressed sibling.
+fn file_reply(
+    site: &Site,
+    request: &Request<'_>,
+    open: OpenFile,
+    name: &Path,
+    coding: Option<Coding>,
+) -> Reply {
     let OpenFile { file, meta } = open;
     let len = meta.len();
-    let validators = Validators::new(len, meta.mtime(), meta.mtime_nsec());
+    let mut validators = Validators::new(len, meta.mtime(), meta.mtime_nsec());
+    if let Some(coding) = coding {
+        validators = validators.for_coding(coding.token());
+    }
     let last_modified = validators.last_modified_header();
     let with_validators = |reply: Reply| {
         let reply = reply.header("ETag", &validators.etag);
@@ -187,6 +244,13 @@ fn file_reply(site: &Site, request: &Request<'_>, open: OpenFile, name: &Path) -
     let content_type = mime_guess::from_path(name)
         .first_raw()
         .unwrap_or("application/octet-stream");
+    let with_representation = |reply: Reply| {
+        let reply = with_validators(reply).header("Content-Type", content_type);
+        match coding {
+            Some(coding) => reply.header("Content-Encoding", coding.token()),
+            None => reply,
+        }
+    };
     // RFC 9110 §14.2: range handling is defined for GET only.
     let range_header = match request.method {
         Method::Get if honor_range => request.range,
@@ -194,8 +258,7 @@ fn file_reply(site: &Site, request: &Request<'_>, open: OpenFile, name: &Path) -
     };
     match range::plan(range_header, len) {
         RangePlan::Full => {
-            let mut reply = with_validators(Reply::new(200))
-                .header("Content-Type", content_type)
+            let mut reply = with_representation(Reply::new(200))
                 .header("Content-Length", len)
                 .header("Accept-Ranges", "bytes");
             reply.body = Body::File {
@@ -205,8 +268,7 @@ fn file_reply(site: &Site, request: &Request<'_>, open: OpenFile, name: &Path) -
             reply
         }
         RangePlan::Single(range) => {
-            let mut reply = with_validators(Reply::new(206))
-                .header("Content-Type", content_type)
+            let mut reply = with_representation(Reply::new(206))
                 .header("Content-Length", range.len)
                 .header("Content-Range", range.content_range(len))
                 .header("Accept-Ranges", "bytes");
@@ -219,8 +281,13 @@ fn file_reply(site: &Site, request: &Request<'_>, open: OpenFile, name: &Path) -
                 .iter()
                 .enumerate()
                 .map(|(i, range)| {
+                    // A coded representation's parts say so each: the multipart body
+                    // itself is not encoded.
+                    let encoding = coding
+                        .map(|c| format!("Content-Encoding: {}\r\n", c.token()))
+                        .unwrap_or_default();
                     let head = format!(
-                        "{}--{boundary}\r\nContent-Type: {content_type}\r\nContent-Range: {}\r\n\r\n",
+                        "{}--{boundary}\r\nContent-Type: {content_type}\r\n{encoding}Content-Range: {}\r\n\r\n",
                         if i == 0 { "" } else { "\r\n" },
                         range.content_range(len)
                     );
@@ -318,6 +385,7 @@ mod tests {
             range,
             preconditions: pre,
             accept: Vec::new(),
+            accept_encoding: Vec::new(),
             referer: None,
             user_agent: None,
         }

@@ -21,6 +21,7 @@ pub mod fuzzing;
 pub(crate) mod handler;
 pub(crate) mod listing;
 pub(crate) mod metrics;
+pub mod negotiation;
 pub(crate) mod output;
 pub mod path;
 pub mod placement;

@@ -22,6 +22,7 @@ use rustix::fs::{AtFlags, FileType};
 use serde::Serialize;
 
 use crate::conditional::http_date;
+use crate::negotiation::media_quality;
 use crate::path::is_hidden;
 
 /// Characters left as they are in an href: RFC 3986 unreserved.
@@ -49,71 +50,13 @@ impl Format {
     /// specific range that matches each (`application/json;q=0` refuses JSON, and
     /// `*/*` likes both the same, which gives HTML).
     pub fn negotiate(accept: &[&[u8]]) -> Format {
-        let json = quality(accept, b"application", b"json");
-        let html = quality(accept, b"text", b"html");
+        let json = media_quality(accept, b"application", b"json");
+        let html = media_quality(accept, b"text", b"html");
         if json > html {
             Format::Json
         } else {
             Format::Html
         }
-    }
-}
-
-/// The quality, in thousandths, that `Accept` gives `kind/subtype`: that of the most
-/// specific matching range; 1000 without an `Accept` field, 0 when nothing matches.
-fn quality(accept: &[&[u8]], kind: &[u8], subtype: &[u8]) -> u16 {
-    if accept.is_empty() {
-        return 1000;
-    }
-    let mut best: Option<(u8, u16)> = None;
-    for element in accept.iter().flat_map(|line| line.split(|&b| b == b',')) {
-        let mut params = element.split(|&b| b == b';');
-        let range = params.next().unwrap_or_default().trim_ascii();
-        let Some((range_kind, range_subtype)) = range
-            .iter()
-            .position(|&b| b == b'/')
-            .map(|slash| (&range[..slash], &range[slash + 1..]))
-        else {
-            continue;
-        };
-        let specificity = match (range_kind, range_subtype) {
-            (b"*", b"*") => 1,
-            (k, b"*") if k.eq_ignore_ascii_case(kind) => 2,
-            (k, s) if k.eq_ignore_ascii_case(kind) && s.eq_ignore_ascii_case(subtype) => 3,
-            _ => continue,
-        };
-        let q = params
-            .filter_map(|p| {
-                let p = p.trim_ascii();
-                let value = p.strip_prefix(b"q=").or_else(|| p.strip_prefix(b"Q="))?;
-                parse_quality(value)
-            })
-            .next()
-            .unwrap_or(1000);
-        if best.is_none_or(|(s, _)| specificity > s) {
-            best = Some((specificity, q));
-        }
-    }
-    best.map_or(0, |(_, q)| q)
-}
-
-/// `qvalue = ( "0" [ "." 0*3DIGIT ] ) / ( "1" [ "." 0*3("0") ] )`, in thousandths.
-fn parse_quality(value: &[u8]) -> Option<u16> {
-    let (whole, fraction) = match value.iter().position(|&b| b == b'.') {
-        Some(dot) => (&value[..dot], &value[dot + 1..]),
-        None => (value, &b""[..]),
-    };
-    if fraction.len() > 3 || !fraction.iter().all(u8::is_ascii_digit) {
-        return None;
-    }
-    let mut thousandths = 0u16;
-    for i in 0..3 {
-        thousandths = thousandths * 10 + fraction.get(i).map_or(0, |d| u16::from(d - b'0'));
-    }
-    match whole {
-        b"0" => Some(thousandths),
-        b"1" if thousandths == 0 => Some(1000),
-        _ => None,
     }
 }
 
@@ -403,9 +346,5 @@ mod tests {
                     .collect::<Vec<_>>()
             );
         }
-        assert_eq!(parse_quality(b"0.125"), Some(125));
-        assert_eq!(parse_quality(b"1.000"), Some(1000));
-        assert_eq!(parse_quality(b"1.5"), None);
-        assert_eq!(parse_quality(b"0.1234"), None);
     }
 }

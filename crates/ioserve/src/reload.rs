@@ -67,7 +67,8 @@ pub(crate) fn build(config: &Config, descriptor_limit: u64) -> Result<Built, Ser
             capacity: fitted.open_file_cache,
             validity: config.open_file_cache_valid,
         },
-    );
+    )
+    .with_precompressed(config.precompressed);
     Ok(Built {
         live: Live {
             site: std::sync::Arc::new(site),

@@ -61,6 +61,8 @@ pub struct Request<'a> {
     pub preconditions: Preconditions<'a>,
     /// The `Accept` lines (directory listings are negotiated with them).
     pub accept: Vec<&'a [u8]>,
+    /// The `Accept-Encoding` lines (precompressed files are negotiated with them).
+    pub accept_encoding: Vec<&'a [u8]>,
     /// `Referer`, for the access log.
     pub referer: Option<&'a [u8]>,
     /// `User-Agent`, for the access log.
@@ -130,6 +132,7 @@ pub fn parse(buf: &[u8]) -> Result<Parsed<'_>, RequestError> {
         range: None,
         preconditions: Preconditions::default(),
         accept: Vec::new(),
+        accept_encoding: Vec::new(),
         referer: None,
         user_agent: None,
     };
@@ -165,6 +168,8 @@ pub fn parse(buf: &[u8]) -> Result<Parsed<'_>, RequestError> {
             request.preconditions.if_range = Some(value);
         } else if name.eq_ignore_ascii_case("accept") {
             request.accept.push(value);
+        } else if name.eq_ignore_ascii_case("accept-encoding") {
+            request.accept_encoding.push(value);
         } else if name.eq_ignore_ascii_case("referer") {
             request.referer = Some(value);
         } else if name.eq_ignore_ascii_case("user-agent") {

@@ -3,6 +3,7 @@
 
 mod hardening;
 mod operations;
+mod precompressed;
 mod robustness;
 mod semantics;
 mod support;
