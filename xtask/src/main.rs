@@ -13,6 +13,7 @@
 //! cargo xtask bench [--quick]    criterion benches + Go peers -> target/bench-report
 //! cargo xtask cross [--smoke]    aarch64 binaries and bench executables in a tarball
 //! cargo xtask vmlinux [--btf F]  regenerate probe's vmlinux.h from the kernel's BTF
+//! cargo xtask dist [--out DIR]   shell completions and man pages of ioserve, numa, probe
 //! cargo xtask udpload [--quick]  SNTP servers under load: timeserve, chrony, Go (seed 002)
 //! cargo xtask probe-overhead     dd under probe, strace -c and perf trace (as root)
 //! ```
@@ -52,6 +53,7 @@ const SYSTEM_PACKAGES: &[(&str, &str)] = &[
     ("haproxy", "/usr/sbin/haproxy"),
     ("goaccess", "goaccess"),
     ("curl", "curl"),
+    ("man-db", "man"),
     ("brotli", "brotli"),
     ("systemd", "systemd-socket-activate"),
     ("prometheus", "promtool"),
@@ -151,6 +153,17 @@ pub(crate) enum Task {
         #[arg(long, value_name = "PATH", default_value = "/sys/kernel/btf/vmlinux")]
         btf: PathBuf,
     },
+    /// Shell completions and man pages of ioserve, numa and probe
+    ///
+    /// Write bash, zsh and fish completions and man pages (one per probe command, and
+    /// numa stat's) from the programs' clap definitions, with the cli-docs crate, under
+    /// OUT: man/man1/*.1 and completions/{bash,zsh,fish}/ (the cross tarball carries
+    /// them under share/)
+    Dist {
+        /// Output directory
+        #[arg(long, value_name = "DIR", default_value = "target/dist")]
+        out: PathBuf,
+    },
     /// numa in 2- and 4-node qemu guests
     ///
     /// Boot Debian's kernel under qemu-system-x86_64 (TCG) with 2 and 4 NUMA nodes and
@@ -185,6 +198,7 @@ fn main() -> ExitCode {
         Task::ClockVm => clock_vm::run(),
         Task::Arm64Vm => arm64_vm::run().map(drop),
         Task::Vmlinux { btf } => vmlinux(&btf),
+        Task::Dist { out } => dist(&out),
         Task::ProbeOverhead(options) => probe_overhead::run(&options),
         Task::Bench(options) => bench::run(&options),
         Task::Cross(options) => cross::run(&options),
@@ -384,6 +398,17 @@ fn run_miri_tests() -> Result<TestTotals> {
 const VMLINUX_H: &str = "crates/probe/src/bpf/vmlinux.h";
 
 /// `cargo xtask vmlinux [--btf PATH]`: dumps the kernel's BTF as C into VMLINUX_H.
+/// Writes the completions and man pages under `out` (relative to the project root).
+pub(crate) fn dist(out: &Path) -> Result<()> {
+    let out = project_root().join(out);
+    let mut generate = cargo(&["run", "--quiet", "--package", "cli-docs", "--"]);
+    generate.arg(&out);
+    step(
+        &format!("completions and man pages -> {}", out.display()),
+        generate,
+    )
+}
+
 fn vmlinux(btf: &Path) -> Result<()> {
     if !btf.exists() {
         bail!(

@@ -20,6 +20,7 @@
 //!   whose tables can be placed on chosen nodes.
 
 pub mod alloc;
+pub mod cli;
 pub mod counter;
 pub mod hardware;
 mod idset;

@@ -6,95 +6,13 @@
 
 use std::ffi::OsString;
 use std::os::unix::process::CommandExt;
-use std::path::PathBuf;
 use std::process::ExitCode;
 
 use clap::Parser;
+use numa::cli::{Cli, StatCli};
 use numa::numastat::{self, Table};
 use numa::policy::{self, MemPolicy, Mode};
 use numa::{hardware, show, Allowed, IdSet, Topology};
-
-/// Control NUMA policy for processes, numactl-compatible.
-#[derive(Debug, Parser)]
-#[command(
-    name = "numa",
-    version,
-    after_help = "<nodes> and <cpus>: comma-separated numbers or A-B ranges, or all; a leading ! \
-                  inverts the list, a leading + makes numbers relative to the allowed set.\n\
-                  Example: numa --cpunodebind=0 --membind=0 -- ./server"
-)]
-struct Cli {
-    /// Show the nodes, their CPUs, memory and distances
-    #[arg(short = 'H', long)]
-    hardware: bool,
-    /// Show the NUMA policy and bindings of this process
-    #[arg(short = 's', long)]
-    show: bool,
-    /// With --hardware: print JSON
-    #[arg(long)]
-    json: bool,
-    /// Interleave memory allocations over <nodes>
-    #[arg(short = 'i', long, value_name = "NODES")]
-    interleave: Option<String>,
-    /// Interleave weighted by the kernel's node weights (Linux 6.9+)
-    #[arg(short = 'w', long = "weighted-interleave", value_name = "NODES")]
-    weighted_interleave: Option<String>,
-    /// Prefer allocating memory on <node>
-    #[arg(short = 'p', long, value_name = "NODE")]
-    preferred: Option<String>,
-    /// Prefer allocating memory on <nodes> (Linux 5.15+)
-    #[arg(short = 'P', long = "preferred-many", value_name = "NODES")]
-    preferred_many: Option<String>,
-    /// Allocate memory only on <nodes>
-    #[arg(short = 'm', long, value_name = "NODES")]
-    membind: Option<String>,
-    /// Allocate memory on the node of the CPU that runs the thread
-    #[arg(short = 'l', long)]
-    localalloc: bool,
-    /// Run only on the CPUs of <nodes>
-    #[arg(short = 'N', long, value_name = "NODES")]
-    cpunodebind: Option<String>,
-    /// Deprecated spelling of --cpunodebind
-    #[arg(short = 'c', long, value_name = "NODES", hide = true)]
-    cpubind: Option<String>,
-    /// Run only on <cpus>
-    #[arg(short = 'C', long, value_name = "CPUS")]
-    physcpubind: Option<String>,
-    /// Ignore this process's cpuset: nodes and CPUs outside it may be named
-    #[arg(short = 'a', long)]
-    all: bool,
-    /// Read sysfs and procfs under this directory instead of / (for snapshots)
-    #[arg(long, value_name = "DIR", default_value = "/", hide = true)]
-    root: PathBuf,
-    /// The command to run, and its arguments
-    #[arg(trailing_var_arg = true, value_name = "COMMAND")]
-    command: Vec<OsString>,
-}
-
-/// Per-node memory statistics, as numastat shows them.
-#[derive(Debug, Parser)]
-#[command(name = "numa stat", version)]
-struct StatCli {
-    /// Per-node meminfo in MB (numastat -m)
-    #[arg(short = 'm')]
-    meminfo: bool,
-    /// Memory of process PID per node, in MB (numastat -p)
-    #[arg(short = 'p', value_name = "PID")]
-    pid: Option<u32>,
-    /// Print JSON
-    #[arg(long)]
-    json: bool,
-    /// Print the change over each interval instead of the totals: seconds (2, 0.5) or
-    /// with a unit (500ms, 1m)
-    #[arg(long, value_name = "DURATION", value_parser = parse_interval)]
-    interval: Option<std::time::Duration>,
-    /// With --interval: how many intervals
-    #[arg(long, value_name = "N", default_value_t = 1)]
-    count: u32,
-    /// Read sysfs and procfs under this directory instead of /
-    #[arg(long, value_name = "DIR", default_value = "/", hide = true)]
-    root: PathBuf,
-}
 
 fn main() -> ExitCode {
     // `numa stat ...` is numastat; anything else is numactl's command line (use
@@ -161,11 +79,6 @@ fn stat(cli: StatCli) -> Result<(), String> {
         earlier = later;
     }
     Ok(())
-}
-
-/// `--interval`: a duration above zero, in the toolkit's one syntax.
-fn parse_interval(text: &str) -> Result<std::time::Duration, String> {
-    duration_arg::parse_positive(text).map_err(|e| e.to_string())
 }
 
 fn run(cli: Cli) -> Result<(), String> {

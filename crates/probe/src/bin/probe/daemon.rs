@@ -11,6 +11,7 @@ use std::time::Duration;
 use anyhow::Context;
 
 use probe::bpf::Scope;
+use probe::cli::DaemonArgs;
 use probe::faults::FaultTracer;
 use probe::metrics::{self, Scrape};
 use probe::runq::RunqTracer;
@@ -22,20 +23,6 @@ use probe::target::WatchedProcess;
 const MAX_CONNECTIONS: usize = 64;
 /// How long a client may take to send its request.
 const REQUEST_TIMEOUT: Duration = Duration::from_secs(2);
-
-#[derive(clap::Args, Debug)]
-pub struct DaemonArgs {
-    /// Address to serve /metrics on.
-    #[arg(short, long, value_name = "ADDR", default_value = "127.0.0.1:9435")]
-    listen: SocketAddr,
-    /// Only these processes (repeatable); they may exit, the daemon stays.
-    #[arg(short, long = "pid", value_name = "PID")]
-    pid: Vec<u32>,
-    /// Also every process whose command name (/proc/PID/comm) is NAME, including
-    /// ones started later (checked every second); repeatable.
-    #[arg(long = "comm", value_name = "NAME")]
-    comm: Vec<String>,
-}
 
 /// The probes, shared by the connection threads.
 struct Probes<'a> {

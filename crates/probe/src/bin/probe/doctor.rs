@@ -3,12 +3,12 @@
 //! clock_gettime syscall rate and run-queue delay.
 
 use std::mem::MaybeUninit;
-use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
 use serde_json::json;
 
 use probe::bpf::Scope;
+use probe::cli::DoctorArgs;
 use probe::clock::{self, Clocksources, VdsoMapping};
 use probe::doctor::{self, Finding, Severity};
 use probe::error::ProbeError;
@@ -18,24 +18,6 @@ use probe::session::{Prepared, TargetSpec};
 use probe::signals::Signals;
 use probe::syscalls::{SyscallOptions, SyscallTracer};
 use probe::verdict::FileServingVerdict;
-
-#[derive(clap::Args, Debug)]
-pub struct DoctorArgs {
-    /// Also check this process: sendfile verdict, page faults, clock syscalls and
-    /// run-queue delay, watched for --duration seconds.
-    #[arg(short, long, value_name = "PID")]
-    pid: Option<u32>,
-    /// How long to watch --pid.
-    #[arg(short, long, value_name = "S", default_value = "5", value_parser = crate::parse_seconds)]
-    duration: Duration,
-    /// Read the system settings (cpufreq, NUMA, THP, clocksource) from a snapshot of
-    /// /proc and /sys under DIR instead of this host's.
-    #[arg(long, value_name = "DIR", default_value = "/")]
-    root: PathBuf,
-    /// Print JSON instead of text.
-    #[arg(long)]
-    json: bool,
-}
 
 /// The shortest window over which UDP receive-buffer errors are watched.
 const UDP_WINDOW: Duration = Duration::from_secs(1);

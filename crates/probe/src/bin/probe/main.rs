@@ -1,14 +1,14 @@
 //! `probe`: eBPF diagnostics for file-serving and latency-sensitive services.
 
-use std::ffi::OsString;
 use std::mem::MaybeUninit;
 use std::process::ExitCode;
 use std::time::Duration;
 
-use clap::{Args, Parser, Subcommand};
+use clap::Parser;
 use serde_json::json;
 
-use probe::bpf::{Scope, TaskName};
+use probe::bpf::Scope;
+use probe::cli::{Cli, ClockArgs, Command, FaultsArgs, RunqArgs, SyscallsArgs};
 use probe::clock::{self, Clocksources, VdsoMapping, WatchedClock};
 use probe::error::ProbeError;
 use probe::faults::FaultTracer;
@@ -50,140 +50,6 @@ macro_rules! note {
 
 mod daemon;
 mod doctor;
-
-/// eBPF diagnostics: syscalls (sendfile vs read+write), vDSO clock fallback, page
-/// faults, run-queue delay; a Prometheus daemon and a doctor. Needs root or
-/// CAP_BPF + CAP_PERFMON.
-#[derive(Parser, Debug)]
-#[command(name = "probe", version, about)]
-struct Cli {
-    #[command(subcommand)]
-    command: Command,
-}
-
-#[derive(Subcommand, Debug)]
-enum Command {
-    /// Per-syscall counts, errors, bytes (and latency) of a process or a command,
-    /// like syscount and strace -c, with the sendfile-vs-copying verdict.
-    Syscalls(SyscallsArgs),
-    /// Clocksource, vDSO, and the cost and real syscalls of each clock id.
-    Clock(ClockArgs),
-    /// Minor and major page faults per process.
-    Faults(FaultsArgs),
-    /// Run-queue latency histogram (wakeup or preemption to running), like runqlat.
-    Runq(RunqArgs),
-    /// Keep the probes attached and serve Prometheus metrics.
-    Daemon(daemon::DaemonArgs),
-    /// One report over everything: clocks, governor, NUMA, THP, sendfile, faults.
-    Doctor(doctor::DoctorArgs),
-}
-
-/// Which processes to watch.
-#[derive(Args, Debug)]
-struct TargetArgs {
-    /// Trace this process (all its threads); repeatable.
-    #[arg(short, long = "pid", value_name = "PID", conflicts_with = "command")]
-    pid: Vec<u32>,
-    /// Trace every task named NAME (its comm, as `ps -o comm` shows it; the kernel
-    /// keeps the first 15 bytes), including those started while tracing, like
-    /// syscount's --comm.
-    #[arg(short, long, value_name = "NAME", value_parser = parse_task_name,
-          conflicts_with_all = ["pid", "command"])]
-    comm: Option<TaskName>,
-    /// Start this command and trace it (everything after `--`).
-    #[arg(last = true, value_name = "CMD")]
-    command: Vec<OsString>,
-}
-
-impl TargetArgs {
-    fn spec(&self) -> TargetSpec {
-        if !self.command.is_empty() {
-            TargetSpec::Command(self.command.clone())
-        } else if !self.pid.is_empty() {
-            TargetSpec::Pids(self.pid.clone())
-        } else if let Some(name) = self.comm {
-            TargetSpec::Named(name)
-        } else {
-            TargetSpec::System
-        }
-    }
-}
-
-fn parse_task_name(text: &str) -> Result<TaskName, String> {
-    TaskName::new(text).map_err(|e| e.to_string())
-}
-
-#[derive(Args, Debug)]
-struct SyscallsArgs {
-    #[command(flatten)]
-    target: TargetArgs,
-    /// Stop after this many seconds (default: when the target exits, or Ctrl-C).
-    #[arg(short, long, value_name = "S", value_parser = parse_seconds)]
-    duration: Option<Duration>,
-    /// Also time every syscall: total time and log2 latency histograms (costs several
-    /// hundred ns per syscall).
-    #[arg(short = 'L', long)]
-    latency: bool,
-    /// Show only the N syscalls with the most calls.
-    #[arg(short = 'n', long, value_name = "N")]
-    top: Option<usize>,
-    /// Print JSON instead of tables.
-    #[arg(long)]
-    json: bool,
-}
-
-#[derive(Args, Debug)]
-struct ClockArgs {
-    /// Also count this process's real clock_gettime syscalls (the fallback
-    /// signature) for --duration seconds.
-    #[arg(short, long, value_name = "PID")]
-    pid: Option<u32>,
-    /// How long to watch --pid.
-    #[arg(short, long, value_name = "S", default_value = "5", value_parser = parse_seconds)]
-    duration: Duration,
-    /// Calls per clock id and path for the in-process measurement.
-    #[arg(long, value_name = "N", default_value_t = 100_000,
-          value_parser = clap::value_parser!(u32).range(100..=100_000_000))]
-    calls: u32,
-    /// Print JSON instead of tables.
-    #[arg(long)]
-    json: bool,
-}
-
-#[derive(Args, Debug)]
-struct FaultsArgs {
-    #[command(flatten)]
-    target: TargetArgs,
-    /// Stop after this many seconds (default: when the target exits, or Ctrl-C).
-    #[arg(short, long, value_name = "S", value_parser = parse_seconds)]
-    duration: Option<Duration>,
-    /// Show only the N processes with the most faults.
-    #[arg(short = 'n', long, value_name = "N", default_value_t = 20)]
-    top: usize,
-    /// Print JSON instead of tables.
-    #[arg(long)]
-    json: bool,
-}
-
-#[derive(Args, Debug)]
-struct RunqArgs {
-    /// Only tasks of this process; repeatable.
-    #[arg(short, long = "pid", value_name = "PID")]
-    pid: Vec<u32>,
-    /// Stop after this many seconds (default: Ctrl-C, or when the processes exit).
-    #[arg(short, long, value_name = "S", value_parser = parse_seconds)]
-    duration: Option<Duration>,
-    /// Print JSON instead of tables.
-    #[arg(long)]
-    json: bool,
-}
-
-/// A duration above zero and at most a day: seconds (`2`, `0.5`) or with a unit
-/// (`500ms`, `5s`, `1m`), the toolkit's one syntax.
-pub(crate) fn parse_seconds(text: &str) -> Result<Duration, String> {
-    duration_arg::parse_positive_at_most(text, Duration::from_secs(86_400))
-        .map_err(|e| e.to_string())
-}
 
 fn main() -> ExitCode {
     let cli = Cli::parse();

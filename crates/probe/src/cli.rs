@@ -1,0 +1,189 @@
+//! The command line of the `probe` binary, here so that tools (completions, man pages)
+//! can read it; the binary holds what each command does with it.
+
+use std::ffi::OsString;
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::time::Duration;
+
+use clap::{Args, Parser, Subcommand};
+
+use crate::bpf::TaskName;
+use crate::session::TargetSpec;
+
+/// eBPF diagnostics: syscalls (sendfile vs read+write), vDSO clock fallback, page
+/// faults, run-queue delay; a Prometheus daemon and a doctor. Needs root or
+/// CAP_BPF + CAP_PERFMON.
+#[derive(Parser, Debug)]
+#[command(name = "probe", version, about)]
+pub struct Cli {
+    /// The command to run.
+    #[command(subcommand)]
+    pub command: Command,
+}
+
+/// probe's commands.
+#[derive(Subcommand, Debug)]
+pub enum Command {
+    /// Per-syscall counts, errors, bytes (and latency) of a process or a command,
+    /// like syscount and strace -c, with the sendfile-vs-copying verdict.
+    Syscalls(SyscallsArgs),
+    /// Clocksource, vDSO, and the cost and real syscalls of each clock id.
+    Clock(ClockArgs),
+    /// Minor and major page faults per process.
+    Faults(FaultsArgs),
+    /// Run-queue latency histogram (wakeup or preemption to running), like runqlat.
+    Runq(RunqArgs),
+    /// Keep the probes attached and serve Prometheus metrics.
+    Daemon(DaemonArgs),
+    /// One report over everything: clocks, governor, NUMA, THP, sendfile, faults.
+    Doctor(DoctorArgs),
+}
+
+/// Which processes to watch.
+#[derive(Args, Debug)]
+pub struct TargetArgs {
+    /// Trace this process (all its threads); repeatable.
+    #[arg(short, long = "pid", value_name = "PID", conflicts_with = "command")]
+    pub pid: Vec<u32>,
+    /// Trace every task named NAME (its comm, as `ps -o comm` shows it; the kernel
+    /// keeps the first 15 bytes), including those started while tracing, like
+    /// syscount's --comm.
+    #[arg(short, long, value_name = "NAME", value_parser = parse_task_name,
+          conflicts_with_all = ["pid", "command"])]
+    pub comm: Option<TaskName>,
+    /// Start this command and trace it (everything after `--`).
+    #[arg(last = true, value_name = "CMD")]
+    pub command: Vec<OsString>,
+}
+
+impl TargetArgs {
+    /// What to watch, from the flags.
+    pub fn spec(&self) -> TargetSpec {
+        if !self.command.is_empty() {
+            TargetSpec::Command(self.command.clone())
+        } else if !self.pid.is_empty() {
+            TargetSpec::Pids(self.pid.clone())
+        } else if let Some(name) = self.comm {
+            TargetSpec::Named(name)
+        } else {
+            TargetSpec::System
+        }
+    }
+}
+
+fn parse_task_name(text: &str) -> Result<TaskName, String> {
+    TaskName::new(text).map_err(|e| e.to_string())
+}
+
+/// `probe syscalls`.
+#[derive(Args, Debug)]
+pub struct SyscallsArgs {
+    /// What to trace.
+    #[command(flatten)]
+    pub target: TargetArgs,
+    /// Stop after this many seconds (default: when the target exits, or Ctrl-C).
+    #[arg(short, long, value_name = "S", value_parser = parse_seconds)]
+    pub duration: Option<Duration>,
+    /// Also time every syscall: total time and log2 latency histograms (costs several
+    /// hundred ns per syscall).
+    #[arg(short = 'L', long)]
+    pub latency: bool,
+    /// Show only the N syscalls with the most calls.
+    #[arg(short = 'n', long, value_name = "N")]
+    pub top: Option<usize>,
+    /// Print JSON instead of tables.
+    #[arg(long)]
+    pub json: bool,
+}
+
+/// `probe clock`.
+#[derive(Args, Debug)]
+pub struct ClockArgs {
+    /// Also count this process's real clock_gettime syscalls (the fallback
+    /// signature) for --duration seconds.
+    #[arg(short, long, value_name = "PID")]
+    pub pid: Option<u32>,
+    /// How long to watch --pid.
+    #[arg(short, long, value_name = "S", default_value = "5", value_parser = parse_seconds)]
+    pub duration: Duration,
+    /// Calls per clock id and path for the in-process measurement.
+    #[arg(long, value_name = "N", default_value_t = 100_000,
+          value_parser = clap::value_parser!(u32).range(100..=100_000_000))]
+    pub calls: u32,
+    /// Print JSON instead of tables.
+    #[arg(long)]
+    pub json: bool,
+}
+
+/// `probe faults`.
+#[derive(Args, Debug)]
+pub struct FaultsArgs {
+    /// What to trace.
+    #[command(flatten)]
+    pub target: TargetArgs,
+    /// Stop after this many seconds (default: when the target exits, or Ctrl-C).
+    #[arg(short, long, value_name = "S", value_parser = parse_seconds)]
+    pub duration: Option<Duration>,
+    /// Show only the N processes with the most faults.
+    #[arg(short = 'n', long, value_name = "N", default_value_t = 20)]
+    pub top: usize,
+    /// Print JSON instead of tables.
+    #[arg(long)]
+    pub json: bool,
+}
+
+/// `probe runq`.
+#[derive(Args, Debug)]
+pub struct RunqArgs {
+    /// Only tasks of this process; repeatable.
+    #[arg(short, long = "pid", value_name = "PID")]
+    pub pid: Vec<u32>,
+    /// Stop after this many seconds (default: Ctrl-C, or when the processes exit).
+    #[arg(short, long, value_name = "S", value_parser = parse_seconds)]
+    pub duration: Option<Duration>,
+    /// Print JSON instead of tables.
+    #[arg(long)]
+    pub json: bool,
+}
+
+/// A duration above zero and at most a day: seconds (`2`, `0.5`) or with a unit
+/// (`500ms`, `5s`, `1m`), the toolkit's one syntax.
+pub fn parse_seconds(text: &str) -> Result<Duration, String> {
+    duration_arg::parse_positive_at_most(text, Duration::from_secs(86_400))
+        .map_err(|e| e.to_string())
+}
+
+/// `probe daemon`.
+#[derive(Args, Debug)]
+pub struct DaemonArgs {
+    /// Address to serve /metrics on.
+    #[arg(short, long, value_name = "ADDR", default_value = "127.0.0.1:9435")]
+    pub listen: SocketAddr,
+    /// Only these processes (repeatable); they may exit, the daemon stays.
+    #[arg(short, long = "pid", value_name = "PID")]
+    pub pid: Vec<u32>,
+    /// Also every process whose command name (/proc/PID/comm) is NAME, including
+    /// ones started later (checked every second); repeatable.
+    #[arg(long = "comm", value_name = "NAME")]
+    pub comm: Vec<String>,
+}
+
+/// `probe doctor`.
+#[derive(Args, Debug)]
+pub struct DoctorArgs {
+    /// Also check this process: sendfile verdict, page faults, clock syscalls and
+    /// run-queue delay, watched for --duration seconds.
+    #[arg(short, long, value_name = "PID")]
+    pub pid: Option<u32>,
+    /// How long to watch --pid.
+    #[arg(short, long, value_name = "S", default_value = "5", value_parser = parse_seconds)]
+    pub duration: Duration,
+    /// Read the system settings (cpufreq, NUMA, THP, clocksource) from a snapshot of
+    /// /proc and /sys under DIR instead of this host's.
+    #[arg(long, value_name = "DIR", default_value = "/")]
+    pub root: PathBuf,
+    /// Print JSON instead of text.
+    #[arg(long)]
+    pub json: bool,
+}
