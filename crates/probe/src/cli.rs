@@ -10,6 +10,7 @@ use clap::{Args, Parser, Subcommand};
 
 use crate::bpf::TaskName;
 use crate::session::TargetSpec;
+use crate::strace_format::SortKey;
 
 /// eBPF diagnostics: syscalls (sendfile vs read+write), vDSO clock fallback, page
 /// faults, run-queue delay; a Prometheus daemon and a doctor. Needs root or
@@ -93,8 +94,27 @@ pub struct SyscallsArgs {
     #[arg(short = 'n', long, value_name = "N")]
     pub top: Option<usize>,
     /// Print JSON instead of tables.
-    #[arg(long)]
+    #[arg(long, conflicts_with = "format")]
     pub json: bool,
+    /// Table layout: probe's own, or strace -c's summary (% time, seconds, usecs/call,
+    /// calls, errors; times measured as with --latency).
+    #[arg(long, value_enum, value_name = "LAYOUT", default_value_t = Format::Table)]
+    pub format: Format,
+    /// With --format strace: sort by time, calls, errors, name or nothing, as strace's
+    /// -S does.
+    #[arg(short = 'S', long = "sort-by", value_enum, value_name = "KEY",
+          default_value_t = SortKey::Time)]
+    pub sort_by: SortKey,
+}
+
+/// How `probe syscalls` prints its table.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, clap::ValueEnum)]
+pub enum Format {
+    /// probe's table: calls, errors, bytes (and latency with --latency).
+    #[default]
+    Table,
+    /// strace -c's summary, column for column.
+    Strace,
 }
 
 /// `probe clock`.

@@ -28,6 +28,7 @@ pub mod report;
 pub mod runq;
 pub mod session;
 pub mod signals;
+pub mod strace_format;
 pub mod syscalls;
 pub mod sysnames;
 pub mod target;

@@ -257,3 +257,64 @@ fn comm_selects_tasks_by_name_started_later() {
     assert_eq!(calls(&report, "getppid"), 5000, "{report:#}");
     assert_eq!(report["ending"]["reason"], "interrupted", "{report:#}");
 }
+
+/// `--format strace` prints strace -c's table: the same header, rule and columns, the
+/// same calls and errors per syscall for dd, and the total row.
+#[test]
+fn strace_format_matches_strace_c_column_for_column() {
+    if !privileged() {
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let summary = dir.path().join("strace.txt");
+    let dd = ["dd", "if=/dev/zero", "of=/dev/null", "bs=4k", "count=20000"];
+    let status = Command::new("strace")
+        .args(["-c", "-o"])
+        .arg(&summary)
+        .args(dd)
+        .stderr(Stdio::null())
+        .status()
+        .expect("strace runs (cargo xtask ci installs it)");
+    assert!(status.success());
+    let theirs = std::fs::read_to_string(&summary).unwrap();
+    let mut args = vec!["syscalls", "--format", "strace", "-S", "calls", "--"];
+    args.extend(dd);
+    let out = probe(&args);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let ours = String::from_utf8(out.stdout).unwrap();
+    let lines: Vec<&str> = ours.lines().collect();
+    let their_lines: Vec<&str> = theirs.lines().collect();
+    assert_eq!(
+        lines[..2],
+        their_lines[..2],
+        "header and rule\n{ours}\n{theirs}"
+    );
+    assert_eq!(lines[lines.len() - 2], their_lines[their_lines.len() - 2]);
+    // Sorted by calls: read and write (20003 each) lead in both.
+    for line in &lines[2..4] {
+        assert!(
+            line.ends_with(" read") || line.ends_with(" write"),
+            "{ours}"
+        );
+    }
+    for name in ["read", "write", "openat", "execve"] {
+        let row = |text: &str| -> (String, String) {
+            let line = text
+                .lines()
+                .find(|l| l.ends_with(&format!(" {name}")))
+                .unwrap_or_else(|| panic!("no {name} row in\n{text}"));
+            // Columns at strace's fixed offsets: calls 31..40, errors 41..50.
+            (line[31..40].trim().into(), line[41..50].trim().into())
+        };
+        assert_eq!(row(&ours), row(&theirs), "{name}\n{ours}\n{theirs}");
+    }
+    let total = lines.last().unwrap();
+    assert!(
+        total.starts_with("100.00 ") && total.ends_with(" total"),
+        "{total}"
+    );
+}

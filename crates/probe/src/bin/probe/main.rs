@@ -8,7 +8,7 @@ use clap::Parser;
 use serde_json::json;
 
 use probe::bpf::Scope;
-use probe::cli::{Cli, ClockArgs, Command, FaultsArgs, RunqArgs, SyscallsArgs};
+use probe::cli::{Cli, ClockArgs, Command, FaultsArgs, Format, RunqArgs, SyscallsArgs};
 use probe::clock::{self, Clocksources, VdsoMapping, WatchedClock};
 use probe::error::ProbeError;
 use probe::faults::FaultTracer;
@@ -18,6 +18,7 @@ use probe::report::{self, Table};
 use probe::runq::RunqTracer;
 use probe::session::{Prepared, TargetSpec};
 use probe::signals::Signals;
+use probe::strace_format::strace_summary;
 use probe::syscalls::{SyscallOptions, SyscallSnapshot, SyscallTracer};
 use probe::sysnames;
 use probe::verdict::FileServingVerdict;
@@ -118,9 +119,11 @@ fn syscalls(args: &SyscallsArgs, signals: &Signals) -> anyhow::Result<()> {
     let prepared = Prepared::new(&spec)?;
     let target = describe_target(&spec, &prepared);
     let mut storage = MaybeUninit::uninit();
+    let strace_layout = args.format == Format::Strace;
     let options = SyscallOptions {
         scope: prepared.scope(),
-        latency: args.latency,
+        // strace's summary has a time column.
+        latency: args.latency || strace_layout,
     };
     let mut tracer = SyscallTracer::start(&mut storage, &options)?;
     // On stderr also with --json: it tells a script that the probes are attached.
@@ -150,6 +153,11 @@ fn syscalls(args: &SyscallsArgs, signals: &Signals) -> anyhow::Result<()> {
             })),
         });
         outln!("{}", serde_json::to_string_pretty(&out)?);
+        return Ok(());
+    }
+    if strace_layout {
+        // As strace -c prints it: the table alone.
+        out!("{}", strace_summary(&snapshot.rows, args.sort_by));
         return Ok(());
     }
     outln!(
