@@ -90,6 +90,10 @@ pub struct SyscallsArgs {
     /// hundred ns per syscall).
     #[arg(short = 'L', long)]
     pub latency: bool,
+    /// Also trace the processes the traced ones fork, from their first syscall, as
+    /// strace's -f does (with -p or a command).
+    #[arg(short = 'f', long)]
+    pub follow_forks: bool,
     /// Show only the N syscalls with the most calls.
     #[arg(short = 'n', long, value_name = "N")]
     pub top: Option<usize>,

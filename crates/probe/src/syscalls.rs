@@ -24,6 +24,8 @@ pub struct SyscallOptions {
     /// Also time each syscall (total time and a log2 histogram per syscall). Costs
     /// several hundred ns per syscall, so it is opt-in.
     pub latency: bool,
+    /// With a process scope, trace the processes they fork too (strace's `-f`).
+    pub follow_forks: bool,
 }
 
 /// Totals of one syscall.
@@ -100,6 +102,7 @@ impl<'obj> SyscallTracer<'obj> {
             rodata.target_comm = comm;
         }
         rodata.measure_latency = options.latency;
+        rodata.follow_forks = options.follow_forks;
         rodata.clock_gettime_nr = sysnames::number("clock_gettime").unwrap_or(u32::MAX);
         rodata.moves_bytes = sysnames::moves_bytes_table();
         if !options.latency {
@@ -127,6 +130,17 @@ impl<'obj> SyscallTracer<'obj> {
                 .attach_raw_tracepoint("sys_exit")
                 .map_err(attach_error("raw tracepoint sys_exit", STILL))?,
         );
+        if options.follow_forks {
+            skel.links.on_fork = Some(
+                skel.progs
+                    .on_fork
+                    .attach_raw_tracepoint("sched_process_fork")
+                    .map_err(attach_error(
+                        "raw tracepoint sched_process_fork",
+                        "`probe syscalls` without --follow-forks does not need it",
+                    ))?,
+            );
+        }
         Ok(SyscallTracer {
             skel,
             latency: options.latency,

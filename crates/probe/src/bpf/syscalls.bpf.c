@@ -114,6 +114,29 @@ int BPF_PROG(on_sys_enter, struct pt_regs *regs, long id)
 	return 0;
 }
 
+/* Set by user space before load: a traced process's children are traced too. */
+const volatile bool follow_forks = false;
+
+/*
+ * fork/clone of a traced process: its child is traced from its first syscall on
+ * (strace -f). New threads share their tgid and are traced already.
+ */
+SEC("raw_tp/sched_process_fork")
+int BPF_PROG(on_fork, struct task_struct *parent, struct task_struct *child)
+{
+	__u32 parent_tgid, child_tgid;
+	__u8 one = 1;
+
+	if (!filter_tgids || !follow_forks)
+		return 0;
+	parent_tgid = BPF_CORE_READ(parent, tgid);
+	if (!bpf_map_lookup_elem(&targets, &parent_tgid))
+		return 0;
+	child_tgid = BPF_CORE_READ(child, tgid);
+	bpf_map_update_elem(&targets, &child_tgid, &one, BPF_ANY);
+	return 0;
+}
+
 SEC("raw_tp/sys_exit")
 int BPF_PROG(on_sys_exit, struct pt_regs *regs, long ret)
 {

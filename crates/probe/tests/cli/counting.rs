@@ -318,3 +318,27 @@ fn strace_format_matches_strace_c_column_for_column() {
         "{total}"
     );
 }
+
+/// `-f` traces what the command forks, as strace -f does: a shell running
+/// probe-calibrate twice is counted with both runs' getppid calls; without `-f` the
+/// children are not traced.
+#[test]
+fn follow_forks_counts_the_children() {
+    if !privileged() {
+        return;
+    }
+    let script = format!("{CALIBRATE} syscalls --count 3000; {CALIBRATE} syscalls --count 2000");
+    let getppid = |follow: bool| {
+        let mut args = vec!["syscalls", "--json"];
+        if follow {
+            args.push("-f");
+        }
+        args.extend(["--", "sh", "-c", &script]);
+        calls(&probe_json(&args), "getppid")
+    };
+    // The shell itself may call getppid once; the children make 5000.
+    let without = getppid(false);
+    let with = getppid(true);
+    assert!(without <= 1, "{without} getppid without -f");
+    assert_eq!(with - without, 5000, "{with} getppid with -f");
+}

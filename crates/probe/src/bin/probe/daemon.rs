@@ -89,6 +89,7 @@ pub fn run(args: &DaemonArgs, signals: &Signals) -> anyhow::Result<()> {
             &SyscallOptions {
                 scope: scope.clone(),
                 latency: false,
+                follow_forks: false,
             },
         )?,
         faults: FaultTracer::start(&mut s2, &scope)?,

@@ -168,6 +168,7 @@ fn process_findings(
         &SyscallOptions {
             scope: scope.clone(),
             latency: false,
+            follow_forks: false,
         },
     )?;
     let mut faults = FaultTracer::start(&mut s2, &scope)?;

@@ -124,6 +124,7 @@ fn syscalls(args: &SyscallsArgs, signals: &Signals) -> anyhow::Result<()> {
         scope: prepared.scope(),
         // strace's summary has a time column.
         latency: args.latency || strace_layout,
+        follow_forks: args.follow_forks,
     };
     let mut tracer = SyscallTracer::start(&mut storage, &options)?;
     // On stderr also with --json: it tells a script that the probes are attached.
