@@ -31,8 +31,6 @@ fn dd_counts_equal_strace_c() {
     if !privileged() {
         return;
     }
-    let dir = tempfile::tempdir().unwrap();
-    let summary = dir.path().join("strace.txt");
     let dd = [
         "dd",
         "if=/dev/zero",
@@ -40,15 +38,7 @@ fn dd_counts_equal_strace_c() {
         "bs=4k",
         "count=100000",
     ];
-    let status = Command::new("strace")
-        .args(["-c", "-o"])
-        .arg(&summary)
-        .args(dd)
-        .stderr(Stdio::null())
-        .status()
-        .expect("strace runs (cargo xtask ci installs it)");
-    assert!(status.success());
-    let summary = std::fs::read_to_string(&summary).unwrap();
+    let summary = strace_c_summary(&dd);
 
     let mut args = vec!["syscalls", "--json", "--"];
     args.extend(dd);
@@ -265,18 +255,8 @@ fn strace_format_matches_strace_c_column_for_column() {
     if !privileged() {
         return;
     }
-    let dir = tempfile::tempdir().unwrap();
-    let summary = dir.path().join("strace.txt");
     let dd = ["dd", "if=/dev/zero", "of=/dev/null", "bs=4k", "count=20000"];
-    let status = Command::new("strace")
-        .args(["-c", "-o"])
-        .arg(&summary)
-        .args(dd)
-        .stderr(Stdio::null())
-        .status()
-        .expect("strace runs (cargo xtask ci installs it)");
-    assert!(status.success());
-    let theirs = std::fs::read_to_string(&summary).unwrap();
+    let theirs = strace_c_summary(&dd);
     let mut args = vec!["syscalls", "--format", "strace", "-S", "calls", "--"];
     args.extend(dd);
     let out = probe(&args);

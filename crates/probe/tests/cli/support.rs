@@ -89,6 +89,21 @@ pub fn calls(report: &Value, name: &str) -> u64 {
         .map_or(0, |row| row["calls"].as_u64().unwrap())
 }
 
+/// `strace -c`'s summary of running `command` (cargo xtask ci installs strace).
+pub fn strace_c_summary(command: &[&str]) -> String {
+    let dir = tempfile::tempdir().unwrap();
+    let summary = dir.path().join("strace.txt");
+    let status = Command::new("strace")
+        .args(["-c", "-o"])
+        .arg(&summary)
+        .args(command)
+        .stderr(Stdio::null())
+        .status()
+        .expect("strace runs (cargo xtask ci installs it)");
+    assert!(status.success(), "strace -c {command:?}");
+    std::fs::read_to_string(&summary).unwrap()
+}
+
 /// Per-syscall calls from a `strace -c -o FILE` summary.
 pub fn strace_calls(summary: &str, name: &str) -> u64 {
     summary
