@@ -201,12 +201,7 @@ pub(crate) fn static_build(arch: Arch, what: &str, args: &[&str]) -> Result<Path
     build.args(args);
     static_flags(&mut build, arch, &target_dir);
     step(&format!("build static {what} ({})", arch.debian()), build)?;
-    let profile = if args.contains(&"--release") {
-        "release"
-    } else {
-        "debug"
-    };
-    Ok(target_dir.join(arch.rust_target()).join(profile))
+    Ok(target_dir.join(arch.rust_target()).join(profile(args)))
 }
 
 /// Builds for the host (x86_64 guests) in the workspace's own target directory, where
@@ -217,12 +212,16 @@ pub(crate) fn host_build(what: &str, args: &[&str]) -> Result<PathBuf> {
     let mut build = cargo(&["build"]);
     build.args(args);
     step(&format!("build {what}"), build)?;
-    let profile = if args.contains(&"--release") {
+    Ok(project_root().join("target").join(profile(args)))
+}
+
+/// The profile directory cargo builds into for `args`.
+fn profile(args: &[&str]) -> &'static str {
+    if args.contains(&"--release") {
         "release"
     } else {
         "debug"
-    };
-    Ok(project_root().join("target").join(profile))
+    }
 }
 
 /// Builds the test executables of `package` with `+crt-static` for `arch` and returns
@@ -642,20 +641,11 @@ impl Checks {
 
     /// Prints the table; fails naming every failed check.
     pub(crate) fn finish(self) -> Result<()> {
-        let guest_width = self
-            .rows
-            .iter()
-            .map(|r| r.0.len())
-            .max()
-            .unwrap_or(5)
-            .max(5);
-        let check_width = self
-            .rows
-            .iter()
-            .map(|r| r.1.len())
-            .max()
-            .unwrap_or(5)
-            .max(5);
+        let width = |column: fn(&(String, String, Outcome)) -> usize| {
+            self.rows.iter().map(column).max().unwrap_or(0).max(5)
+        };
+        let guest_width = width(|row| row.0.len());
+        let check_width = width(|row| row.1.len());
         let mut table = format!(
             "\n{:<guest_width$}  {:<check_width$}  result\n",
             "guest", "check"
