@@ -29,8 +29,9 @@ use memmap2::{MmapOptions, MmapRaw};
 
 use crate::path::Root;
 
-/// An open file that responses share: the descriptor and, made on first use by the
-/// `mmap` strategy, one read-only mapping of the whole file.
+/// An open file that responses share: the descriptor and, made on first use, one
+/// read-only mapping of the whole file (the `mmap` strategy writes from it; every
+/// strategy asks it which pages are in the page cache, see [`SharedFile::residency`]).
 ///
 /// Sharing the mapping matters: page-table entries are filled once per file instead of
 /// once per response, and mapped page-cache pages count once in the server's RSS
@@ -38,7 +39,30 @@ use crate::path::Root;
 #[derive(Debug)]
 pub struct SharedFile {
     file: File,
-    mapping: Mutex<Option<Arc<MmapRaw>>>,
+    mapping: Mutex<Option<Mapping>>,
+}
+
+/// A mapping of a [`SharedFile`], and whether mincore(2) tells the truth about it.
+#[derive(Debug)]
+struct Mapping {
+    map: Arc<MmapRaw>,
+    /// mincore(2) reports page-cache residency only to a process that owns the file or
+    /// could open it for writing (Linux 5.0's side-channel fix); for any other file it
+    /// reports every page as resident. The mapping reaches one page past the end of the
+    /// file, which is never cached: where mincore calls that page resident, it is lying.
+    residency_visible: bool,
+}
+
+/// Whether a span of a file is in the page cache.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Residency {
+    /// Every page is cached: reading it does not wait for the disk.
+    Resident,
+    /// Some page is not cached.
+    Cold,
+    /// This process cannot tell: mincore(2) hides residency of files it neither owns
+    /// nor may write, or the file cannot be mapped.
+    Unknown,
 }
 
 impl SharedFile {
@@ -58,20 +82,89 @@ impl SharedFile {
     /// longer be readable. The addresses go to the kernel only (writev), which reports
     /// `EFAULT` for a page past the new end where this process would take SIGBUS.
     pub fn mapping(&self, len: u64) -> io::Result<Arc<MmapRaw>> {
-        let mut mapping = self.mapping.lock().unwrap_or_else(|e| e.into_inner());
-        if let Some(map) = mapping.as_ref().filter(|m| m.len() as u64 >= len) {
-            return Ok(Arc::clone(map));
+        self.with_mapping(len, |mapping| Arc::clone(&mapping.map))
+    }
+
+    /// Whether `file[start..start + len]` is in the page cache: one mincore(2) per 512
+    /// pages on the shared mapping, no read and no fault.
+    pub fn residency(&self, start: u64, len: u64) -> Residency {
+        if len == 0 {
+            return Residency::Resident;
         }
-        let len = usize::try_from(len.max(self.file.metadata()?.len())).map_err(|_| {
+        let Some(end) = start.checked_add(len) else {
+            return Residency::Unknown;
+        };
+        let probed = self.with_mapping(end, |mapping| {
+            mapping
+                .residency_visible
+                .then(|| all_resident(&mapping.map, start as usize, end as usize))
+        });
+        match probed {
+            Ok(Some(Ok(true))) => Residency::Resident,
+            Ok(Some(Ok(false))) => Residency::Cold,
+            _ => Residency::Unknown,
+        }
+    }
+
+    fn with_mapping<T>(&self, len: u64, f: impl FnOnce(&Mapping) -> T) -> io::Result<T> {
+        let mut mapping = self.mapping.lock().unwrap_or_else(|e| e.into_inner());
+        if let Some(current) = mapping.as_ref().filter(|m| m.map.len() as u64 >= len) {
+            return Ok(f(current));
+        }
+        let page = rustix::param::page_size() as u64;
+        let file_len = self.file.metadata()?.len();
+        // One page past the end of the file (and of `len`): see `residency_visible`.
+        let spare = len.max(file_len).next_multiple_of(page);
+        let too_large = || {
             io::Error::new(
                 io::ErrorKind::InvalidInput,
                 "file larger than the address space",
             )
-        })?;
-        let map = Arc::new(MmapOptions::new().len(len).map_raw_read_only(&self.file)?);
-        *mapping = Some(Arc::clone(&map));
-        Ok(map)
+        };
+        let map_len = usize::try_from(spare + page).map_err(|_| too_large())?;
+        let map = Arc::new(
+            MmapOptions::new()
+                .len(map_len)
+                .map_raw_read_only(&self.file)?,
+        );
+        let spare = spare as usize;
+        let residency_visible = all_resident(&map, spare, spare + 1).is_ok_and(|cached| !cached);
+        Ok(f(mapping.insert(Mapping {
+            map,
+            residency_visible,
+        })))
     }
+}
+
+/// Whether every page of `map[start..end]` is in the page cache, by mincore(2).
+fn all_resident(map: &MmapRaw, start: usize, end: usize) -> io::Result<bool> {
+    const PAGES_PER_CALL: usize = 512;
+    let page = rustix::param::page_size();
+    let end = end.min(map.len());
+    let mut at = start - start % page;
+    let mut vec = [0u8; PAGES_PER_CALL];
+    while at < end {
+        let len = (end - at).min(PAGES_PER_CALL * page);
+        let pages = len.div_ceil(page);
+        // SAFETY: mincore(2) reads no memory of the range, it only looks the pages up;
+        // `at` is page-aligned and `at..at + len` lies inside the mapping, which `map`
+        // keeps alive. It writes one byte per page of the range, `pages` <= vec.len().
+        let rc = unsafe {
+            libc::mincore(
+                map.as_ptr().add(at).cast_mut().cast(),
+                len,
+                vec.as_mut_ptr(),
+            )
+        };
+        if rc != 0 {
+            return Err(io::Error::last_os_error());
+        }
+        if vec[..pages].iter().any(|&v| v & 1 == 0) {
+            return Ok(false);
+        }
+        at += len;
+    }
+    Ok(true)
 }
 
 impl Deref for SharedFile {
@@ -152,6 +245,25 @@ impl OpenFileCache {
             dropped += unlinked.len();
         }
         dropped
+    }
+
+    /// `relative`'s file if the cache holds it and its path needs no resolving yet
+    /// (a fresh entry): it costs an `fstat` of an open descriptor, which never waits
+    /// for the disk. `None` where [`OpenFileCache::open`] would walk the path.
+    pub fn lookup(&self, worker: usize, relative: &Path) -> Option<io::Result<OpenFile>> {
+        if self.shards.is_empty() {
+            return None;
+        }
+        let shard = &self.shards[worker % self.shards.len()];
+        let file = {
+            let mut entries = shard.lock().unwrap_or_else(|e| e.into_inner());
+            let entry = entries.get(relative)?;
+            if entry.resolved.elapsed() >= self.validity {
+                return None;
+            }
+            Arc::clone(&entry.file)
+        };
+        Some(file.metadata().map(|meta| OpenFile { file, meta }))
     }
 
     /// Opens `relative` under `root`, from the cache when possible.

@@ -12,7 +12,7 @@ use serde::Deserialize;
 
 pub use crate::access_log::Format as AccessLogFormat;
 use crate::placement::{self, PlacementError, WorkerPlace};
-use crate::strategy::StrategyKind;
+use crate::strategy::{ColdReads, StrategyKind};
 
 /// Smallest and largest `--chunk-size`.
 const CHUNK_SIZE_RANGE: (u64, u64) = (4 * 1024, 64 * 1024 * 1024);
@@ -107,6 +107,11 @@ pub struct Settings {
     /// Read buffer size of the read and buffered strategies [default: 128K]
     #[arg(long, value_name = "SIZE")]
     pub chunk_size: Option<ByteSize>,
+    /// Where file data that is not in the page cache is waited for: pool (read ahead on
+    /// a thread pool, as nginx's `aio threads`; the event loop never waits for the disk)
+    /// or inline (on the worker thread) [default: pool]
+    #[arg(long, value_enum, value_name = "WHERE")]
+    pub cold_reads: Option<ColdReads>,
     /// Serve Prometheus metrics at http://ADDR/metrics [default: off]
     #[arg(long, value_name = "ADDR")]
     pub metrics_listen: Option<SocketAddr>,
@@ -183,6 +188,8 @@ pub struct Config {
     pub open_file_cache_valid: Duration,
     /// Chunk size in bytes.
     pub chunk_size: usize,
+    /// Where cold file data is waited for.
+    pub cold_reads: ColdReads,
     /// Metrics address.
     pub metrics_listen: Option<SocketAddr>,
     /// Access log on.
@@ -253,6 +260,7 @@ impl Settings {
                 .open_file_cache_valid
                 .or(fallback.open_file_cache_valid),
             chunk_size: self.chunk_size.or(fallback.chunk_size),
+            cold_reads: self.cold_reads.or(fallback.cold_reads),
             metrics_listen: self.metrics_listen.or(fallback.metrics_listen),
             access_log: self.access_log.or(fallback.access_log),
             access_log_format: self.access_log_format.or(fallback.access_log_format),
@@ -323,6 +331,7 @@ impl Settings {
                 .open_file_cache_valid
                 .map_or(Duration::from_secs(1), |s| s.0),
             chunk_size: chunk_size as usize,
+            cold_reads: self.cold_reads.unwrap_or_default(),
             metrics_listen: self.metrics_listen,
             access_log: self.access_log.unwrap_or(true),
             access_log_format: self.access_log_format.unwrap_or_default(),

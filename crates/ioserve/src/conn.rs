@@ -158,6 +158,8 @@ struct Decision {
     /// When the head was complete.
     started: Instant,
     answer: Answer,
+    /// The request head, for an [`Answer::Offload`].
+    offloaded_head: Vec<u8>,
     keep_alive: bool,
     http10: bool,
     log: Option<Box<Record>>,
@@ -183,11 +185,17 @@ fn next_step(shared: &Shared, peer: SocketAddr, worker: usize, buf: &[u8]) -> St
         .access_log
         .as_ref()
         .map(|_| Box::new(Record::new(peer, &request)));
-    let answer = handler::respond(&live.site, worker, &request);
+    let answer = handler::respond(&live.site, worker, &request, live.strategy.blocking());
+    // The pool answers from the head again: the request borrows this buffer.
+    let offloaded_head = match answer {
+        Answer::Offload => buf[..len].to_vec(),
+        _ => Vec::new(),
+    };
     let decision = Decision {
         live,
         started,
         answer,
+        offloaded_head,
         keep_alive: request.keep_alive && !request.has_body && !shared.shutdown.is_cancelled(),
         http10: request.version == Version::Http10,
         log,
@@ -195,9 +203,12 @@ fn next_step(shared: &Shared, peer: SocketAddr, worker: usize, buf: &[u8]) -> St
     Step::Respond { decision, len }
 }
 
-/// Completes a decision (a listing is built on the blocking pool: reading a large
-/// directory would stall every connection of this worker) and sends it; returns
-/// whether the connection stays open.
+/// Completes a decision and sends it; returns whether the connection stays open.
+///
+/// What may wait for the disk runs on the blocking pool, where it stalls no other
+/// connection of this worker: a listing (reading a large directory), and with
+/// `--cold-reads pool` a path that the open-file cache does not hold (the path walk,
+/// open and fstat of a cold inode).
 async fn respond(
     stream: &TcpStream,
     shared: &Shared,
@@ -208,6 +219,7 @@ async fn respond(
         live,
         started,
         answer,
+        offloaded_head,
         keep_alive,
         http10,
         log,
@@ -216,6 +228,13 @@ async fn respond(
         Answer::Ready(reply) => reply,
         Answer::Listing { job, head_only } => {
             tokio::task::spawn_blocking(move || handler::listing_reply(&job, head_only))
+                .await
+                .unwrap_or_else(|_| Reply::error(500))
+        }
+        Answer::Offload => {
+            shared.metrics.offloaded_open(worker);
+            let site = Arc::clone(&live.site);
+            tokio::task::spawn_blocking(move || answer_off_loop(&site, worker, &offloaded_head))
                 .await
                 .unwrap_or_else(|_| Reply::error(500))
         }
@@ -230,6 +249,20 @@ async fn respond(
     let result = send(stream, shared, &live, worker, prepared, log).await;
     shared.metrics.duration(worker, started.elapsed());
     result
+}
+
+/// The reply to a request head, on the blocking pool: the handler may open files and
+/// read a directory here.
+fn answer_off_loop(site: &handler::Site, worker: usize, head: &[u8]) -> Reply {
+    let Ok(Parsed::Complete { request, .. }) = request::parse(head) else {
+        // It parsed on the loop, from the same bytes.
+        return Reply::error(500);
+    };
+    match handler::respond(site, worker, &request, handler::Blocking::Allowed) {
+        Answer::Ready(reply) => reply,
+        Answer::Listing { job, head_only } => handler::listing_reply(&job, head_only),
+        Answer::Offload => Reply::error(500),
+    }
 }
 
 /// A reply ready to go out.
@@ -266,6 +299,7 @@ async fn send(
     let result = send_body(&mut out, live, body).await;
     if is_download {
         shared.metrics.download(worker, -1);
+        shared.metrics.cold_windows(worker, out.cold_windows());
     }
     let sent = out.sent();
     shared.metrics.request(worker, status, sent);

@@ -76,11 +76,24 @@ impl Site {
     }
 }
 
+/// Whether the handler may wait for the file system.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Blocking {
+    /// On the event loop: only files the open-file cache holds (an `fstat` of an open
+    /// descriptor); a path to resolve makes the answer [`Answer::Offload`].
+    Never,
+    /// Off the loop, or where the loop may wait: opens and path walks as needed.
+    Allowed,
+}
+
 /// What the handler decided.
 #[derive(Debug)]
 pub enum Answer {
     /// The reply.
     Ready(Reply),
+    /// The answer needs an open or a path walk, which may wait for the disk: ask again
+    /// with [`Blocking::Allowed`] off the event loop.
+    Offload,
     /// A directory listing, to be built with [`listing_reply`] off the event loop.
     Listing {
         /// What to list.
@@ -91,13 +104,13 @@ pub enum Answer {
 }
 
 /// Answers a request on behalf of `worker` (which picks the open-file cache shard).
-pub fn respond(site: &Site, worker: usize, request: &Request<'_>) -> Answer {
+pub fn respond(site: &Site, worker: usize, request: &Request<'_>, blocking: Blocking) -> Answer {
     let head_only = match request.method {
         Method::Get => false,
         Method::Head => true,
         Method::Other(_) => return Answer::Ready(Reply::error(405).header("Allow", "GET, HEAD")),
     };
-    match respond_get(site, worker, request) {
+    match respond_get(site, worker, request, blocking) {
         Answer::Ready(mut reply) => {
             if head_only {
                 reply.body = Body::Empty;
@@ -105,6 +118,27 @@ pub fn respond(site: &Site, worker: usize, request: &Request<'_>) -> Answer {
             Answer::Ready(reply)
         }
         Answer::Listing { job, .. } => Answer::Listing { job, head_only },
+        Answer::Offload => Answer::Offload,
+    }
+}
+
+/// The handler's decision that a file cannot be opened without waiting.
+struct WouldWait;
+
+/// Opens `relative`, unless that may wait for the disk and `blocking` forbids it.
+fn open(
+    site: &Site,
+    worker: usize,
+    relative: &Path,
+    blocking: Blocking,
+) -> Result<io::Result<Opened>, WouldWait> {
+    match blocking {
+        Blocking::Allowed => Ok(site.files.open(worker, &site.root, relative)),
+        Blocking::Never => site
+            .files
+            .lookup(worker, relative)
+            .map(|found| found.map(Opened::File))
+            .ok_or(WouldWait),
     }
 }
 
@@ -131,7 +165,7 @@ pub fn listing_reply(job: &listing::Job, head_only: bool) -> Reply {
 }
 
 /// The answer to a GET of the request's path (HEAD drops the body afterwards).
-fn respond_get(site: &Site, worker: usize, request: &Request<'_>) -> Answer {
+fn respond_get(site: &Site, worker: usize, request: &Request<'_>, blocking: Blocking) -> Answer {
     let safe = match path::sanitize(request.target) {
         Ok(safe) => safe,
         Err(PathError::Malformed) => return Answer::Ready(Reply::error(400)),
@@ -141,9 +175,13 @@ fn respond_get(site: &Site, worker: usize, request: &Request<'_>) -> Answer {
         // As if it were not there: a 403 would confirm that `.git/config` exists.
         return Answer::Ready(Reply::error(404));
     }
-    let (dir, meta) = match site.files.open(worker, &site.root, &safe.relative) {
+    let Ok(opened) = open(site, worker, &safe.relative, blocking) else {
+        return Answer::Offload;
+    };
+    let (dir, meta) = match opened {
         Ok(Opened::File(open)) => {
-            return Answer::Ready(serve_file(site, worker, request, open, &safe.relative))
+            return serve_file(site, worker, request, open, &safe.relative, blocking)
+                .map_or(Answer::Offload, Answer::Ready)
         }
         Ok(Opened::Other(file, meta)) => (file, meta),
         Err(e) => return Answer::Ready(io_error_reply(&e)),
@@ -159,9 +197,11 @@ fn respond_get(site: &Site, worker: usize, request: &Request<'_>) -> Answer {
         )));
     }
     let index = safe.relative.join("index.html");
+    // Never on the loop: a directory is not cached, so this runs off it already.
     match site.files.open(worker, &site.root, &index) {
         Ok(Opened::File(open)) => {
-            return Answer::Ready(serve_file(site, worker, request, open, &index))
+            return serve_file(site, worker, request, open, &index, blocking)
+                .map_or(Answer::Offload, Answer::Ready)
         }
         Ok(Opened::Other(..)) => {}
         Err(e) if e.kind() == io::ErrorKind::NotFound => {}
@@ -186,31 +226,36 @@ fn respond_get(site: &Site, worker: usize, request: &Request<'_>) -> Answer {
 /// negotiated with `Accept-Encoding`: the best accepted coding whose sibling
 /// (`NAME.br`, `NAME.gz`) is a regular file, else the file itself, else (identity
 /// refused) 406; every such reply says `Vary: Accept-Encoding`.
+///
+/// A sibling that is not in the open-file cache (absent ones never are) needs an open:
+/// `Err(WouldWait)` where `blocking` forbids it.
 fn serve_file(
     site: &Site,
     worker: usize,
     request: &Request<'_>,
     open: OpenFile,
     name: &Path,
-) -> Reply {
+    blocking: Blocking,
+) -> Result<Reply, WouldWait> {
     if !site.precompressed {
-        return file_reply(site, request, open, name, None);
+        return Ok(file_reply(site, request, open, name, None));
     }
     let preference = EncodingPreference::from_lines(&request.accept_encoding);
-    let encoded = preference.codings.iter().find_map(|&coding| {
+    let mut encoded = None;
+    for &coding in &preference.codings {
         let mut sibling = name.as_os_str().to_owned();
         sibling.push(coding.suffix());
-        match site.files.open(worker, &site.root, Path::new(&sibling)) {
-            Ok(Opened::File(encoded)) => Some((coding, encoded)),
-            _ => None,
+        if let Ok(Opened::File(found)) = self::open(site, worker, Path::new(&sibling), blocking)? {
+            encoded = Some((coding, found));
+            break;
         }
-    });
+    }
     let reply = match encoded {
         Some((coding, encoded)) => file_reply(site, request, encoded, name, Some(coding)),
         None if preference.identity => file_reply(site, request, open, name, None),
         None => Reply::error(406),
     };
-    reply.header("Vary", "Accept-Encoding")
+    Ok(reply.header("Vary", "Accept-Encoding"))
 }
 
 /// The reply for `open`, served as the file `name` (its content type), content-coded
@@ -426,17 +471,55 @@ mod tests {
                 if_range: Some(date.as_bytes()),
                 ..Default::default()
             };
-            let Answer::Ready(reply) = respond(&site, 0, &request("/f", head, pre, range.as_deref().map(str::as_bytes))) else {
+            let Answer::Ready(reply) = respond(&site, 0, &request("/f", head, pre, range.as_deref().map(str::as_bytes)), Blocking::Allowed) else {
                 panic!("a file is not listed");
             };
             prop_assert!(matches!(reply.status, 200 | 206 | 304 | 412 | 416), "{}", reply.status);
             let has_date = reply.headers.contains("\r\nLast-Modified: ");
             prop_assert_eq!(has_date, (0..253_402_300_800).contains(&kept) && reply.status != 412 && reply.status != 416);
-            let Answer::Listing { job, head_only } = respond(&site, 0, &request("/", false, Preconditions::default(), None)) else {
+            let Answer::Listing { job, head_only } = respond(&site, 0, &request("/", false, Preconditions::default(), None), Blocking::Allowed) else {
                 panic!("the root is listed");
             };
             prop_assert_eq!(listing_reply(&job, head_only).status, 200);
         }
+    }
+
+    #[test]
+    fn the_event_loop_answers_only_from_the_open_file_cache() {
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::write(dir.path().join("f"), b"data").unwrap();
+        std::fs::create_dir(dir.path().join("d")).unwrap();
+        let site = site(dir.path()).with_precompressed(true);
+        let get = |target, blocking| {
+            let mut request = request(target, false, Preconditions::default(), None);
+            request.accept_encoding = vec![b"gzip".as_slice()];
+            respond(&site, 0, &request, blocking)
+        };
+        let status = |answer| match answer {
+            Answer::Ready(reply) => Some(reply.status),
+            Answer::Offload => None,
+            Answer::Listing { .. } => Some(0),
+        };
+        // Not cached yet: the loop hands the request off.
+        assert_eq!(status(get("/f", Blocking::Never)), None);
+        assert_eq!(status(get("/missing", Blocking::Never)), None);
+        assert_eq!(status(get("/d/", Blocking::Never)), None);
+        // Off the loop it opens (and caches) the file; the missing f.gz is not cached,
+        // so with --precompressed the loop still hands f off.
+        assert_eq!(status(get("/f", Blocking::Allowed)), Some(200));
+        assert_eq!(status(get("/f", Blocking::Never)), None);
+        std::fs::write(dir.path().join("f.gz"), b"gz").unwrap();
+        assert_eq!(status(get("/f", Blocking::Allowed)), Some(200));
+        let Answer::Ready(reply) = get("/f", Blocking::Never) else {
+            panic!("f and f.gz are cached: answered on the loop");
+        };
+        assert!(
+            reply.headers.contains("Content-Encoding: gzip"),
+            "{}",
+            reply.headers
+        );
+        assert_eq!(status(get("/missing", Blocking::Allowed)), Some(404));
+        assert_eq!(status(get("/d/", Blocking::Allowed)), Some(0));
     }
 
     #[test]

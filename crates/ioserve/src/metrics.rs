@@ -35,6 +35,8 @@ struct Shard {
     panics: AtomicU64,
     idle_closed: AtomicU64,
     refused: AtomicU64,
+    offloaded_opens: AtomicU64,
+    cold_windows: AtomicU64,
     /// Requests per duration bucket (the last one is +Inf), not cumulative.
     durations: [AtomicU64; DURATION_BOUNDS.len() + 1],
     duration_micros: AtomicU64,
@@ -95,6 +97,22 @@ impl Metrics {
     /// Counts a connection refused with 503 at the connection limit.
     pub fn refused(&self, worker: usize) {
         self.shard(worker).refused.fetch_add(1, Relaxed);
+    }
+
+    /// Counts a request whose files were opened on the blocking pool (a path the
+    /// open-file cache did not hold).
+    pub fn offloaded_open(&self, worker: usize) {
+        self.shard(worker).offloaded_opens.fetch_add(1, Relaxed);
+    }
+
+    /// Counts windows of file data that were not in the page cache and were read on
+    /// the blocking pool.
+    pub fn cold_windows(&self, worker: usize, windows: u32) {
+        if windows > 0 {
+            self.shard(worker)
+                .cold_windows
+                .fetch_add(u64::from(windows), Relaxed);
+        }
     }
 
     /// Records how long a request took, from its complete head to its last byte.
@@ -170,8 +188,16 @@ impl Metrics {
             out,
             "# HELP ioserve_connections_refused_total Connections answered 503 at --max-connections.\n\
              # TYPE ioserve_connections_refused_total counter\n\
-             ioserve_connections_refused_total {}\n",
-            sum_u(|s| &s.refused)
+             ioserve_connections_refused_total {}\n\
+             # HELP ioserve_offloaded_opens_total Requests whose files were opened on the blocking pool (paths not in the open-file cache).\n\
+             # TYPE ioserve_offloaded_opens_total counter\n\
+             ioserve_offloaded_opens_total {}\n\
+             # HELP ioserve_cold_windows_total Windows of file data (up to 2 MiB) not in the page cache, read on the blocking pool before sending.\n\
+             # TYPE ioserve_cold_windows_total counter\n\
+             ioserve_cold_windows_total {}\n",
+            sum_u(|s| &s.refused),
+            sum_u(|s| &s.offloaded_opens),
+            sum_u(|s| &s.cold_windows),
         );
         out.push_str(
             "# HELP ioserve_request_duration_seconds Time from a complete request head to the last byte sent.\n\

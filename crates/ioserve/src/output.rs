@@ -25,6 +25,7 @@ pub struct Output<'a> {
     pending_sent: usize,
     send_timeout: Duration,
     sent: u64,
+    cold_windows: u32,
 }
 
 impl<'a> Output<'a> {
@@ -36,12 +37,24 @@ impl<'a> Output<'a> {
             pending_sent: 0,
             send_timeout,
             sent: 0,
+            cold_windows: 0,
         }
     }
 
     /// Bytes written to the socket so far.
     pub fn sent(&self) -> u64 {
         self.sent
+    }
+
+    /// Windows of file data that this response found out of the page cache and read on
+    /// the blocking pool (see [`crate::strategy::cold`]).
+    pub fn cold_windows(&self) -> u32 {
+        self.cold_windows
+    }
+
+    /// Adds to [`Output::cold_windows`].
+    pub(crate) fn count_cold_windows(&mut self, windows: u32) {
+        self.cold_windows += windows;
     }
 
     /// Queues bytes to go out before the next body bytes.

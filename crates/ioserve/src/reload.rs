@@ -72,7 +72,11 @@ pub(crate) fn build(config: &Config, descriptor_limit: u64) -> Result<Built, Ser
     Ok(Built {
         live: Live {
             site: std::sync::Arc::new(site),
-            strategy: std::sync::Arc::new(Strategy::new(config.strategy, config.chunk_size)),
+            strategy: std::sync::Arc::new(Strategy::new(
+                config.strategy,
+                config.chunk_size,
+                config.cold_reads,
+            )),
             limits: Limits {
                 header_timeout: config.header_timeout,
                 idle_timeout: config.idle_timeout,

@@ -14,8 +14,8 @@ use std::io;
 
 use memmap2::{Advice, MmapRaw, UncheckedAdvice};
 
+use super::cold::ReadAhead;
 use crate::cache::SharedFile;
-
 use crate::output::Output;
 use crate::range::ByteRange;
 
@@ -23,18 +23,24 @@ pub(super) async fn send(
     out: &mut Output<'_>,
     file: &SharedFile,
     range: ByteRange,
+    ahead: &mut ReadAhead<'_>,
 ) -> io::Result<()> {
     let map = file.mapping(range.end())?;
     let (start, end) = (range.start as usize, range.end() as usize);
-    // A hint: readahead of the range into the page cache.
-    let _ = map.advise_range(Advice::WillNeed, start, end - start);
+    if !ahead.pooled() {
+        // A hint: readahead of the range into the page cache. (With the pool the
+        // read-ahead does it a window at a time, off the loop: WILLNEED submits the
+        // reads of the whole range from this thread.)
+        let _ = map.advise_range(Advice::WillNeed, start, end - start);
+    }
     let mut done = start;
     while done < end {
         // Windows end on FAULT_SPAN boundaries: each block is faulted in once and its
         // page-table entries dropped once (MADV_DONTNEED only unmaps; the pages stay in
         // the page cache), so RSS is bounded by the windows in flight, not by the size
         // of the files served.
-        let next = (done + 1).next_multiple_of(FAULT_SPAN).min(end);
+        let ready = ahead.ready(done as u64).await as usize;
+        let next = (done + 1).next_multiple_of(FAULT_SPAN).min(end).min(ready);
         if file.metadata()?.len() < next as u64 {
             return Err(super::file_shrank());
         }

@@ -10,13 +10,19 @@
 //! | `mmap` | writev(2)s from one shared read-only mapping of the file (madvise WILLNEED on the range) | none (the kernel copies from the mapping) |
 //! | `read` | pread(2) into a pooled, page-aligned buffer of `--chunk-size`, then writev(2) | one |
 //! | `buffered` | tokio::fs + a BufReader (reads on tokio's blocking pool) | two (the baseline of most Rust servers) |
+//!
+//! `sendfile`, `mmap` and `read` block their thread while the disk reads a page that is
+//! not cached; with `--cold-reads pool` (the default) they first bring such pages in on
+//! the blocking pool (see [`cold`]). `buffered` reads on the pool anyway.
 
 mod buffered;
+pub mod cold;
 mod mmap;
 mod read;
 mod sendfile;
 
 use std::io;
+use std::sync::Arc;
 
 use serde::Deserialize;
 
@@ -24,6 +30,7 @@ use crate::cache::SharedFile;
 use crate::output::Output;
 use crate::range::ByteRange;
 
+pub use cold::ColdReads;
 pub use read::{BufferPool, PooledBuf};
 pub use sendfile::SMALL_BODY;
 
@@ -68,22 +75,34 @@ pub struct Strategy {
     kind: StrategyKind,
     chunk_size: usize,
     pool: BufferPool,
+    cold: ColdReads,
 }
 
 impl Strategy {
     /// A strategy whose `read` and `buffered` variants read `chunk_size` bytes at a
-    /// time (sendfile and mmap hand the kernel larger spans).
-    pub fn new(kind: StrategyKind, chunk_size: usize) -> Strategy {
+    /// time (sendfile and mmap hand the kernel larger spans), and which waits for cold
+    /// file data where `cold` says.
+    pub fn new(kind: StrategyKind, chunk_size: usize, cold: ColdReads) -> Strategy {
         Strategy {
             kind,
             chunk_size,
             pool: BufferPool::new(chunk_size),
+            cold,
         }
     }
 
     /// Which strategy this is.
     pub fn kind(&self) -> StrategyKind {
         self.kind
+    }
+
+    /// Whether the handler may open files on the event loop: not when cold data is
+    /// waited for on the pool (a path walk or open of a cold inode reads the disk too).
+    pub fn blocking(&self) -> crate::handler::Blocking {
+        match self.cold {
+            ColdReads::Pool => crate::handler::Blocking::Never,
+            ColdReads::Inline => crate::handler::Blocking::Allowed,
+        }
     }
 
     /// Writes the queued head of `out` and then `range` of `file`.
@@ -93,18 +112,21 @@ impl Strategy {
     pub async fn send(
         &self,
         out: &mut Output<'_>,
-        file: &SharedFile,
+        file: &Arc<SharedFile>,
         range: ByteRange,
     ) -> io::Result<()> {
         if range.len == 0 {
             return out.flush(false).await;
         }
-        match self.kind {
-            StrategyKind::Sendfile => sendfile::send(out, file, range).await,
-            StrategyKind::Mmap => mmap::send(out, file, range).await,
-            StrategyKind::Read => read::send(out, file, range, &self.pool).await,
+        let mut ahead = cold::ReadAhead::new(file, self.cold, range.start, range.end());
+        let sent = match self.kind {
+            StrategyKind::Sendfile => sendfile::send(out, file, range, &mut ahead).await,
+            StrategyKind::Mmap => mmap::send(out, file, range, &mut ahead).await,
+            StrategyKind::Read => read::send(out, file, range, &self.pool, &mut ahead).await,
             StrategyKind::Buffered => buffered::send(out, file, range, self.chunk_size).await,
-        }
+        };
+        out.count_cold_windows(ahead.cold_windows());
+        sent
     }
 }
 

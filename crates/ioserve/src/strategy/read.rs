@@ -3,13 +3,15 @@
 //! The seed's "io.CopyBuffer with a preallocated 128 KiB buffer" and "aligned buffer
 //! pool": one buffer of `--chunk-size` per response in flight, taken from a pool and
 //! given back, so steady-state serving allocates nothing per chunk or per request.
-//! pread runs on the worker thread; for files in the page cache it is a memcpy.
+//! pread runs on the worker thread; for files in the page cache it is a memcpy (cold
+//! ranges are brought in first, see [`super::cold`]).
 
 use std::alloc::{self, Layout};
 use std::io;
 use std::ptr::NonNull;
 use std::sync::Mutex;
 
+use super::cold::ReadAhead;
 use crate::cache::SharedFile;
 use crate::output::Output;
 use crate::range::ByteRange;
@@ -24,12 +26,14 @@ pub(super) async fn send(
     file: &SharedFile,
     range: ByteRange,
     pool: &BufferPool,
+    ahead: &mut ReadAhead<'_>,
 ) -> io::Result<()> {
     // Back to the pool however the response ends: aborted downloads are common.
     let mut buffer = pool.take();
     let mut offset = range.start;
     while offset < range.end() {
-        let want = (range.end() - offset).min(buffer.len() as u64) as usize;
+        let ready = ahead.ready(offset).await;
+        let want = (ready - offset).min(buffer.len() as u64) as usize;
         let n = rustix::io::pread(&**file, &mut buffer[..want], offset)?;
         if n == 0 {
             return Err(super::file_shrank());

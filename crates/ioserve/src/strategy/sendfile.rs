@@ -8,6 +8,7 @@
 
 use std::io;
 
+use super::cold::ReadAhead;
 use crate::cache::SharedFile;
 use crate::output::Output;
 use crate::range::ByteRange;
@@ -23,8 +24,10 @@ pub(super) async fn send(
     out: &mut Output<'_>,
     file: &SharedFile,
     range: ByteRange,
+    ahead: &mut ReadAhead<'_>,
 ) -> io::Result<()> {
     if range.len <= SMALL_BODY {
+        ahead.ready_through(range.start, range.end()).await;
         let want = range.len as usize;
         if out.queue_from_file(file, range.start, want)? < want {
             return Err(super::file_shrank());
@@ -34,7 +37,8 @@ pub(super) async fn send(
     out.flush(true).await?;
     let mut offset = range.start;
     while offset < range.end() {
-        let count = (range.end() - offset).min(MAX_PER_CALL) as usize;
+        let ready = ahead.ready(offset).await;
+        let count = (ready - offset).min(MAX_PER_CALL) as usize;
         if out.sendfile(file, &mut offset, count).await? == 0 {
             return Err(super::file_shrank());
         }

@@ -1,0 +1,264 @@
+//! Cold ranges: file data that is not in the page cache is read on tokio's blocking
+//! pool before a strategy's syscall touches it, so that a download from a cold disk
+//! does not stall the other connections of its worker (nginx's `aio threads`).
+//!
+//! sendfile(2), pread(2) and a fault on a mapping all block the calling thread while
+//! the disk reads; on a per-core worker that thread is the event loop of hundreds of
+//! connections. So each strategy asks a [`ReadAhead`] before every syscall how far it may
+//! go without waiting: the read-ahead probes the next window (up to [`WINDOW`] bytes) with
+//! mincore(2) ([`SharedFile::residency`]), and a window that is not all cached is brought
+//! in on the pool by sendfile(2) to `/dev/null` (the kernel reads the pages into the page
+//! cache and drops its references: no copy). While one window is sent, the next one is
+//! read, so a cold download streams at disk speed.
+//!
+//! Where mincore cannot see (a file this process neither owns nor may write, see
+//! [`crate::cache::Residency::Unknown`]) every window goes through the pool: that costs a
+//! thread hop per window of a cached file, never a stalled loop.
+
+use std::fs::File;
+use std::io;
+use std::sync::{Arc, OnceLock};
+
+use clap::ValueEnum;
+use serde::Deserialize;
+use tokio::task::JoinHandle;
+
+use crate::cache::{Residency, SharedFile};
+
+/// Largest span probed and brought in at once, aligned to multiples of itself in the
+/// file: 2 MiB, a large folio of the page cache and the `mmap` strategy's window.
+pub const WINDOW: u64 = 2 << 20;
+
+/// Where a strategy waits for file data that is not in the page cache
+/// (`--cold-reads`).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Deserialize, ValueEnum)]
+#[serde(rename_all = "kebab-case")]
+pub enum ColdReads {
+    /// On the blocking pool: the event loop never waits for the disk.
+    #[default]
+    Pool,
+    /// On the worker thread, as a plain sendfile/pread would: every other connection of
+    /// the worker waits too (for comparison, and for data that is always cached).
+    Inline,
+}
+
+impl ColdReads {
+    /// The name as written on the command line.
+    pub fn name(self) -> &'static str {
+        match self {
+            ColdReads::Pool => "pool",
+            ColdReads::Inline => "inline",
+        }
+    }
+}
+
+/// The read-ahead of one range of one response.
+#[derive(Debug)]
+pub(super) struct ReadAhead<'a> {
+    file: &'a Arc<SharedFile>,
+    /// Off for `--cold-reads inline`.
+    on: bool,
+    /// The end of the range being sent.
+    end: u64,
+    /// `[start, ready)` is known to be cached (or was brought in).
+    ready: u64,
+    /// A window being brought in on the pool: its end and the task.
+    reading: Option<(u64, JoinHandle<()>)>,
+    /// Windows that were not cached and went to the pool.
+    cold_windows: u32,
+}
+
+impl<'a> ReadAhead<'a> {
+    /// The read-ahead for sending `file[start..end]`.
+    pub(super) fn new(file: &'a Arc<SharedFile>, cold: ColdReads, start: u64, end: u64) -> Self {
+        ReadAhead {
+            file,
+            on: cold == ColdReads::Pool,
+            end,
+            ready: start,
+            reading: None,
+            cold_windows: 0,
+        }
+    }
+
+    /// Waits until the file from `offset` on is in the page cache, up to the returned
+    /// end (at most the range's end), and starts bringing in the window after it.
+    /// A syscall that stays below the returned end does not wait for the disk.
+    pub(super) async fn ready(&mut self, offset: u64) -> u64 {
+        if !self.on {
+            return self.end;
+        }
+        if offset < self.ready {
+            return self.ready;
+        }
+        let this_end = window_end(offset, self.end);
+        match self.reading.take() {
+            Some((end, task)) if end == this_end => {
+                // The window being read is this one: wait for it.
+                let _ = task.await;
+            }
+            other => {
+                // Nothing for this window yet (a new range, or a jump): an unfinished
+                // task for another window runs on and is not waited for.
+                drop(other);
+                if self.file.residency(offset, this_end - offset) != Residency::Resident {
+                    let _ = self.bring_in(offset, this_end).await;
+                }
+            }
+        }
+        self.ready = this_end;
+        if this_end < self.end {
+            let next_end = window_end(this_end, self.end);
+            if self.file.residency(this_end, next_end - this_end) != Residency::Resident {
+                self.reading = Some((next_end, self.bring_in(this_end, next_end)));
+            }
+        }
+        self.ready
+    }
+
+    /// Whether cold windows are brought in on the pool (`--cold-reads pool`).
+    pub(super) fn pooled(&self) -> bool {
+        self.on
+    }
+
+    /// Waits until all of `file[start..end]` is cached (for a small body read in one
+    /// pread).
+    pub(super) async fn ready_through(&mut self, start: u64, end: u64) {
+        let mut at = start;
+        while at < end {
+            at = self.ready(at).await;
+        }
+    }
+
+    /// Windows of this range that were not cached and were read on the pool.
+    pub(super) fn cold_windows(&self) -> u32 {
+        self.cold_windows
+    }
+
+    /// Reads `file[start..end]` into the page cache on the blocking pool.
+    fn bring_in(&mut self, start: u64, end: u64) -> JoinHandle<()> {
+        self.cold_windows += 1;
+        let file = Arc::clone(self.file);
+        tokio::task::spawn_blocking(move || {
+            if let Err(error) = bring_in(&file, start, end) {
+                // The strategy's own read meets the same error and reports it.
+                tracing::debug!(%error, "reading ahead failed");
+            }
+        })
+    }
+}
+
+/// The end of the window that holds `offset`: the next multiple of [`WINDOW`], or `end`.
+fn window_end(offset: u64, end: u64) -> u64 {
+    (offset / WINDOW + 1).saturating_mul(WINDOW).min(end)
+}
+
+/// Reads `file[start..end]` into the page cache, blocking: sendfile(2) to `/dev/null`
+/// (the pages are read and released, not copied), or where that is refused, pread(2)
+/// into a scratch buffer.
+fn bring_in(file: &File, start: u64, end: u64) -> io::Result<()> {
+    static DEV_NULL: OnceLock<Option<File>> = OnceLock::new();
+    let null = DEV_NULL.get_or_init(|| {
+        File::options()
+            .write(true)
+            .open("/dev/null")
+            .inspect_err(|error| {
+                tracing::warn!(%error, "cannot open /dev/null: cold ranges are read with pread");
+            })
+            .ok()
+    });
+    let mut offset = start;
+    if let Some(null) = null {
+        while offset < end {
+            let count = (end - offset) as usize;
+            match rustix::fs::sendfile(null, file, Some(&mut offset), count) {
+                Ok(0) => return Ok(()),
+                Ok(_) => {}
+                Err(rustix::io::Errno::INTR) => {}
+                Err(rustix::io::Errno::INVAL | rustix::io::Errno::NOSYS) => break,
+                Err(error) => return Err(error.into()),
+            }
+        }
+    }
+    let mut scratch = vec![0u8; (end - offset).min(WINDOW) as usize];
+    while offset < end {
+        let want = ((end - offset) as usize).min(scratch.len());
+        match rustix::io::pread(file, &mut scratch[..want], offset) {
+            Ok(0) => break,
+            Ok(n) => offset += n as u64,
+            Err(rustix::io::Errno::INTR) => {}
+            Err(error) => return Err(error.into()),
+        }
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::os::fd::AsFd as _;
+
+    fn cold_file(len: usize) -> (tempfile::NamedTempFile, Arc<SharedFile>) {
+        let mut temp = tempfile::NamedTempFile::new().unwrap();
+        std::io::Write::write_all(&mut temp, &vec![7u8; len]).unwrap();
+        temp.as_file().sync_all().unwrap();
+        let file = File::open(temp.path()).unwrap();
+        rustix::fs::fadvise(file.as_fd(), 0, None, rustix::fs::Advice::DontNeed).unwrap();
+        (temp, Arc::new(SharedFile::new(file)))
+    }
+
+    #[test]
+    fn windows_end_on_window_multiples_and_the_range_end() {
+        assert_eq!(window_end(0, 10 * WINDOW), WINDOW);
+        assert_eq!(window_end(WINDOW - 1, 10 * WINDOW), WINDOW);
+        assert_eq!(window_end(WINDOW, 10 * WINDOW), 2 * WINDOW);
+        assert_eq!(window_end(5, 100), 100);
+        assert_eq!(window_end(u64::MAX - 1, u64::MAX), u64::MAX);
+    }
+
+    #[tokio::test(flavor = "current_thread")]
+    async fn cold_windows_are_brought_in_and_hot_ones_left_alone() {
+        let len = 3 * WINDOW as usize + 100;
+        let (_temp, file) = cold_file(len);
+        // Dropped pages of a file on a disk (not tmpfs): mincore must see them.
+        if file.residency(0, len as u64) == Residency::Resident {
+            eprintln!("skipped: the temporary directory keeps files in memory (tmpfs)");
+            return;
+        }
+        let mut ahead = ReadAhead::new(&file, ColdReads::Pool, 10, len as u64);
+        assert_eq!(ahead.ready(10).await, WINDOW);
+        assert_eq!(file.residency(10, WINDOW - 10), Residency::Resident);
+        assert_eq!(
+            ahead.ready(WINDOW - 1).await,
+            WINDOW,
+            "inside the ready span"
+        );
+        assert_eq!(ahead.ready(WINDOW).await, 2 * WINDOW, "read ahead, awaited");
+        assert_eq!(file.residency(0, 2 * WINDOW), Residency::Resident);
+        // A jump past the window being read ahead (which runs on, unawaited).
+        assert_eq!(ahead.ready(3 * WINDOW).await, len as u64);
+        assert_eq!(file.residency(3 * WINDOW, 100), Residency::Resident);
+        // The first window went to the pool; the kernel's own read-ahead may have
+        // brought in later ones with it.
+        let cold = ahead.cold_windows();
+        assert!((1..=4).contains(&cold), "{cold} windows went to the pool");
+
+        // All cached now: nothing goes to the pool.
+        let mut again = ReadAhead::new(&file, ColdReads::Pool, 0, 2 * WINDOW);
+        again.ready_through(0, 2 * WINDOW).await;
+        assert_eq!(again.cold_windows(), 0);
+
+        // Inline: never probes, never reads ahead.
+        let (_temp, cold_file) = cold_file(len);
+        let mut inline = ReadAhead::new(&cold_file, ColdReads::Inline, 0, len as u64);
+        assert_eq!(inline.ready(0).await, len as u64);
+        assert_eq!(cold_file.residency(0, len as u64), Residency::Cold);
+    }
+
+    #[test]
+    fn bring_in_stops_at_the_end_of_a_short_file() {
+        let (_temp, file) = cold_file(5000);
+        bring_in(&file, 0, 3 * WINDOW).unwrap();
+        bring_in(&file, 4000, 4001).unwrap();
+    }
+}

@@ -1,0 +1,126 @@
+//! Cold disks: file data that is not in the page cache is read on the blocking pool
+//! (`--cold-reads pool`, the default) and paths the open-file cache does not hold are
+//! opened there, so the event loop never waits for the disk. The metrics count both;
+//! `--cold-reads inline` does neither. Bodies stay byte for byte the files'.
+//!
+//! How much this keeps other connections fast is measured, not tested:
+//! `cargo xtask loadtest --cold` (crates/ioserve/README.md, "Cold disks").
+
+use std::os::fd::AsFd as _;
+use std::time::Duration;
+
+use crate::support::*;
+
+/// A file of `len` bytes whose pages are dropped from the page cache, in a directory on
+/// the disk that holds the build (tmpfs would keep every page).
+fn cold_tree(len: usize) -> (tempfile::TempDir, Vec<u8>) {
+    let dir = tempfile::tempdir_in(env!("CARGO_TARGET_TMPDIR")).unwrap();
+    let data = random_bytes(len, 4242);
+    std::fs::write(dir.path().join("cold.bin"), &data).unwrap();
+    (dir, data)
+}
+
+fn drop_from_page_cache(path: &std::path::Path) {
+    let file = std::fs::File::open(path).unwrap();
+    file.sync_all().unwrap();
+    rustix::fs::fadvise(file.as_fd(), 0, None, rustix::fs::Advice::DontNeed).unwrap();
+}
+
+/// `name`'s value in a scrape of the metrics listener.
+fn metric(server: &Server, name: &str) -> u64 {
+    let text = String::from_utf8(get(server.metrics.unwrap(), "/metrics", &[]).body).unwrap();
+    text.lines()
+        .find_map(|l| l.strip_prefix(name)?.strip_prefix(' '))
+        .unwrap_or_else(|| panic!("{name} missing in\n{text}"))
+        .parse()
+        .unwrap()
+}
+
+#[test]
+fn cold_data_and_uncached_paths_go_to_the_pool_under_every_strategy() {
+    let (dir, data) = cold_tree(9 << 20);
+    let path = dir.path().join("cold.bin");
+    for strategy in STRATEGIES {
+        for cold_reads in ["pool", "inline"] {
+            let server = Server::start(
+                strategy,
+                dir.path(),
+                &[
+                    "--metrics-listen",
+                    "127.0.0.1:0",
+                    "--cold-reads",
+                    cold_reads,
+                    "--open-file-cache-valid",
+                    "60s",
+                    "--workers",
+                    "1",
+                ],
+            );
+            drop_from_page_cache(&path);
+            let whole = get(server.addr, "/cold.bin", &[]);
+            assert_eq!(whole.status, 200, "{strategy} {cold_reads}");
+            assert!(whole.body == data, "{strategy} {cold_reads}: body differs");
+            drop_from_page_cache(&path);
+            let range = get(
+                server.addr,
+                "/cold.bin",
+                &[("Range", "bytes=3000000-7999999")],
+            );
+            assert_eq!(range.status, 206);
+            assert!(
+                range.body == data[3_000_000..8_000_000],
+                "{strategy} {cold_reads}"
+            );
+
+            // Counted once the response is written, which may trail the client.
+            let settled = |name: &str, check: fn(u64) -> bool| {
+                eventually(Duration::from_secs(5), || check(metric(&server, name)))
+            };
+            let windows = "ioserve_cold_windows_total";
+            let opens = "ioserve_offloaded_opens_total";
+            match (strategy, cold_reads) {
+                // buffered reads on the pool anyway: it has no read-ahead of its own.
+                ("buffered", "pool") => assert!(settled(windows, |n| n == 0)),
+                (_, "pool") => assert!(
+                    settled(windows, |n| n >= 2),
+                    "{strategy}: each cold download reads at least one window on the pool: {}",
+                    metric(&server, windows)
+                ),
+                _ => assert!(settled(windows, |n| n == 0), "{strategy} inline"),
+            }
+            // The first request opened the path on the pool; the second found it in the
+            // open-file cache (one worker: one shard).
+            let expected = if cold_reads == "pool" { 1 } else { 0 };
+            assert_eq!(metric(&server, opens), expected, "{strategy} {cold_reads}");
+        }
+    }
+}
+
+#[test]
+fn paths_that_are_not_files_are_answered_off_the_loop() {
+    let (dir, _) = cold_tree(10);
+    std::fs::create_dir(dir.path().join("sub")).unwrap();
+    let server = Server::start(
+        "sendfile",
+        dir.path(),
+        &[
+            "--metrics-listen",
+            "127.0.0.1:0",
+            "--open-file-cache-valid",
+            "60s",
+            "--workers",
+            "1",
+        ],
+    );
+    assert_eq!(get(server.addr, "/missing", &[]).status, 404);
+    assert_eq!(get(server.addr, "/sub", &[]).status, 301);
+    assert_eq!(get(server.addr, "/sub/", &[]).status, 200);
+    assert_eq!(get(server.addr, "/cold.bin", &[]).status, 200);
+    assert_eq!(get(server.addr, "/cold.bin", &[]).status, 200);
+    let opens = || metric(&server, "ioserve_offloaded_opens_total");
+    assert!(
+        eventually(Duration::from_secs(5), || opens() == 4),
+        "4 paths opened off the loop, the fifth request from the cache: {}",
+        opens()
+    );
+}
