@@ -6,7 +6,8 @@
 //!                                the guests (numa, clock, arm64), the aarch64 build,
 //!                                simd's scalar paths under Miri
 //! cargo xtask fuzz [SECONDS]     a short run of every cargo-fuzz target (nightly)
-//! cargo xtask loadtest [--quick]  ioserve against nginx and Go's FileServer (wrk)
+//! cargo xtask loadtest [--quick]  ioserve against nginx and Go's FileServer (wrk);
+//!                                 --cold: hot requests beside cold downloads
 //! cargo xtask numa-vm            numa in 2- and 4-node qemu guests
 //! cargo xtask clock-vm           probe's clock checks under tsc, hpet and acpi_pm guests
 //! cargo xtask arm64-vm           simd, numa, probe and ioserve on Debian's arm64 kernel

@@ -21,6 +21,7 @@ use std::num::NonZeroUsize;
 use std::ops::Deref;
 use std::os::unix::fs::MetadataExt;
 use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
@@ -40,6 +41,9 @@ use crate::path::Root;
 pub struct SharedFile {
     file: File,
     mapping: Mutex<Option<Mapping>>,
+    /// Whether the kernel's read-ahead is off for this descriptor (see
+    /// [`SharedFile::own_read_ahead`]).
+    own_read_ahead: AtomicBool,
 }
 
 /// A mapping of a [`SharedFile`], and whether mincore(2) tells the truth about it.
@@ -56,9 +60,11 @@ struct Mapping {
 /// Whether a span of a file is in the page cache.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Residency {
-    /// Every page is cached: reading it does not wait for the disk.
+    /// Every page is cached and its first and last pages are read in: reading it does
+    /// not wait for the disk.
     Resident,
-    /// Some page is not cached.
+    /// Some page is not cached, or still being read (a page the kernel's own
+    /// read-ahead inserted is present before its data is).
     Cold,
     /// This process cannot tell: mincore(2) hides residency of files it neither owns
     /// nor may write, or the file cannot be mapped.
@@ -71,6 +77,19 @@ impl SharedFile {
         SharedFile {
             file,
             mapping: Mutex::new(None),
+            own_read_ahead: AtomicBool::new(false),
+        }
+    }
+
+    /// Turns the kernel's read-ahead off for this descriptor (`POSIX_FADV_RANDOM`), once:
+    /// the server reads ahead itself, a window at a time on its pool. Otherwise the
+    /// kernel reads far ahead of a window (`read_ahead_kb`, often MBs) and leaves marks
+    /// in the pages it read; the event loop's sendfile meeting such a mark starts the
+    /// next read-ahead from the loop, and a page the kernel inserted ahead counts as
+    /// cached (mincore) while its read is still in flight.
+    pub fn own_read_ahead(&self) {
+        if !self.own_read_ahead.swap(true, Ordering::Relaxed) {
+            let _ = rustix::fs::fadvise(&self.file, 0, None, rustix::fs::Advice::Random);
         }
     }
 
@@ -86,7 +105,10 @@ impl SharedFile {
     }
 
     /// Whether `file[start..start + len]` is in the page cache: one mincore(2) per 512
-    /// pages on the shared mapping, no read and no fault.
+    /// pages on the shared mapping (no fault), then a one-byte `preadv2(RWF_NOWAIT)`
+    /// of the first and the last page, because mincore counts a page that is present
+    /// but whose read is still in flight. Read-ahead fills a span in order, so the
+    /// last page read in means the span is.
     pub fn residency(&self, start: u64, len: u64) -> Residency {
         if len == 0 {
             return Residency::Resident;
@@ -100,9 +122,26 @@ impl SharedFile {
                 .then(|| all_resident(&mapping.map, start as usize, end as usize))
         });
         match probed {
-            Ok(Some(Ok(true))) => Residency::Resident,
-            Ok(Some(Ok(false))) => Residency::Cold,
+            Ok(Some(Ok(true))) if self.read_in(start) && self.read_in(end - 1) => {
+                Residency::Resident
+            }
+            Ok(Some(Ok(_))) => Residency::Cold,
             _ => Residency::Unknown,
+        }
+    }
+
+    /// Whether the byte at `offset` can be read without waiting for the disk.
+    ///
+    /// A file system that cannot say (`EOPNOTSUPP`: tmpfs before Linux 6.6, some
+    /// network file systems) leaves mincore's word standing.
+    fn read_in(&self, offset: u64) -> bool {
+        let mut byte = [0u8; 1];
+        let mut bufs = [io::IoSliceMut::new(&mut byte)];
+        let flags = rustix::io::ReadWriteFlags::NOWAIT;
+        // 0 (past the end) waits for nothing either.
+        match rustix::io::preadv2(&self.file, &mut bufs, offset, flags) {
+            Ok(_) | Err(rustix::io::Errno::OPNOTSUPP) => true,
+            Err(_) => false,
         }
     }
 

@@ -74,6 +74,30 @@ impl<'a> Output<'a> {
         Ok(read?)
     }
 
+    /// As [`Output::queue_from_file`], but only if every byte is in the page cache
+    /// (`preadv2(RWF_NOWAIT)`): `Ok(None)`, with nothing queued, where reading would
+    /// wait for the disk.
+    pub fn queue_from_cache(
+        &mut self,
+        file: &File,
+        offset: u64,
+        len: usize,
+    ) -> io::Result<Option<usize>> {
+        let start = self.pending.len();
+        self.pending.resize(start + len, 0);
+        let mut bufs = [io::IoSliceMut::new(&mut self.pending[start..])];
+        let read = rustix::io::preadv2(file, &mut bufs, offset, rustix::io::ReadWriteFlags::NOWAIT);
+        let (kept, result) = match read {
+            // A short read stops at a page that is not cached, or at the end of the file.
+            Ok(n) if n == len || n == 0 => (n, Ok(Some(n))),
+            // EOPNOTSUPP: this file system cannot tell; the caller asks another way.
+            Ok(_) | Err(rustix::io::Errno::AGAIN | rustix::io::Errno::OPNOTSUPP) => (0, Ok(None)),
+            Err(error) => (0, Err(error.into())),
+        };
+        self.pending.truncate(start + kept);
+        result
+    }
+
     /// Writes the queued bytes and then all of `data`, in as few `writev` calls as the
     /// socket allows.
     pub async fn write(&mut self, data: &[u8]) -> io::Result<()> {

@@ -8,7 +8,8 @@
 //! each run. Then [`memory`] measures what idle and slow clients cost each server.
 //!
 //! By job: [`servers`] starts and watches the servers, [`wrk`] runs the load and reads
-//! its figures, [`report`] writes the medians as a table and a chart.
+//! its figures, [`report`] writes the medians as a table and a chart. `--cold` runs the
+//! cold-disk scenario instead ([`cold`], with [`throttle`] for a slow disk).
 
 use std::fs;
 use std::io::Write as _;
@@ -20,9 +21,11 @@ use serde::Serialize;
 
 use crate::{cargo, ensure_packages, on_path, project_root, step};
 
+mod cold;
 mod memory;
 mod report;
 mod servers;
+mod throttle;
 mod wrk;
 
 use report::{medians, render_chart, render_table};
@@ -40,6 +43,10 @@ pub struct Options {
     pub only: Vec<String>,
     /// Clients of the memory-per-connection measurement.
     pub connections: usize,
+    /// Run the cold-disk scenario instead.
+    pub cold: bool,
+    /// The cold scenario's disk read limit in MB/s (0: none).
+    pub disk_mbps: u64,
 }
 
 /// The command line of `cargo xtask loadtest`; [`Args::resolve`] applies `--quick`.
@@ -60,6 +67,15 @@ pub struct Args {
     /// A short run: 1 round of 3 s, 2000 clients
     #[arg(long)]
     quick: bool,
+    /// The cold-disk scenario instead: hot 4 KiB requests beside 16 clients downloading
+    /// 256 MiB files dropped from the page cache (ioserve with cold reads on its pool and
+    /// inline, nginx with and without `aio threads`); writes cold.md and cold.json
+    #[arg(long)]
+    cold: bool,
+    /// With --cold: limit the servers' disk reads to this many MB/s (a cgroup throttle),
+    /// as a cloud volume or a spinning disk would; 0 for none [default: 200]
+    #[arg(long, value_name = "MB/S", requires = "cold")]
+    disk_mbps: Option<u64>,
 }
 
 impl Args {
@@ -73,6 +89,8 @@ impl Args {
             rounds: pick(self.rounds, 3, 1) as usize,
             connections: pick(self.connections, 10_000, 2_000) as usize,
             only: self.only,
+            cold: self.cold,
+            disk_mbps: self.disk_mbps.unwrap_or(200),
         }
     }
 }
@@ -169,25 +187,22 @@ pub fn run(options: &Options) -> Result<()> {
     ensure_packages(&[("nginx", "nginx"), ("wrk", "wrk")])?;
     let out = project_root().join("target/loadtest");
     fs::create_dir_all(&out)?;
-    let go = find_go()?;
     step(
         "build ioserve (release)",
         cargo(&["build", "--release", "-p", "ioserve"]),
     )?;
-    let mut build_go = Command::new(&go);
+    let www = out.join("www");
+    prepare_files(&www)?;
+    fs::write(out.join("report.lua"), REPORT_LUA)?;
+    if options.cold {
+        return cold::run(options, &www, &out);
+    }
+    let mut build_go = Command::new(find_go()?);
     build_go
         .current_dir(project_root().join("benches/peers/go-fileserver"))
         .args(["build", "-o"])
         .arg(out.join("go-fileserver"));
     step("build the Go FileServer peer", build_go)?;
-
-    let www = out.join("www");
-    prepare_files(&www)?;
-    fs::write(out.join("report.lua"), REPORT_LUA)?;
-    fs::write(
-        out.join("ranges.lua"),
-        format!("{RANGES_LUA}\n{REPORT_LUA}"),
-    )?;
 
     let specs: Vec<ServerSpec> = servers()
         .into_iter()
@@ -325,9 +340,12 @@ fn prepare_files(www: &Path) -> Result<()> {
         }
         file.flush()?;
     }
-    // Warm the page cache.
+    // Warm the page cache (the cold scenario's files are in a directory of their own).
     for entry in fs::read_dir(www)? {
-        std::io::copy(&mut fs::File::open(entry?.path())?, &mut std::io::sink())?;
+        let entry = entry?;
+        if entry.file_type()?.is_file() {
+            std::io::copy(&mut fs::File::open(entry.path())?, &mut std::io::sink())?;
+        }
     }
     Ok(())
 }
@@ -380,9 +398,13 @@ mod tests {
         };
         let o = parse(&["--quick", "--only", "nginx,ioserve-sendfile"]).unwrap();
         assert_eq!(
-            (o.duration, o.rounds, o.only.len(), o.connections),
-            (3, 1, 2, 2000)
+            (o.duration, o.rounds, o.only.len(), o.connections, o.cold),
+            (3, 1, 2, 2000, false)
         );
+        let o = parse(&["--cold"]).unwrap();
+        assert_eq!((o.cold, o.disk_mbps), (true, 200));
+        assert_eq!(parse(&["--cold", "--disk-mbps", "0"]).unwrap().disk_mbps, 0);
+        assert!(parse(&["--disk-mbps", "100"]).is_err(), "only with --cold");
         let o = parse(&["--rounds", "5"]).unwrap();
         assert_eq!((o.duration, o.rounds, o.connections), (10, 5, 10_000));
         let error = parse(&["--duration", "0"]).unwrap_err().to_string();

@@ -14,11 +14,16 @@ use crate::project_root;
 /// How a server under test is started.
 #[derive(Clone, Debug)]
 enum Kind {
-    Nginx,
+    /// nginx; with `aio threads` its file reads (sendfile included) run on its thread
+    /// pool.
+    Nginx {
+        aio_threads: bool,
+    },
     Go,
     Ioserve {
         strategy: &'static str,
         runtime: &'static str,
+        cold_reads: &'static str,
     },
 }
 
@@ -31,7 +36,7 @@ pub(super) fn servers() -> Vec<ServerSpec> {
     let mut specs = vec![
         ServerSpec {
             name: "nginx".into(),
-            kind: Kind::Nginx,
+            kind: Kind::Nginx { aio_threads: false },
         },
         ServerSpec {
             name: "go-fileserver".into(),
@@ -44,6 +49,7 @@ pub(super) fn servers() -> Vec<ServerSpec> {
             kind: Kind::Ioserve {
                 strategy,
                 runtime: "per-core",
+                cold_reads: "pool",
             },
         });
     }
@@ -52,9 +58,33 @@ pub(super) fn servers() -> Vec<ServerSpec> {
         kind: Kind::Ioserve {
             strategy: "sendfile",
             runtime: "multi",
+            cold_reads: "pool",
         },
     });
     specs
+}
+
+/// The servers of the cold-disk scenario: ioserve with cold reads on its pool and
+/// inline, nginx as installed and with `aio threads`.
+pub(super) fn cold_servers() -> Vec<ServerSpec> {
+    let ioserve = |name: &str, cold_reads| ServerSpec {
+        name: name.into(),
+        kind: Kind::Ioserve {
+            strategy: "sendfile",
+            runtime: "per-core",
+            cold_reads,
+        },
+    };
+    let nginx = |name: &str, aio_threads| ServerSpec {
+        name: name.into(),
+        kind: Kind::Nginx { aio_threads },
+    };
+    vec![
+        ioserve("ioserve-sendfile", "pool"),
+        ioserve("ioserve-sendfile-inline", "inline"),
+        nginx("nginx", false),
+        nginx("nginx-aio-threads", true),
+    ]
 }
 
 /// A started server; stopped when dropped.
@@ -95,11 +125,11 @@ pub(crate) fn start(spec: &ServerSpec, www: &Path, out: &Path) -> Result<Running
     let port = TcpListener::bind("127.0.0.1:0")?.local_addr()?.port();
     let addr = SocketAddr::from(([127, 0, 0, 1], port));
     let mut command = match &spec.kind {
-        Kind::Nginx => {
-            let dir = out.join("nginx");
+        Kind::Nginx { aio_threads } => {
+            let dir = out.join(&spec.name);
             fs::create_dir_all(dir.join("tmp"))?;
             let conf = dir.join("nginx.conf");
-            fs::write(&conf, nginx_conf(&dir, www, addr))?;
+            fs::write(&conf, nginx_conf(&dir, www, addr, *aio_threads))?;
             let mut command = Command::new("nginx");
             command.arg("-c").arg(&conf).arg("-p").arg(&dir);
             command
@@ -113,7 +143,11 @@ pub(crate) fn start(spec: &ServerSpec, www: &Path, out: &Path) -> Result<Running
                 .arg(addr.to_string());
             command
         }
-        Kind::Ioserve { strategy, runtime } => {
+        Kind::Ioserve {
+            strategy,
+            runtime,
+            cold_reads,
+        } => {
             let mut command = Command::new(project_root().join("target/release/ioserve"));
             command.arg(www).args([
                 "--listen",
@@ -124,6 +158,8 @@ pub(crate) fn start(spec: &ServerSpec, www: &Path, out: &Path) -> Result<Running
                 runtime,
                 "--access-log",
                 "off",
+                "--cold-reads",
+                cold_reads,
             ]);
             command
         }
@@ -149,14 +185,16 @@ pub(crate) fn start(spec: &ServerSpec, www: &Path, out: &Path) -> Result<Running
     Ok(running)
 }
 
-/// nginx as the issue asks: sendfile on, tcp_nopush on, access_log off, 2 workers.
-fn nginx_conf(dir: &Path, www: &Path, addr: SocketAddr) -> String {
+/// nginx as the issue asks: sendfile on, tcp_nopush on, access_log off, 2 workers;
+/// with `aio_threads`, `aio threads` (the default pool of 32 threads).
+fn nginx_conf(dir: &Path, www: &Path, addr: SocketAddr, aio_threads: bool) -> String {
+    let aio = if aio_threads { "  aio threads;\n" } else { "" };
     let tmp = dir.join("tmp");
     let tmp = tmp.display();
     format!(
         "worker_processes 2;\ndaemon off;\npid {dir}/nginx.pid;\nerror_log {dir}/error.log warn;\n\
          worker_rlimit_nofile 65536;\nevents {{ worker_connections 32768; }}\n\
-         http {{\n  access_log off;\n  sendfile on;\n  tcp_nopush on;\n  keepalive_requests 1000000;\n  \
+         http {{\n{aio}  access_log off;\n  sendfile on;\n  tcp_nopush on;\n  keepalive_requests 1000000;\n  \
          default_type application/octet-stream;\n  client_body_temp_path {tmp};\n  proxy_temp_path {tmp};\n  \
          fastcgi_temp_path {tmp};\n  uwsgi_temp_path {tmp};\n  scgi_temp_path {tmp};\n  \
          server {{ listen {addr} reuseport; root {www}; }}\n}}\n",

@@ -62,12 +62,15 @@ pub(super) fn wrk(
         "--timeout",
         "10s",
     ]);
-    let script = if workload.script.is_some() {
-        "ranges.lua"
-    } else {
-        "report.lua"
+    let script = match workload.script {
+        Some(source) => {
+            let path = out.join(format!("{}.lua", workload.key));
+            std::fs::write(&path, format!("{source}\n{REPORT_LUA}"))?;
+            path
+        }
+        None => out.join("report.lua"),
     };
-    command.arg("-s").arg(out.join(script));
+    command.arg("-s").arg(script);
     command.arg(format!("http://{}{}", server.addr, workload.path));
     let output = command.output().context("cannot run wrk")?;
     let text = String::from_utf8_lossy(&output.stdout);

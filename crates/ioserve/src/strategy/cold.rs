@@ -71,6 +71,9 @@ pub(super) struct ReadAhead<'a> {
 impl<'a> ReadAhead<'a> {
     /// The read-ahead for sending `file[start..end]`.
     pub(super) fn new(file: &'a Arc<SharedFile>, cold: ColdReads, start: u64, end: u64) -> Self {
+        if cold == ColdReads::Pool && end - start > WINDOW {
+            file.own_read_ahead();
+        }
         ReadAhead {
             file,
             on: cold == ColdReads::Pool,
@@ -153,10 +156,17 @@ fn window_end(offset: u64, end: u64) -> u64 {
     (offset / WINDOW + 1).saturating_mul(WINDOW).min(end)
 }
 
-/// Reads `file[start..end]` into the page cache, blocking: sendfile(2) to `/dev/null`
-/// (the pages are read and released, not copied), or where that is refused, pread(2)
-/// into a scratch buffer.
+/// Reads `file[start..end]` into the page cache, blocking: `POSIX_FADV_WILLNEED` starts
+/// the reads of the whole window at once (the descriptor's own read-ahead is off), then
+/// sendfile(2) to `/dev/null` waits for them (the pages are released, not copied), or
+/// where that is refused, pread(2) into a scratch buffer.
 fn bring_in(file: &File, start: u64, end: u64) -> io::Result<()> {
+    let _ = rustix::fs::fadvise(
+        file,
+        start,
+        std::num::NonZeroU64::new(end - start),
+        rustix::fs::Advice::WillNeed,
+    );
     static DEV_NULL: OnceLock<Option<File>> = OnceLock::new();
     let null = DEV_NULL.get_or_init(|| {
         File::options()

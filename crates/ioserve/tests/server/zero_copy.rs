@@ -79,11 +79,14 @@ fn trace_downloads(strategy: &str) -> (Vec<Call>, u64) {
     (calls, received)
 }
 
+/// A call that copies file bytes into the process. One-byte `preadv2`s are the
+/// strategy's page-cache probes (`RWF_NOWAIT` on a window's first and last page, see
+/// `SharedFile::residency`), not copies of the body.
 fn is_read(call: &Call) -> bool {
-    matches!(
-        call.name.as_str(),
-        "read" | "pread64" | "readv" | "preadv" | "preadv2"
-    )
+    match call.name.as_str() {
+        "preadv2" => call.result != 1,
+        name => matches!(name, "read" | "pread64" | "readv" | "preadv"),
+    }
 }
 
 #[test]

@@ -1,0 +1,468 @@
+//! The cold-disk scenario (`cargo xtask loadtest --cold`): while 16 clients download
+//! 256 MiB files whose pages are dropped from the page cache before every download,
+//! wrk measures hot 4 KiB requests. A server whose worker waits for the disk makes
+//! every hot request queued behind it wait too; the hot p99 shows it.
+//!
+//! Each round measures every server twice, idle (wrk alone) and loaded (wrk beside
+//! the cold downloads); the report gives the medians, the loaded p99 over the idle p99,
+//! and the disk throughput the cold clients got (a server could keep its hot p99 low by
+//! starving them).
+
+use std::fs;
+use std::io::{BufRead as _, BufReader, Read as _, Write as _};
+use std::net::{SocketAddr, TcpStream};
+use std::os::fd::AsFd as _;
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::Arc;
+use std::thread::JoinHandle;
+use std::time::{Duration, Instant};
+
+use anyhow::{bail, Context as _, Result};
+use serde::Serialize;
+
+use super::servers::{cold_servers, start, Running, ServerSpec};
+use super::throttle::DiskThrottle;
+use super::wrk::{wrk, WrkResult};
+use super::{Options, Workload};
+use crate::stats::median;
+
+/// Cold clients, each with a file of its own.
+const CLIENTS: usize = 16;
+/// Size of each cold file.
+const COLD_FILE: u64 = 256 << 20;
+
+/// The hot load: a cached 4 KiB file at a steady pace, well below what any of the
+/// servers can answer, so that its latency shows waiting (for a worker stuck on the
+/// disk) rather than queueing on two saturated CPUs.
+const HOT: Workload = Workload {
+    key: "hot",
+    title: "4 KiB file, 10 connections paced at 2 ms (about 5000 requests/s)",
+    path: "/4k.bin",
+    connections: 10,
+    script: Some(PACED_LUA),
+    bulk: false,
+};
+
+/// wrk's `delay()` hook: each connection waits before its next request.
+const PACED_LUA: &str = r#"-- Each connection waits 2 ms between requests.
+function delay()
+  return 2
+end
+"#;
+
+/// One server's figures in one round.
+#[derive(Clone, Debug, Serialize)]
+struct ColdSample {
+    server: String,
+    round: usize,
+    idle_p99_ms: f64,
+    idle_requests_per_s: f64,
+    loaded_p99_ms: f64,
+    loaded_p50_ms: f64,
+    loaded_requests_per_s: f64,
+    /// What the cold clients downloaded per second while wrk ran.
+    cold_mb_per_s: f64,
+    /// Cold downloads completed while wrk ran.
+    cold_downloads: u64,
+    errors: u64,
+}
+
+/// Medians over the rounds.
+#[derive(Clone, Debug, Serialize)]
+struct ColdMedian {
+    server: String,
+    idle_p99_ms: f64,
+    loaded_p50_ms: f64,
+    loaded_p99_ms: f64,
+    /// Loaded p99 over idle p99.
+    slowdown: f64,
+    loaded_requests_per_s: f64,
+    cold_mb_per_s: f64,
+    errors: u64,
+}
+
+/// Runs the scenario and writes target/loadtest/{cold.md,cold.json}.
+pub(super) fn run(options: &Options, www: &Path, out: &Path) -> Result<()> {
+    let files = prepare_cold_files(&www.join("cold"))?;
+    let specs: Vec<ServerSpec> = cold_servers()
+        .into_iter()
+        .filter(|s| options.only.is_empty() || options.only.iter().any(|o| s.name.contains(o)))
+        .collect();
+    if specs.is_empty() {
+        bail!(
+            "--only matches no server of --cold; servers: {}",
+            cold_servers()
+                .iter()
+                .map(|s| s.name.as_str())
+                .collect::<Vec<_>>()
+                .join(", ")
+        );
+    }
+    let mut running = Vec::new();
+    for spec in &specs {
+        running.push(start(spec, www, out)?);
+    }
+    // Each server reads from a "disk" of its own; dropped before the servers, which go
+    // back to the root cgroup, then stop.
+    let throttles = running
+        .iter()
+        .map(|server| {
+            (options.disk_mbps > 0)
+                .then(|| {
+                    DiskThrottle::apply(
+                        &server.name,
+                        &www.join("cold"),
+                        &server.pids(),
+                        options.disk_mbps * 1_000_000,
+                    )
+                })
+                .transpose()
+        })
+        .collect::<Result<Vec<_>>>()?;
+    eprintln!(
+        "xtask loadtest --cold: {} servers, {} rounds of 2 x {} s each, {CLIENTS} cold clients of {} MiB files, disk reads {}",
+        running.len(),
+        options.rounds,
+        options.duration,
+        COLD_FILE >> 20,
+        disk_rate(options.disk_mbps)
+    );
+    for server in &running {
+        wrk(server, &HOT, 1, out)?;
+    }
+    let mut samples = Vec::new();
+    for round in 0..options.rounds {
+        for i in 0..running.len() {
+            let index = (i + round) % running.len();
+            let server = &running[index];
+            let sample = measure(server, &files, round, options.duration, out)?;
+            if let Some(throttle) = &throttles[index] {
+                throttle.settle(Duration::from_secs(30));
+            }
+            eprintln!(
+                "  round {} {:<24} idle p99 {:>7.2} ms, loaded p99 {:>7.2} ms ({:.1}x), cold {:>5.0} MB/s",
+                round + 1,
+                sample.server,
+                sample.idle_p99_ms,
+                sample.loaded_p99_ms,
+                sample.loaded_p99_ms / sample.idle_p99_ms,
+                sample.cold_mb_per_s
+            );
+            samples.push(sample);
+        }
+    }
+    drop(throttles);
+    drop(running);
+    let medians = medians(&samples, &specs);
+    let table = render(&medians, options);
+    println!("{table}");
+    fs::write(out.join("cold.md"), &table)?;
+    fs::write(
+        out.join("cold.json"),
+        serde_json::to_string_pretty(&serde_json::json!({
+            "duration_s": options.duration,
+            "rounds": options.rounds,
+            "clients": CLIENTS,
+            "cold_file_bytes": COLD_FILE,
+            "hot": HOT.title,
+            "disk_mbps": options.disk_mbps,
+            "medians": medians,
+            "samples": samples,
+        }))?,
+    )?;
+    eprintln!(
+        "xtask loadtest --cold: wrote {}/{{cold.md,cold.json}}",
+        out.display()
+    );
+    Ok(())
+}
+
+/// The cold files: pseudo-random, so that nothing is sparse.
+fn prepare_cold_files(dir: &Path) -> Result<Vec<String>> {
+    fs::create_dir_all(dir)?;
+    let mut names = Vec::new();
+    for i in 0..CLIENTS {
+        let name = format!("c{i:02}.bin");
+        let path = dir.join(&name);
+        if !fs::metadata(&path).is_ok_and(|m| m.len() == COLD_FILE) {
+            eprintln!("xtask loadtest --cold: writing {}", path.display());
+            let mut block = vec![0u8; 1 << 20];
+            let mut state = 0x2545_f491_4f6c_dd1du64 ^ i as u64;
+            let mut file = std::io::BufWriter::new(fs::File::create(&path)?);
+            for _ in 0..COLD_FILE / block.len() as u64 {
+                for chunk in block.chunks_mut(8) {
+                    state ^= state << 13;
+                    state ^= state >> 7;
+                    state ^= state << 17;
+                    chunk.copy_from_slice(&state.to_le_bytes());
+                }
+                file.write_all(&block)?;
+            }
+            file.into_inner()?.sync_all()?;
+        }
+        names.push(name);
+    }
+    Ok(names)
+}
+
+fn measure(
+    server: &Running,
+    files: &[String],
+    round: usize,
+    seconds: u64,
+    out: &Path,
+) -> Result<ColdSample> {
+    let idle = wrk(server, &HOT, seconds, out)?;
+    let cold_dir = out.join("www/cold");
+    let downloads = ColdClients::start(server.addr, &cold_dir, files);
+    let loaded = wrk(server, &HOT, seconds, out);
+    let (bytes, completed, elapsed) = downloads.stop()?;
+    let loaded: WrkResult = loaded?;
+    Ok(ColdSample {
+        server: server.name.clone(),
+        round,
+        idle_p99_ms: idle.p99_ms,
+        idle_requests_per_s: idle.requests_per_s,
+        loaded_p99_ms: loaded.p99_ms,
+        loaded_p50_ms: loaded.p50_ms,
+        loaded_requests_per_s: loaded.requests_per_s,
+        cold_mb_per_s: bytes as f64 / elapsed / 1e6,
+        cold_downloads: completed,
+        errors: idle.errors + loaded.errors,
+    })
+}
+
+/// The cold clients: each downloads its file again and again on one keep-alive
+/// connection, dropping the file's pages from the page cache before each download.
+struct ColdClients {
+    stop: Arc<AtomicBool>,
+    bytes: Arc<AtomicU64>,
+    completed: Arc<AtomicU64>,
+    started: Instant,
+    threads: Vec<JoinHandle<Result<()>>>,
+}
+
+impl ColdClients {
+    fn start(addr: SocketAddr, dir: &Path, files: &[String]) -> ColdClients {
+        let stop = Arc::new(AtomicBool::new(false));
+        let bytes = Arc::new(AtomicU64::new(0));
+        let completed = Arc::new(AtomicU64::new(0));
+        let threads = files
+            .iter()
+            .map(|name| {
+                let client = ColdClient {
+                    addr,
+                    path: dir.join(name),
+                    url_path: format!("/cold/{name}"),
+                    stop: Arc::clone(&stop),
+                    bytes: Arc::clone(&bytes),
+                    completed: Arc::clone(&completed),
+                };
+                std::thread::spawn(move || client.run())
+            })
+            .collect();
+        ColdClients {
+            stop,
+            bytes,
+            completed,
+            started: Instant::now(),
+            threads,
+        }
+    }
+
+    /// Stops the clients; returns the bytes they received, the downloads they
+    /// completed and the seconds they ran.
+    fn stop(self) -> Result<(u64, u64, f64)> {
+        let elapsed = self.started.elapsed().as_secs_f64();
+        let bytes = self.bytes.load(Ordering::Relaxed);
+        self.stop.store(true, Ordering::Relaxed);
+        for thread in self.threads {
+            thread
+                .join()
+                .map_err(|_| anyhow::anyhow!("a cold client panicked"))??;
+        }
+        Ok((bytes, self.completed.load(Ordering::Relaxed), elapsed))
+    }
+}
+
+struct ColdClient {
+    addr: SocketAddr,
+    /// The file on disk, whose pages are dropped before each download.
+    path: PathBuf,
+    url_path: String,
+    stop: Arc<AtomicBool>,
+    bytes: Arc<AtomicU64>,
+    completed: Arc<AtomicU64>,
+}
+
+impl ColdClient {
+    fn run(&self) -> Result<()> {
+        let stream = TcpStream::connect(self.addr)
+            .with_context(|| format!("cold client cannot connect to {}", self.addr))?;
+        // Short, so that a stop is seen soon even while the server is slow.
+        stream.set_read_timeout(Some(Duration::from_millis(200)))?;
+        let mut writer = stream.try_clone()?;
+        let mut reader = BufReader::with_capacity(256 << 10, stream);
+        let request = format!("GET {} HTTP/1.1\r\nHost: cold\r\n\r\n", self.url_path);
+        let mut scratch = vec![0u8; 256 << 10];
+        while !self.stopped() {
+            drop_from_page_cache(&self.path)?;
+            writer.write_all(request.as_bytes())?;
+            let Some(mut remaining) = self.read_head(&mut reader)? else {
+                return Ok(());
+            };
+            while remaining > 0 {
+                let want = scratch.len().min(remaining as usize);
+                match reader.read(&mut scratch[..want]) {
+                    Ok(0) => bail!("{} closed the connection mid-body", self.url_path),
+                    Ok(n) => {
+                        remaining -= n as u64;
+                        self.bytes.fetch_add(n as u64, Ordering::Relaxed);
+                    }
+                    Err(e) if is_timeout(&e) && self.stopped() => return Ok(()),
+                    Err(e) if is_timeout(&e) => {}
+                    Err(e) => return Err(e.into()),
+                }
+            }
+            self.completed.fetch_add(1, Ordering::Relaxed);
+        }
+        Ok(())
+    }
+
+    fn stopped(&self) -> bool {
+        self.stop.load(Ordering::Relaxed)
+    }
+
+    /// Reads a response head; returns its Content-Length, or `None` when stopped
+    /// before it came.
+    fn read_head(&self, reader: &mut BufReader<TcpStream>) -> Result<Option<u64>> {
+        let mut head = Vec::new();
+        loop {
+            match reader.read_until(b'\n', &mut head) {
+                Ok(0) => bail!("{} closed the connection", self.url_path),
+                Ok(_) if head.ends_with(b"\r\n\r\n") => break,
+                Ok(_) => {}
+                Err(e) if is_timeout(&e) && self.stopped() => return Ok(None),
+                Err(e) if is_timeout(&e) => {}
+                Err(e) => return Err(e.into()),
+            }
+        }
+        let head = String::from_utf8_lossy(&head);
+        if !head.starts_with("HTTP/1.1 200") {
+            bail!(
+                "{} answered {}",
+                self.url_path,
+                head.lines().next().unwrap_or("")
+            );
+        }
+        let length = head
+            .lines()
+            .find_map(|l| {
+                let (name, value) = l.split_once(':')?;
+                name.eq_ignore_ascii_case("content-length")
+                    .then(|| value.trim().parse().ok())?
+            })
+            .with_context(|| format!("no Content-Length for {}", self.url_path))?;
+        Ok(Some(length))
+    }
+}
+
+/// How the disk is limited, in words.
+fn disk_rate(mbps: u64) -> String {
+    match mbps {
+        0 => "not limited".to_string(),
+        mbps => format!("limited to {mbps} MB/s (cgroup throttle)"),
+    }
+}
+
+fn is_timeout(error: &std::io::Error) -> bool {
+    matches!(
+        error.kind(),
+        std::io::ErrorKind::WouldBlock | std::io::ErrorKind::TimedOut
+    )
+}
+
+/// Drops `path`'s pages from the page cache (those no process holds mapped).
+fn drop_from_page_cache(path: &Path) -> Result<()> {
+    let file = fs::File::open(path).with_context(|| format!("cannot open {}", path.display()))?;
+    rustix::fs::fadvise(file.as_fd(), 0, None, rustix::fs::Advice::DontNeed)
+        .with_context(|| format!("posix_fadvise(DONTNEED) on {}", path.display()))?;
+    Ok(())
+}
+
+fn medians(samples: &[ColdSample], specs: &[ServerSpec]) -> Vec<ColdMedian> {
+    specs
+        .iter()
+        .map(|spec| {
+            let of = |f: fn(&ColdSample) -> f64| {
+                median(samples.iter().filter(|s| s.server == spec.name).map(f)).unwrap_or(f64::NAN)
+            };
+            let idle_p99_ms = of(|s| s.idle_p99_ms);
+            let loaded_p99_ms = of(|s| s.loaded_p99_ms);
+            ColdMedian {
+                server: spec.name.clone(),
+                idle_p99_ms,
+                loaded_p50_ms: of(|s| s.loaded_p50_ms),
+                loaded_p99_ms,
+                slowdown: loaded_p99_ms / idle_p99_ms,
+                loaded_requests_per_s: of(|s| s.loaded_requests_per_s),
+                cold_mb_per_s: of(|s| s.cold_mb_per_s),
+                errors: samples
+                    .iter()
+                    .filter(|s| s.server == spec.name)
+                    .map(|s| s.errors)
+                    .sum(),
+            }
+        })
+        .collect()
+}
+
+fn render(medians: &[ColdMedian], options: &Options) -> String {
+    use std::fmt::Write as _;
+    let mut text = String::new();
+    let _ = writeln!(
+        text,
+        "Cold disk: hot {} beside {CLIENTS} clients downloading {} MiB files dropped from the page cache before each download; disk reads {}.\n\
+         Medians of {} round(s) of {} s idle + {} s loaded per server; wrk -t2 on the same {} CPUs.\n",
+        HOT.title,
+        COLD_FILE >> 20,
+        disk_rate(options.disk_mbps),
+        options.rounds,
+        options.duration,
+        options.duration,
+        std::thread::available_parallelism().map_or(1, |n| n.get())
+    );
+    text.push_str("| server | idle p99 ms | loaded p50 ms | loaded p99 ms | loaded / idle p99 | hot req/s loaded | cold MB/s | errors |\n");
+    text.push_str("|---|---:|---:|---:|---:|---:|---:|---:|\n");
+    for m in medians {
+        let _ = writeln!(
+            text,
+            "| {} | {:.2} | {:.2} | {:.2} | {:.1}x | {:.0} | {:.0} | {} |",
+            m.server,
+            m.idle_p99_ms,
+            m.loaded_p50_ms,
+            m.loaded_p99_ms,
+            m.slowdown,
+            m.loaded_requests_per_s,
+            m.cold_mb_per_s,
+            m.errors
+        );
+    }
+    let find = |name: &str| medians.iter().find(|m| m.server == name);
+    if let Some(ours) = find("ioserve-sendfile") {
+        let _ = writeln!(
+            text,
+            "\nioserve-sendfile: loaded p99 {:.1}x its idle p99 (target <= 2x)",
+            ours.slowdown
+        );
+        if let Some(threads) = find("nginx-aio-threads") {
+            let _ = writeln!(
+                text,
+                "ioserve-sendfile: loaded p99 {:.2}x nginx-aio-threads' (target <= 1x)",
+                ours.loaded_p99_ms / threads.loaded_p99_ms
+            );
+        }
+    }
+    text
+}
