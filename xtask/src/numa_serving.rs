@@ -105,12 +105,7 @@ impl Layout {
             (
                 "ioserve --numa-nodes <absent> exits 1 naming the valid nodes".into(),
                 s.failure("numa-absent").and_then(|text| {
-                    let bad = self.nodes + 3;
-                    let valid = format!("valid nodes: 0-{}", self.nodes - 1);
-                    expect(
-                        text.contains(&format!("'{bad}'")) && text.contains(&valid),
-                        format!("message {text:?}"),
-                    )
+                    crate::numa_vm::names_absent_node(&text, self.nodes + 3, self.nodes)
                 }),
             ),
         ]

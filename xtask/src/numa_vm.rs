@@ -257,14 +257,8 @@ impl Guest {
             ),
             (
                 "--membind=<absent node> exits 1 naming the valid nodes".into(),
-                s.failure("bad-node").and_then(|text| {
-                    let bad = self.nodes + 5;
-                    let valid = format!("valid nodes: 0-{}", self.nodes - 1);
-                    expect(
-                        text.contains(&format!("'{bad}'")) && text.contains(&valid),
-                        format!("message {text:?} lacks '{bad}' or '{valid}'"),
-                    )
-                }),
+                s.failure("bad-node")
+                    .and_then(|text| names_absent_node(&text, self.nodes + 5, self.nodes)),
             ),
             (
                 "--cpunodebind=x exits 1 naming the token".into(),
@@ -442,6 +436,16 @@ pub(crate) fn parse_list(text: &str) -> Result<Vec<u32>, String> {
         }
     }
     Ok(ids)
+}
+
+/// Whether `text`, the error for node `bad` of a guest with `nodes` nodes, quotes the
+/// node and says which are valid (numactl's grammar and message, from the numa crate).
+pub(crate) fn names_absent_node(text: &str, bad: u32, nodes: u32) -> Outcome {
+    let valid = format!("valid nodes: 0-{}", nodes - 1);
+    expect(
+        text.contains(&format!("'{bad}'")) && text.contains(&valid),
+        format!("message {text:?} lacks '{bad}' or '{valid}'"),
+    )
 }
 
 #[cfg(test)]

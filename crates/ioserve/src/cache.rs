@@ -290,19 +290,25 @@ impl OpenFileCache {
     /// (a fresh entry): it costs an `fstat` of an open descriptor, which never waits
     /// for the disk. `None` where [`OpenFileCache::open`] would walk the path.
     pub fn lookup(&self, worker: usize, relative: &Path) -> Option<io::Result<OpenFile>> {
-        if self.shards.is_empty() {
-            return None;
+        match self.entry(worker, relative, Instant::now())? {
+            (file, true) => Some(file.metadata().map(|meta| OpenFile { file, meta })),
+            (_, false) => None,
         }
-        let shard = &self.shards[worker % self.shards.len()];
-        let file = {
-            let mut entries = shard.lock().unwrap_or_else(|e| e.into_inner());
-            let entry = entries.get(relative)?;
-            if entry.resolved.elapsed() >= self.validity {
-                return None;
-            }
-            Arc::clone(&entry.file)
-        };
-        Some(file.metadata().map(|meta| OpenFile { file, meta }))
+    }
+
+    /// `relative`'s cached file in `worker`'s shard, and whether its path was resolved
+    /// within the validity before `now`.
+    fn entry(
+        &self,
+        worker: usize,
+        relative: &Path,
+        now: Instant,
+    ) -> Option<(Arc<SharedFile>, bool)> {
+        let shard = self.shards.get(worker % self.shards.len().max(1))?;
+        let mut entries = shard.lock().unwrap_or_else(|e| e.into_inner());
+        let entry = entries.get(relative)?;
+        let fresh = now.duration_since(entry.resolved) < self.validity;
+        Some((Arc::clone(&entry.file), fresh))
     }
 
     /// Opens `relative` under `root`, from the cache when possible.
@@ -312,23 +318,13 @@ impl OpenFileCache {
         }
         let shard = &self.shards[worker % self.shards.len()];
         let now = Instant::now();
-        let (cached, fresh) = {
-            let mut entries = shard.lock().unwrap_or_else(|e| e.into_inner());
-            match entries.get(relative) {
-                Some(entry) => (
-                    Some(Arc::clone(&entry.file)),
-                    now.duration_since(entry.resolved) < self.validity,
-                ),
-                None => (None, false),
+        let cached = match self.entry(worker, relative, now) {
+            Some((file, true)) => {
+                let meta = file.metadata()?;
+                return Ok(Opened::File(OpenFile { file, meta }));
             }
+            stale => stale.map(|(file, _)| file),
         };
-        if let (Some(file), true) = (&cached, fresh) {
-            let meta = file.metadata()?;
-            return Ok(Opened::File(OpenFile {
-                file: Arc::clone(file),
-                meta,
-            }));
-        }
         let opened = Self::open_uncached(root, relative)?;
         let Opened::File(mut open) = opened else {
             shard

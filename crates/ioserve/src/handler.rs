@@ -126,7 +126,7 @@ pub fn respond(site: &Site, worker: usize, request: &Request<'_>, blocking: Bloc
 struct WouldWait;
 
 /// Opens `relative`, unless that may wait for the disk and `blocking` forbids it.
-fn open(
+fn open_path(
     site: &Site,
     worker: usize,
     relative: &Path,
@@ -175,7 +175,7 @@ fn respond_get(site: &Site, worker: usize, request: &Request<'_>, blocking: Bloc
         // As if it were not there: a 403 would confirm that `.git/config` exists.
         return Answer::Ready(Reply::error(404));
     }
-    let Ok(opened) = open(site, worker, &safe.relative, blocking) else {
+    let Ok(opened) = open_path(site, worker, &safe.relative, blocking) else {
         return Answer::Offload;
     };
     let (dir, meta) = match opened {
@@ -245,7 +245,7 @@ fn serve_file(
     for &coding in &preference.codings {
         let mut sibling = name.as_os_str().to_owned();
         sibling.push(coding.suffix());
-        if let Ok(Opened::File(found)) = self::open(site, worker, Path::new(&sibling), blocking)? {
+        if let Ok(Opened::File(found)) = open_path(site, worker, Path::new(&sibling), blocking)? {
             encoded = Some((coding, found));
             break;
         }

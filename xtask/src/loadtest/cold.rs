@@ -21,7 +21,7 @@ use std::time::{Duration, Instant};
 use anyhow::{bail, Context as _, Result};
 use serde::Serialize;
 
-use super::servers::{cold_servers, start, Running, ServerSpec};
+use super::servers::{cold_servers, select, start, Running, ServerSpec};
 use super::throttle::DiskThrottle;
 use super::wrk::{wrk, WrkResult};
 use super::{Options, Workload};
@@ -85,20 +85,7 @@ struct ColdMedian {
 /// Runs the scenario and writes target/loadtest/{cold.md,cold.json}.
 pub(super) fn run(options: &Options, www: &Path, out: &Path) -> Result<()> {
     let files = prepare_cold_files(&www.join("cold"))?;
-    let specs: Vec<ServerSpec> = cold_servers()
-        .into_iter()
-        .filter(|s| options.only.is_empty() || options.only.iter().any(|o| s.name.contains(o)))
-        .collect();
-    if specs.is_empty() {
-        bail!(
-            "--only matches no server of --cold; servers: {}",
-            cold_servers()
-                .iter()
-                .map(|s| s.name.as_str())
-                .collect::<Vec<_>>()
-                .join(", ")
-        );
-    }
+    let specs = select(cold_servers(), &options.only)?;
     let mut running = Vec::new();
     for spec in &specs {
         running.push(start(spec, www, out)?);
@@ -191,12 +178,7 @@ fn prepare_cold_files(dir: &Path) -> Result<Vec<String>> {
             let mut state = 0x2545_f491_4f6c_dd1du64 ^ i as u64;
             let mut file = std::io::BufWriter::new(fs::File::create(&path)?);
             for _ in 0..COLD_FILE / block.len() as u64 {
-                for chunk in block.chunks_mut(8) {
-                    state ^= state << 13;
-                    state ^= state >> 7;
-                    state ^= state << 17;
-                    chunk.copy_from_slice(&state.to_le_bytes());
-                }
+                super::fill_pseudo_random(&mut block, &mut state);
                 file.write_all(&block)?;
             }
             file.into_inner()?.sync_all()?;

@@ -16,7 +16,7 @@ use std::io::Write as _;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
-use anyhow::{bail, Result};
+use anyhow::Result;
 use serde::Serialize;
 
 use crate::{cargo, ensure_packages, on_path, project_root, step};
@@ -29,7 +29,7 @@ mod throttle;
 mod wrk;
 
 use report::{medians, render_chart, render_table};
-use servers::{cpu_seconds, servers, start, status_kib, Running, ServerSpec};
+use servers::{cpu_seconds, select, servers, start, status_kib, Running};
 use wrk::{wrk, RANGES_LUA, REPORT_LUA};
 
 /// Options of one load test.
@@ -204,22 +204,7 @@ pub fn run(options: &Options) -> Result<()> {
         .arg(out.join("go-fileserver"));
     step("build the Go FileServer peer", build_go)?;
 
-    let specs: Vec<ServerSpec> = servers()
-        .into_iter()
-        .filter(|s| {
-            options.only.is_empty() || options.only.iter().any(|o| s.name.contains(o.as_str()))
-        })
-        .collect();
-    if specs.is_empty() {
-        bail!(
-            "--only matches no server; servers: {}",
-            servers()
-                .iter()
-                .map(|s| s.name.clone())
-                .collect::<Vec<_>>()
-                .join(", ")
-        );
-    }
+    let specs = select(servers(), &options.only)?;
     let mut running = Vec::new();
     for spec in &specs {
         running.push(start(spec, &www, &out)?);
@@ -326,12 +311,7 @@ fn prepare_files(www: &Path) -> Result<()> {
         eprintln!("xtask loadtest: writing {}", path.display());
         let mut block = vec![0u8; (len as usize).min(1 << 20)];
         let mut state = 0x9e37_79b9_7f4a_7c15u64 ^ len;
-        for chunk in block.chunks_mut(8) {
-            state ^= state << 13;
-            state ^= state >> 7;
-            state ^= state << 17;
-            chunk.copy_from_slice(&state.to_le_bytes()[..chunk.len()]);
-        }
+        fill_pseudo_random(&mut block, &mut state);
         let mut file = std::io::BufWriter::new(fs::File::create(&path)?);
         for i in 0..len / block.len() as u64 {
             // Every MiB differs from the others.
@@ -348,6 +328,17 @@ fn prepare_files(www: &Path) -> Result<()> {
         }
     }
     Ok(())
+}
+
+/// Fills `block` from a xorshift generator at `state`: incompressible, not sparse, and
+/// the same on every run.
+fn fill_pseudo_random(block: &mut [u8], state: &mut u64) {
+    for chunk in block.chunks_mut(8) {
+        *state ^= *state << 13;
+        *state ^= *state >> 7;
+        *state ^= *state << 17;
+        chunk.copy_from_slice(&state.to_le_bytes()[..chunk.len()]);
+    }
 }
 
 fn measure(

@@ -87,6 +87,20 @@ pub(super) fn cold_servers() -> Vec<ServerSpec> {
     ]
 }
 
+/// The servers of `all` whose name contains one of `only` (all of them when `only` is
+/// empty); an error that names the servers when none matches.
+pub(super) fn select(all: Vec<ServerSpec>, only: &[String]) -> Result<Vec<ServerSpec>> {
+    let names: Vec<String> = all.iter().map(|s| s.name.clone()).collect();
+    let chosen: Vec<ServerSpec> = all
+        .into_iter()
+        .filter(|s| only.is_empty() || only.iter().any(|o| s.name.contains(o.as_str())))
+        .collect();
+    if chosen.is_empty() {
+        bail!("--only matches no server; servers: {}", names.join(", "));
+    }
+    Ok(chosen)
+}
+
 /// A started server; stopped when dropped.
 pub(crate) struct Running {
     pub(crate) name: String,

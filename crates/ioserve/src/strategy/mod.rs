@@ -118,7 +118,12 @@ impl Strategy {
         if range.len == 0 {
             return out.flush(false).await;
         }
-        let mut ahead = cold::ReadAhead::new(file, self.cold, range.start, range.end());
+        // buffered reads on the pool already, from a descriptor of its own.
+        let cold = match self.kind {
+            StrategyKind::Buffered => ColdReads::Inline,
+            _ => self.cold,
+        };
+        let mut ahead = cold::ReadAhead::new(file, cold, range.start, range.end());
         let sent = match self.kind {
             StrategyKind::Sendfile => sendfile::send(out, file, range, &mut ahead).await,
             StrategyKind::Mmap => mmap::send(out, file, range, &mut ahead).await,
