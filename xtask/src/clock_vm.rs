@@ -69,6 +69,7 @@ pub(crate) fn run() -> Result<()> {
             nodes: vec![(2, 1024)],
             append: append.to_string(),
             timeout: Duration::from_secs(300),
+            single_threaded: true,
         };
         let sections = machine.boot("clock-vm", &kernel, &initramfs.finish(&script))?;
         let mut results = vec![(

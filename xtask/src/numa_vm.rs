@@ -125,6 +125,7 @@ impl Guest {
             // Huge pages would make page counts per node depend on alignment.
             append: format!("transparent_hugepage=never {append}"),
             timeout: Duration::from_secs(240),
+            single_threaded: false,
         }
     }
 
