@@ -12,6 +12,8 @@
 //! - [`hardware::report`] and [`show::report`]: `numactl --hardware` and `--show`, line
 //!   for line.
 //!
+//! - [`numactl`]: numactl's command line, option by option with its order rules;
+//!   [`shm`]: shared memory regions with a policy (`--shm`, `--file`).
 //! - [`numastat`]: per-node counters and meminfo, a process's memory per node, deltas.
 //! - [`alloc::NodeBuffer`] and [`alloc::NodeAllocator`]: memory placed on chosen nodes
 //!   (mmap + mbind), as a buffer or as an allocator for collections.
@@ -24,9 +26,11 @@ pub mod cli;
 pub mod counter;
 pub mod hardware;
 mod idset;
+pub mod numactl;
 pub mod numastat;
 pub mod policy;
 pub mod sharded;
+pub mod shm;
 pub mod show;
 pub mod topology;
 

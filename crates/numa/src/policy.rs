@@ -137,8 +137,8 @@ fn allowed_and_memory_nodes() -> (String, String) {
 }
 
 impl MemPolicy {
-    /// The mode as the kernel numbers it.
-    pub(crate) fn mode_raw(&self) -> libc::c_int {
+    /// The mode as the kernel numbers it (`MPOL_*`).
+    pub fn mode_raw(&self) -> libc::c_int {
         self.mode.to_raw()
     }
 }
@@ -225,31 +225,127 @@ pub fn set_mempolicy(policy: &MemPolicy) -> Result<(), PolicyError> {
 
 /// The calling thread's memory policy.
 pub fn get_mempolicy() -> Result<MemPolicy, PolicyError> {
+    let (raw, nodes) = raw_policy(std::ptr::null(), "self")?;
+    let mode = Mode::from_raw(raw).ok_or_else(|| unknown_mode(raw))?;
+    Ok(MemPolicy { mode, nodes })
+}
+
+/// The mode flags of the calling thread's policy (`MPOL_F_STATIC_NODES`,
+/// `MPOL_F_RELATIVE_NODES`, `MPOL_F_NUMA_BALANCING`), which [`get_mempolicy`] leaves out.
+pub fn mempolicy_flags() -> Result<i32, PolicyError> {
+    raw_policy(std::ptr::null(), "self").map(|(raw, _)| raw & !MODE_MASK)
+}
+
+/// The policy of the page at `addr` of this process (get_mempolicy with MPOL_F_ADDR).
+pub(crate) fn policy_at(addr: *const u8) -> Result<(MemPolicy, i32), PolicyError> {
+    let (raw, nodes) = raw_policy(addr, format!("address {addr:p}"))?;
+    let mode = Mode::from_raw(raw).ok_or_else(|| unknown_mode(raw))?;
+    Ok((MemPolicy { mode, nodes }, raw))
+}
+
+/// The mode bits of a raw policy; the rest are flags.
+const MODE_MASK: i32 = 0xff;
+
+fn unknown_mode(raw: i32) -> PolicyError {
+    PolicyError::from_io(
+        "get_mempolicy",
+        format!("unknown mode {raw}"),
+        io::Error::from_raw_os_error(libc::EINVAL),
+        &IdSet::new(),
+    )
+}
+
+/// get_mempolicy(2) for the thread (`addr` null) or for the page at `addr`.
+fn raw_policy(addr: *const u8, what: impl fmt::Display) -> Result<(i32, IdSet), PolicyError> {
+    const MPOL_F_ADDR: libc::c_ulong = 2;
+    let flags = if addr.is_null() { 0 } else { MPOL_F_ADDR };
     let mut mode: libc::c_int = 0;
     let mut mask = [0u64; NODE_BITS / WORD_BITS];
-    // SAFETY: mode and mask are valid for writes; mask holds NODE_BITS bits.
+    // SAFETY: mode and mask are valid for writes; mask holds NODE_BITS bits; a non-null
+    // addr is only looked up by the kernel, which fails with EFAULT if it is unmapped.
     let result = unsafe {
         libc::syscall(
             libc::SYS_get_mempolicy,
             &mut mode as *mut libc::c_int,
             mask.as_mut_ptr(),
             NODE_BITS as libc::c_ulong,
-            std::ptr::null::<u8>(),
-            0 as libc::c_ulong,
+            addr,
+            flags,
         )
     };
-    check(result).map_err(|e| PolicyError::from_io("get_mempolicy", "self", e, &IdSet::new()))?;
-    let mode = Mode::from_raw(mode).ok_or_else(|| {
-        PolicyError::from_io(
-            "get_mempolicy",
-            format!("unknown mode {mode}"),
-            io::Error::from_raw_os_error(libc::EINVAL),
-            &IdSet::new(),
+    check(result).map_err(|e| PolicyError::from_io("get_mempolicy", what, e, &IdSet::new()))?;
+    Ok((mode, from_mask(&mask)))
+}
+
+/// `--balancing --membind`: a bind policy with `MPOL_F_NUMA_BALANCING` (Linux 5.12+), so
+/// that NUMA balancing may still move pages among the bound nodes. Kernels without the
+/// flag get a plain bind policy, as numactl gives them; the answer says which it was.
+pub fn set_membind_balancing(nodes: &IdSet) -> Result<bool, PolicyError> {
+    const MPOL_F_NUMA_BALANCING: libc::c_int = 1 << 13;
+    let mask = KernelMask::new(nodes);
+    // SAFETY: as in set_mempolicy: the mask outlives the call and holds maxnode - 1 bits.
+    let result = unsafe {
+        libc::syscall(
+            libc::SYS_set_mempolicy,
+            Mode::Bind.to_raw() | MPOL_F_NUMA_BALANCING,
+            mask.as_ptr(),
+            mask.maxnode(),
         )
-    })?;
-    Ok(MemPolicy {
-        mode,
-        nodes: from_mask(&mask),
+    };
+    match check(result) {
+        Ok(_) => Ok(true),
+        Err(e) if e.raw_os_error() == Some(libc::EINVAL) => {
+            set_mempolicy(&MemPolicy {
+                mode: Mode::Bind,
+                nodes: nodes.clone(),
+            })?;
+            Ok(false)
+        }
+        Err(e) => Err(PolicyError::from_io(
+            "set_mempolicy",
+            format!("bind with balancing, nodes {nodes}"),
+            e,
+            nodes,
+        )),
+    }
+}
+
+/// Applies `policy` to the pages of `[addr, addr + len)` (mbind(2)); `strict` fails
+/// when pages already lie elsewhere (MPOL_MF_STRICT).
+///
+/// # Safety
+/// The range must be a mapping of this process that stays mapped during the call.
+pub(crate) unsafe fn bind_range(
+    addr: *mut u8,
+    len: usize,
+    policy: &MemPolicy,
+    strict: bool,
+) -> Result<(), PolicyError> {
+    const MPOL_MF_STRICT: libc::c_ulong = 1;
+    let mask = KernelMask::new(&policy.nodes);
+    // SAFETY: the caller keeps the range mapped; the mask holds maxnode - 1 bits.
+    let result = unsafe {
+        libc::syscall(
+            libc::SYS_mbind,
+            addr,
+            len as libc::c_ulong,
+            policy.mode.to_raw(),
+            mask.as_ptr(),
+            mask.maxnode(),
+            if strict { MPOL_MF_STRICT } else { 0 },
+        )
+    };
+    check(result).map(drop).map_err(|e| {
+        PolicyError::from_io(
+            "mbind",
+            format!(
+                "{len} bytes, {}, nodes {}",
+                policy.mode.name(),
+                policy.nodes
+            ),
+            e,
+            &policy.nodes,
+        )
     })
 }
 
@@ -285,7 +381,7 @@ pub fn current_cpu_and_node() -> io::Result<(u32, u32)> {
 }
 
 /// get_mempolicy(MPOL_F_NODE), with MPOL_F_ADDR when `addr` is not null.
-fn query_node(addr: *const u8, what: impl fmt::Display) -> Result<u32, PolicyError> {
+pub(crate) fn query_node(addr: *const u8, what: impl fmt::Display) -> Result<u32, PolicyError> {
     const MPOL_F_NODE: libc::c_ulong = 1;
     const MPOL_F_ADDR: libc::c_ulong = 2;
     let flags = if addr.is_null() {

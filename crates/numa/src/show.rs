@@ -2,8 +2,10 @@
 
 use std::fmt::Write as _;
 
-use crate::policy::{MemPolicy, Mode};
-use crate::{IdSet, Topology};
+use std::path::Path;
+
+use crate::policy::{self, MemPolicy, Mode};
+use crate::{Allowed, IdSet, Topology};
 
 /// What `--show` reports about a process.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -16,6 +18,41 @@ pub struct State {
     pub cpus: IdSet,
     /// Its Mems_allowed.
     pub mems_allowed: IdSet,
+    /// The policy's mode flags (`MPOL_F_NUMA_BALANCING` after `--balancing
+    /// --membind`): numactl then prints the raw mode number and no preferred node.
+    pub mode_flags: i32,
+}
+
+impl State {
+    /// The calling thread's state (sysfs and procfs read under `root`).
+    pub fn current(root: &Path) -> Result<State, ShowError> {
+        let policy = policy::get_mempolicy()?;
+        let next_interleave_node = match policy.mode {
+            Mode::Interleave | Mode::WeightedInterleave => policy::next_interleave_node().ok(),
+            _ => None,
+        };
+        Ok(State {
+            policy,
+            next_interleave_node,
+            cpus: policy::cpu_affinity().map_err(ShowError::Affinity)?,
+            mems_allowed: Allowed::read(root)?.nodes,
+            mode_flags: policy::mempolicy_flags()?,
+        })
+    }
+}
+
+/// Why the state could not be read.
+#[derive(Debug, thiserror::Error)]
+pub enum ShowError {
+    /// get_mempolicy failed.
+    #[error(transparent)]
+    Policy(#[from] policy::PolicyError),
+    /// sched_getaffinity failed.
+    #[error("sched_getaffinity: {0}")]
+    Affinity(std::io::Error),
+    /// Mems_allowed could not be read.
+    #[error(transparent)]
+    Allowed(#[from] crate::TopologyError),
 }
 
 /// The lines numactl 2.0 prints for `--show`, quirks included (after `--localalloc`
@@ -31,8 +68,16 @@ pub fn report(topology: &Topology, state: &State) -> String {
         .next_interleave_node
         .map(|n| n.to_string())
         .unwrap_or_else(|| first.clone());
-    let mut out = format!("policy: {}\npreferred node: ", state.policy.mode.name());
+    let flagged = state.mode_flags != 0;
+    let mut out = if flagged {
+        // numactl's policy_name() has no name for a mode with flags.
+        let raw = state.mode_flags | state.policy.mode_raw();
+        format!("policy: [{raw}]\npreferred node: ")
+    } else {
+        format!("policy: {}\npreferred node: ", state.policy.mode.name())
+    };
     match state.policy.mode {
+        _ if flagged => {}
         Mode::Default => out.push_str("current\n"),
         Mode::Local => {}
         Mode::Preferred | Mode::Bind => {
@@ -49,7 +94,7 @@ pub fn report(topology: &Topology, state: &State) -> String {
     }
     let run_nodes = topology.nodes_of_cpus(&state.cpus);
     let membind = match state.policy.mode {
-        Mode::Bind => nodes.clone(),
+        Mode::Bind if !flagged => nodes.clone(),
         _ => state.mems_allowed.clone(),
     };
     let preferred = match state.policy.mode {
@@ -88,6 +133,7 @@ mod tests {
             next_interleave_node: None,
             cpus: allowed.cpus,
             mems_allowed: allowed.nodes,
+            mode_flags: 0,
         };
         let expected = std::fs::read_to_string(root.join("numactl-show.txt")).unwrap();
         assert_eq!(report(&topology, &state), expected);
@@ -104,6 +150,7 @@ mod tests {
             next_interleave_node: Some(2),
             cpus: IdSet::parse_list("2-5").unwrap(),
             mems_allowed: IdSet::parse_list("0-3").unwrap(),
+            mode_flags: 0,
         };
         assert_eq!(
             report(&topology, &state),

@@ -8,33 +8,142 @@ use std::ffi::OsString;
 use std::os::unix::process::CommandExt;
 use std::process::ExitCode;
 
-use clap::Parser;
+use std::io::IsTerminal as _;
+use std::path::Path;
+
+use clap::{CommandFactory, FromArgMatches};
 use numa::cli::{Cli, StatCli};
-use numa::numastat::{self, Table};
-use numa::policy::{self, MemPolicy, Mode};
-use numa::{hardware, show, Allowed, IdSet, Topology};
+use numa::numactl::{self, NumactlError, Outcome};
+use numa::numastat::{self, report, Table};
+use numa::Topology;
 
 fn main() -> ExitCode {
-    // `numa stat ...` is numastat; anything else is numactl's command line (use
+    // Installed or linked as numactl or numastat, `numa` is that tool. Otherwise
+    // `numa stat ...` is numastat and anything else numactl's command line (use
     // `numa -- stat FILE` to run the stat program).
     let args: Vec<OsString> = std::env::args_os().collect();
-    let result = if args.get(1).is_some_and(|a| a == "stat") {
-        stat(StatCli::parse_from(&args[1..]))
+    let invoked_as = args
+        .first()
+        .and_then(|a| Path::new(a).file_name())
+        .and_then(|name| name.to_str())
+        .unwrap_or("numa")
+        .to_string();
+    let (name, result) = if invoked_as == "numastat" {
+        (
+            "numastat",
+            parse::<StatCli>("numastat", &StatCli::getopt_args(&args))
+                .and_then(|cli| stat(cli, "numastat", args.len() == 1)),
+        )
+    } else if invoked_as != "numactl" && args.get(1).is_some_and(|a| a == "stat") {
+        (
+            "numa",
+            parse::<StatCli>("numa stat", &StatCli::getopt_args(&args[1..]))
+                .and_then(|cli| stat(cli, "numa stat", args.len() == 2)),
+        )
     } else {
-        run(Cli::parse_from(&args))
+        let name = if invoked_as == "numactl" {
+            "numactl"
+        } else {
+            "numa"
+        };
+        (name, run(name, &args))
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,
-        Err(message) => {
-            eprintln!("numa: {message}");
+        Err(Failure::Message(message)) => {
+            eprintln!("{name}: {message}");
             ExitCode::from(1)
+        }
+        Err(Failure::Exit(status)) => ExitCode::from(status),
+        Err(Failure::Usage(error)) => {
+            // numactl and numastat answer a bad command line with exit 1, not clap's 2.
+            let _ = error.print();
+            ExitCode::from(if error.use_stderr() { 1 } else { 0 })
         }
     }
 }
 
-fn stat(cli: StatCli) -> Result<(), String> {
+/// Why the binary stops early.
+enum Failure {
+    /// A command line clap refused (or --help and --version, which exit 0).
+    Usage(clap::Error),
+    /// Anything else, printed after the tool's name.
+    Message(String),
+    /// Nothing to print; exit with this status (a failed `--verify`).
+    Exit(u8),
+}
+
+impl From<String> for Failure {
+    fn from(message: String) -> Failure {
+        Failure::Message(message)
+    }
+}
+
+/// The command line of `T` under the name the binary runs as.
+fn command<T: CommandFactory>(name: &'static str) -> clap::Command {
+    T::command().name(name).bin_name(name)
+}
+
+fn parse<T: FromArgMatches + CommandFactory>(
+    name: &'static str,
+    args: &[OsString],
+) -> Result<T, Failure> {
+    command::<T>(name)
+        .try_get_matches_from(args)
+        .and_then(|matches| T::from_arg_matches(&matches))
+        .map_err(Failure::Usage)
+}
+
+fn stat(cli: StatCli, name: &str, legacy: bool) -> Result<(), Failure> {
+    if cli.version {
+        // numastat prints its source's date and its build date; here the package version.
+        println!(
+            "{name} version: 20130723: numa {}",
+            env!("CARGO_PKG_VERSION")
+        );
+        return Ok(());
+    }
+    if cli.json || cli.interval.is_some() {
+        return Ok(stat_samples(&cli)?);
+    }
+    let sort = cli.sort.as_deref().map(|node| {
+        // As numastat: a node number only when NODE is all digits.
+        (!node.is_empty() && node.bytes().all(|b| b.is_ascii_digit()))
+            .then(|| node.parse().unwrap_or(u32::MAX))
+    });
+    let options = report::Options {
+        compress: cli.compress,
+        meminfo: cli.meminfo,
+        numastat: cli.numastat,
+        processes: cli.pid.iter().chain(&cli.processes).cloned().collect(),
+        sort,
+        verbose: cli.verbose,
+        skip_zero: cli.skip_zero,
+        legacy,
+        screen_width: report::screen_width(
+            std::env::var("NUMASTAT_WIDTH").ok().as_deref(),
+            std::io::stdout().is_terminal(),
+        ),
+    };
+    let output = report::run(&cli.root, &options, std::process::id()).map_err(|e| e.to_string())?;
+    print!("{}", output.text);
+    eprint!("{}", output.warnings);
+    Ok(())
+}
+
+/// `--json` and `--interval`: the counters, `-m`'s meminfo or one process's memory as
+/// data, once or as the change over each interval.
+fn stat_samples(cli: &StatCli) -> Result<(), String> {
+    let pid = match cli.pid.iter().chain(&cli.processes).collect::<Vec<_>>()[..] {
+        [] => None,
+        [pid] => Some(
+            pid.parse::<u32>()
+                .map_err(|_| format!("with --json or --interval, -p takes a PID, not '{pid}'"))?,
+        ),
+        _ => return Err("with --json or --interval, give at most one process".into()),
+    };
     let sample = || -> Result<(Table, String), String> {
-        if let Some(pid) = cli.pid {
+        if let Some(pid) = pid {
             let comm = std::fs::read_to_string(cli.root.join(format!("proc/{pid}/comm")))
                 .map(|c| c.trim().to_string())
                 .unwrap_or_default();
@@ -60,7 +169,7 @@ fn stat(cli: StatCli) -> Result<(), String> {
                 "{}",
                 serde_json::to_string(table).map_err(|e| e.to_string())?
             );
-        } else if cli.meminfo || cli.pid.is_some() {
+        } else if cli.meminfo || pid.is_some() {
             print!("{}", table.text_with_total(title));
         } else {
             print!("{}", table.legacy_text());
@@ -81,94 +190,36 @@ fn stat(cli: StatCli) -> Result<(), String> {
     Ok(())
 }
 
-fn run(cli: Cli) -> Result<(), String> {
-    let topology = Topology::read(&cli.root).map_err(|e| e.to_string())?;
-    if cli.hardware {
-        if cli.json {
-            let json = serde_json::to_string_pretty(&hardware::HardwareJson::new(&topology))
-                .map_err(|e| e.to_string())?;
-            println!("{json}");
-        } else {
-            print!("{}", hardware::report(&topology));
+fn run(name: &'static str, args: &[OsString]) -> Result<(), Failure> {
+    let matches = command::<Cli>(name)
+        .try_get_matches_from(args)
+        .map_err(Failure::Usage)?;
+    let cli = Cli::from_arg_matches(&matches).map_err(Failure::Usage)?;
+    let steps = cli.steps(&matches);
+    let session = numactl::Session::new(&cli.root);
+    let outcome = session
+        .run(
+            &steps,
+            cli.command,
+            &mut std::io::stdout().lock(),
+            &mut std::io::stderr().lock(),
+        )
+        .map_err(|e| match e {
+            NumactlError::Usage(message) => {
+                Failure::Message(format!("{message} (see {name} --help)"))
+            }
+            other => Failure::Message(other.to_string()),
+        })?;
+    match outcome {
+        Outcome::Exit(0) => Ok(()),
+        Outcome::Exit(status) => Err(Failure::Exit(status)),
+        Outcome::Exec(command) => {
+            let (program, args) = command.split_first().expect("Exec carries a program");
+            let error = std::process::Command::new(program).args(args).exec();
+            Err(Failure::Message(format!(
+                "execution of `{}': {error}",
+                program.to_string_lossy()
+            )))
         }
-        return Ok(());
     }
-    let allowed = Allowed::read(&cli.root).map_err(|e| e.to_string())?;
-    let present_nodes = topology.node_ids();
-    let present_cpus: IdSet = topology.nodes.iter().flat_map(|n| n.cpus.iter()).collect();
-    let (usable_nodes, usable_cpus) = if cli.all {
-        (present_nodes.clone(), present_cpus.clone())
-    } else {
-        (allowed.nodes.clone(), allowed.cpus.clone())
-    };
-    let nodes = |spec: &str| {
-        IdSet::parse_spec(spec, "node", &usable_nodes, &present_nodes).map_err(|e| e.to_string())
-    };
-
-    if cli.show {
-        let policy = policy::get_mempolicy().map_err(|e| e.to_string())?;
-        let next_interleave_node = match policy.mode {
-            Mode::Interleave | Mode::WeightedInterleave => policy::next_interleave_node().ok(),
-            _ => None,
-        };
-        let state = show::State {
-            policy,
-            next_interleave_node,
-            cpus: policy::cpu_affinity().map_err(|e| format!("sched_getaffinity: {e}"))?,
-            mems_allowed: allowed.nodes,
-        };
-        print!("{}", show::report(&topology, &state));
-        return Ok(());
-    }
-
-    // CPU binding first, then the memory policy, then exec: both are inherited.
-    if let Some(spec) = cli.cpunodebind.as_deref().or(cli.cpubind.as_deref()) {
-        let bound = nodes(spec)?;
-        policy::bind_cpus_to_nodes(&topology, &bound).map_err(|e| e.to_string())?;
-    }
-    if let Some(spec) = &cli.physcpubind {
-        let cpus = IdSet::parse_spec(spec, "cpu", &usable_cpus, &present_cpus)
-            .map_err(|e| e.to_string())?;
-        policy::set_cpu_affinity(&cpus).map_err(|e| e.to_string())?;
-    }
-    let mut policies = Vec::new();
-    if let Some(spec) = &cli.interleave {
-        policies.push((Mode::Interleave, nodes(spec)?));
-    }
-    if let Some(spec) = &cli.weighted_interleave {
-        policies.push((Mode::WeightedInterleave, nodes(spec)?));
-    }
-    if let Some(spec) = &cli.preferred {
-        let node = nodes(spec)?;
-        if node.len() != 1 {
-            return Err(format!(
-                "--preferred takes one node, not '{spec}'; use --preferred-many for several"
-            ));
-        }
-        policies.push((Mode::Preferred, node));
-    }
-    if let Some(spec) = &cli.preferred_many {
-        policies.push((Mode::PreferredMany, nodes(spec)?));
-    }
-    if let Some(spec) = &cli.membind {
-        policies.push((Mode::Bind, nodes(spec)?));
-    }
-    if cli.localalloc {
-        policies.push((Mode::Local, IdSet::new()));
-    }
-    if policies.len() > 1 {
-        return Err(
-            "give at most one memory policy: --interleave, --weighted-interleave, \
-                    --preferred, --preferred-many, --membind or --localalloc"
-                .into(),
-        );
-    }
-    if let Some((mode, nodes)) = policies.pop() {
-        policy::set_mempolicy(&MemPolicy { mode, nodes }).map_err(|e| e.to_string())?;
-    }
-    let Some((program, args)) = cli.command.split_first() else {
-        return Err("no command to run (see numa --help); --show and --hardware need none".into());
-    };
-    let error = std::process::Command::new(program).args(args).exec();
-    Err(format!("cannot run {}: {error}", program.to_string_lossy()))
 }

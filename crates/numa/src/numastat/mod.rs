@@ -10,6 +10,9 @@ use serde::Serialize;
 
 use crate::{Topology, TopologyError};
 
+pub mod report;
+mod vtab;
+
 /// Named values per node, in the order the kernel lists the names.
 #[derive(Clone, Debug, Default, PartialEq, Serialize)]
 pub struct Table {
