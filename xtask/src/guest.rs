@@ -556,6 +556,11 @@ impl Sections {
         self.0.contains_key(name)
     }
 
+    /// A command's output lines and exit status, whatever it was.
+    pub(crate) fn result(&self, name: &str) -> Option<&(Vec<String>, i32)> {
+        self.0.get(name)
+    }
+
     /// The output of a command that must have succeeded.
     pub(crate) fn ok(&self, name: &str) -> Result<&Vec<String>, String> {
         match self.0.get(name) {

@@ -130,10 +130,46 @@ impl Guest {
     }
 
     /// The commands init runs, each as (section name, command line).
+    /// Argument lists run by both Debian's numactl and `numa` (the drop-in checks on a
+    /// kernel with several nodes): exit status and output must agree. `{shmid}` differs
+    /// per tool so that each makes its own segment.
+    fn same_as_numactl(&self) -> Vec<String> {
+        let t = self.target();
+        vec![
+            format!("-m {t} -s"),
+            format!("-p {t} -s"),
+            "-i all -s".into(),
+            format!("-b -m 0,{t} -s"),
+            format!("-N {t} -s"),
+            format!("-m {t} -N same -s"),
+            "-a -C 0 -s".into(),
+            format!("-i 0 -m {t} true"),
+            format!("-m {t} -a true"),
+            "-L 64k -I {shmid} -S /tmp/numactl-key -i all -T -D".into(),
+            format!("-L 64k -I {{shmid}} -S /tmp/numactl-key -m {t} -T -d"),
+        ]
+    }
+
     fn commands(&self) -> Vec<(String, String)> {
         let t = self.target();
         let bad = self.nodes + 5;
-        vec![
+        let pairs = self
+            .same_as_numactl()
+            .into_iter()
+            .enumerate()
+            .flat_map(|(i, args)| {
+                [
+                    (
+                        format!("pair-{i}"),
+                        format!("numa {}", args.replace("{shmid}", "1")),
+                    ),
+                    (
+                        format!("numactl-pair-{i}"),
+                        format!("numactl {}", args.replace("{shmid}", "2")),
+                    ),
+                ]
+            });
+        let mut commands: Vec<(String, String)> = vec![
             ("hardware".into(), "numa --hardware".into()),
             ("show".into(), "numa --show".into()),
             ("hardware-json".into(), "numa --hardware --json".into()),
@@ -169,11 +205,14 @@ impl Guest {
             // Run only when the initramfs has numactl.
             ("numactl-hardware".into(), "numactl --hardware".into()),
             ("numactl-show".into(), "numactl --show".into()),
-        ]
+        ];
+        commands.extend(pairs);
+        commands
     }
 
     /// Adds the commands to `script`; numactl's only where the guest has it.
     pub(crate) fn add_commands(&self, script: &mut Script) {
+        script.shell(": > /tmp/numactl-key");
         for (name, command) in self.commands() {
             if command.starts_with("numactl") {
                 script.shell(&format!("[ -x /usr/bin/numactl ] && run {name} {command}"));
@@ -280,6 +319,12 @@ impl Guest {
                     expect(ours == theirs, format!("ours {ours:?}\nnumactl {theirs:?}"))
                 }),
             ));
+            for (i, args) in self.same_as_numactl().iter().enumerate() {
+                results.push((
+                    format!("numa {args} as numactl"),
+                    same_result(s, &format!("pair-{i}"), &format!("numactl-pair-{i}")),
+                ));
+            }
         }
         results
     }
@@ -351,6 +396,45 @@ impl Guest {
             ),
         )
     }
+}
+
+/// The same exit status, and for a success the same output (numactl's notices about
+/// the segments it creates name their id, which differs on purpose). `--dump-nodes`
+/// lines are compared as a sorted list of nodes: the kernel starts the interleave of a
+/// shared segment at a node that depends on the segment's inode number.
+fn same_result(s: &Sections, ours: &str, theirs: &str) -> Result<(), String> {
+    let (Some((a, rc_a)), Some((b, rc_b))) = (s.result(ours), s.result(theirs)) else {
+        return Err(format!("no output for {ours} or {theirs}"));
+    };
+    expect(
+        rc_a == rc_b,
+        format!("ours exited {rc_a}, numactl {rc_b}: ours {a:?}, numactl {b:?}"),
+    )?;
+    if *rc_a != 0 {
+        return Ok(());
+    }
+    let kept = |lines: &[String]| -> Vec<String> {
+        lines
+            .iter()
+            .filter(|l| !l.starts_with("numactl: Creating"))
+            .cloned()
+            .collect()
+    };
+    let nodes_sorted = |mut lines: Vec<String>| -> Vec<String> {
+        let is_node_line = |l: &String| {
+            l.len() > 35
+                && l.as_bytes()[16] == b'-'
+                && l[33..].starts_with(": ")
+                && l[35..].bytes().all(|b| b.is_ascii_digit())
+        };
+        if lines.iter().all(is_node_line) {
+            lines = lines.iter().map(|l| l[35..].to_string()).collect();
+            lines.sort();
+        }
+        lines
+    };
+    let (a, b) = (nodes_sorted(kept(a)), nodes_sorted(kept(b)));
+    expect(a == b, format!("ours {a:?}\nnumactl {b:?}"))
 }
 
 /// `--hardware` equal to numactl's, except `free:` values (the guest's own activity

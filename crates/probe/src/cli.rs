@@ -97,6 +97,10 @@ pub struct SyscallsArgs {
     /// Show only the N syscalls with the most calls.
     #[arg(short = 'n', long, value_name = "N")]
     pub top: Option<usize>,
+    /// Select rows as strace's -e does: trace=NAME,... (or a bare list; !NAME,... leaves
+    /// them out) and status=failed|successful; may be repeated, all apply.
+    #[arg(short = 'e', long = "expr", value_name = "EXPR", action = clap::ArgAction::Append)]
+    pub expressions: Vec<String>,
     /// Print JSON instead of tables.
     #[arg(long, conflicts_with = "format")]
     pub json: bool,

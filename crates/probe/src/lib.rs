@@ -25,6 +25,7 @@ pub mod metrics;
 pub mod perf;
 pub mod privilege;
 pub mod report;
+pub mod row_filter;
 pub mod runq;
 pub mod session;
 pub mod signals;

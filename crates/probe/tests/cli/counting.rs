@@ -322,3 +322,47 @@ fn follow_forks_counts_the_children() {
     assert!(without <= 1, "{without} getppid without -f");
     assert_eq!(with - without, 5000, "{with} getppid with -f");
 }
+
+/// `-e` selects rows as strace's does: by name, by names left out, by outcome; a bad
+/// expression is refused before anything is traced.
+#[test]
+fn expressions_select_rows() {
+    if !privileged() {
+        return;
+    }
+    let dd = ["dd", "if=/dev/zero", "of=/dev/null", "bs=4k", "count=100"];
+    let rows = |filters: &[&str]| -> Vec<serde_json::Value> {
+        let mut args = vec!["syscalls", "--json"];
+        for filter in filters {
+            args.extend(["-e", filter]);
+        }
+        args.push("--");
+        args.extend(dd);
+        probe_json(&args)["syscalls"].as_array().unwrap().clone()
+    };
+    let names = |rows: &[serde_json::Value]| -> Vec<String> {
+        let mut names: Vec<String> = rows
+            .iter()
+            .map(|r| r["name"].as_str().unwrap().to_string())
+            .collect();
+        names.sort();
+        names
+    };
+    assert_eq!(names(&rows(&["trace=read,write"])), ["read", "write"]);
+    let others = names(&rows(&["!read,write"]));
+    assert!(others.contains(&"execve".to_string()), "{others:?}");
+    assert!(
+        !others.iter().any(|n| n == "read" || n == "write"),
+        "{others:?}"
+    );
+    for row in rows(&["status=failed"]) {
+        assert!(row["errors"].as_u64().unwrap() > 0, "{row}");
+    }
+    let out = probe(&["syscalls", "-e", "trace=reed", "--", "true"]);
+    assert_eq!(out.status.code(), Some(1));
+    assert!(
+        String::from_utf8_lossy(&out.stderr).contains("invalid system call 'reed'"),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+}

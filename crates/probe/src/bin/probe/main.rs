@@ -15,6 +15,7 @@ use probe::faults::FaultTracer;
 use probe::histogram::Log2Histogram;
 use probe::privilege;
 use probe::report::{self, Table};
+use probe::row_filter::RowFilter;
 use probe::runq::RunqTracer;
 use probe::session::{Prepared, TargetSpec};
 use probe::signals::Signals;
@@ -114,6 +115,8 @@ fn describe_target(spec: &TargetSpec, prepared: &Prepared) -> String {
 }
 
 fn syscalls(args: &SyscallsArgs, signals: &Signals) -> anyhow::Result<()> {
+    // Bad filters are refused before anything is traced.
+    let filter = RowFilter::parse(&args.expressions)?;
     require_bpf()?;
     let spec = args.target.spec();
     let prepared = Prepared::new(&spec)?;
@@ -137,6 +140,7 @@ fn syscalls(args: &SyscallsArgs, signals: &Signals) -> anyhow::Result<()> {
     drop(tracer);
     // The verdict sees every syscall, whatever --top shows.
     let verdict = FileServingVerdict::judge(&snapshot);
+    snapshot.rows.retain(|row| filter.keeps(row));
     if let Some(top) = args.top {
         snapshot.rows.truncate(top);
     }
