@@ -136,15 +136,42 @@ impl Metrics {
 
     /// The metrics in the Prometheus text exposition format.
     pub fn render(&self) -> String {
-        let sum_u = |f: fn(&Shard) -> &AtomicU64| -> u64 {
-            self.shards.iter().map(|s| f(s).load(Relaxed)).sum()
-        };
-        let sum_i = |f: fn(&Shard) -> &AtomicI64| -> i64 {
-            self.shards.iter().map(|s| f(s).load(Relaxed)).sum()
-        };
         let mut out = String::with_capacity(2048);
-        out.push_str("# HELP ioserve_requests_total Requests answered, by status code.\n");
-        out.push_str("# TYPE ioserve_requests_total counter\n");
+        self.render_requests(&mut out);
+        self.render_totals(&mut out);
+        self.render_durations(&mut out);
+        help_and_type(
+            &mut out,
+            "ioserve_build_info",
+            "gauge",
+            "The running ioserve's version.",
+        );
+        let _ = writeln!(
+            out,
+            "ioserve_build_info{{version=\"{}\"}} 1",
+            env!("CARGO_PKG_VERSION")
+        );
+        out.push_str(&process_metrics());
+        out
+    }
+
+    /// A counter summed over the worker shards.
+    fn sum(&self, field: fn(&Shard) -> &AtomicU64) -> u64 {
+        self.shards.iter().map(|s| field(s).load(Relaxed)).sum()
+    }
+
+    /// A gauge summed over the worker shards (each may be negative alone).
+    fn sum_signed(&self, field: fn(&Shard) -> &AtomicI64) -> i64 {
+        self.shards.iter().map(|s| field(s).load(Relaxed)).sum()
+    }
+
+    fn render_requests(&self, out: &mut String) {
+        help_and_type(
+            out,
+            "ioserve_requests_total",
+            "counter",
+            "Requests answered, by status code.",
+        );
         for slot in 0..=STATUSES.len() {
             let count: u64 = self
                 .shards
@@ -156,52 +183,49 @@ impl Metrics {
                 .map_or_else(|| "other".to_string(), u16::to_string);
             let _ = writeln!(out, "ioserve_requests_total{{status=\"{label}\"}} {count}");
         }
-        let _ = write!(
+    }
+
+    /// The single-valued counters and gauges, in exposition order.
+    fn render_totals(&self, out: &mut String) {
+        let strategy = format!("{{strategy=\"{}\"}}", self.strategy);
+        let totals: [(&str, &str, &str, &str, i128); 9] = [
+            ("ioserve_sent_bytes_total", "counter",
+             "Bytes written to clients (heads and bodies), by IO strategy.",
+             &strategy, self.sum(|s| &s.sent_bytes).into()),
+            ("ioserve_connections_total", "counter", "Connections accepted.",
+             "", self.sum(|s| &s.connections_total).into()),
+            ("ioserve_connections_open", "gauge", "Connections open now.",
+             "", self.sum_signed(|s| &s.connections_open).into()),
+            ("ioserve_downloads_in_flight", "gauge", "File bodies being sent now.",
+             "", self.sum_signed(|s| &s.downloads_in_flight).into()),
+            ("ioserve_connection_panics_total", "counter",
+             "Connection tasks ended by a panic (a bug: the log has it).",
+             "", self.sum(|s| &s.panics).into()),
+            ("ioserve_idle_connections_closed_total", "counter",
+             "Idle keep-alive connections closed to admit a new client at --max-connections.",
+             "", self.sum(|s| &s.idle_closed).into()),
+            ("ioserve_connections_refused_total", "counter",
+             "Connections answered 503 at --max-connections.",
+             "", self.sum(|s| &s.refused).into()),
+            ("ioserve_offloaded_opens_total", "counter",
+             "Requests whose files were opened on the blocking pool (paths not in the open-file cache).",
+             "", self.sum(|s| &s.offloaded_opens).into()),
+            ("ioserve_cold_windows_total", "counter",
+             "Windows of file data (up to 2 MiB) not in the page cache, read on the blocking pool before sending.",
+             "", self.sum(|s| &s.cold_windows).into()),
+        ];
+        for (name, kind, help, labels, value) in totals {
+            help_and_type(out, name, kind, help);
+            let _ = writeln!(out, "{name}{labels} {value}");
+        }
+    }
+
+    fn render_durations(&self, out: &mut String) {
+        help_and_type(
             out,
-            "# HELP ioserve_sent_bytes_total Bytes written to clients (heads and bodies), by IO strategy.\n\
-             # TYPE ioserve_sent_bytes_total counter\n\
-             ioserve_sent_bytes_total{{strategy=\"{}\"}} {}\n\
-             # HELP ioserve_connections_total Connections accepted.\n\
-             # TYPE ioserve_connections_total counter\n\
-             ioserve_connections_total {}\n\
-             # HELP ioserve_connections_open Connections open now.\n\
-             # TYPE ioserve_connections_open gauge\n\
-             ioserve_connections_open {}\n\
-             # HELP ioserve_downloads_in_flight File bodies being sent now.\n\
-             # TYPE ioserve_downloads_in_flight gauge\n\
-             ioserve_downloads_in_flight {}\n\
-             # HELP ioserve_connection_panics_total Connection tasks ended by a panic (a bug: the log has it).\n\
-             # TYPE ioserve_connection_panics_total counter\n\
-             ioserve_connection_panics_total {}\n\
-             # HELP ioserve_idle_connections_closed_total Idle keep-alive connections closed to admit a new client at --max-connections.\n\
-             # TYPE ioserve_idle_connections_closed_total counter\n\
-             ioserve_idle_connections_closed_total {}\n",
-            self.strategy,
-            sum_u(|s| &s.sent_bytes),
-            sum_u(|s| &s.connections_total),
-            sum_i(|s| &s.connections_open),
-            sum_i(|s| &s.downloads_in_flight),
-            sum_u(|s| &s.panics),
-            sum_u(|s| &s.idle_closed),
-        );
-        let _ = write!(
-            out,
-            "# HELP ioserve_connections_refused_total Connections answered 503 at --max-connections.\n\
-             # TYPE ioserve_connections_refused_total counter\n\
-             ioserve_connections_refused_total {}\n\
-             # HELP ioserve_offloaded_opens_total Requests whose files were opened on the blocking pool (paths not in the open-file cache).\n\
-             # TYPE ioserve_offloaded_opens_total counter\n\
-             ioserve_offloaded_opens_total {}\n\
-             # HELP ioserve_cold_windows_total Windows of file data (up to 2 MiB) not in the page cache, read on the blocking pool before sending.\n\
-             # TYPE ioserve_cold_windows_total counter\n\
-             ioserve_cold_windows_total {}\n",
-            sum_u(|s| &s.refused),
-            sum_u(|s| &s.offloaded_opens),
-            sum_u(|s| &s.cold_windows),
-        );
-        out.push_str(
-            "# HELP ioserve_request_duration_seconds Time from a complete request head to the last byte sent.\n\
-             # TYPE ioserve_request_duration_seconds histogram\n",
+            "ioserve_request_duration_seconds",
+            "histogram",
+            "Time from a complete request head to the last byte sent.",
         );
         let mut cumulative = 0u64;
         for (i, bound) in DURATION_BOUNDS.iter().map(Some).chain([None]).enumerate() {
@@ -216,19 +240,17 @@ impl Metrics {
                 "ioserve_request_duration_seconds_bucket{{le=\"{le}\"}} {cumulative}"
             );
         }
-        let _ = write!(
+        let _ = writeln!(
             out,
-            "ioserve_request_duration_seconds_sum {}\n\
-             ioserve_request_duration_seconds_count {cumulative}\n\
-             # HELP ioserve_build_info The running ioserve's version.\n\
-             # TYPE ioserve_build_info gauge\n\
-             ioserve_build_info{{version=\"{}\"}} 1\n",
-            sum_u(|s| &s.duration_micros) as f64 / 1e6,
-            env!("CARGO_PKG_VERSION"),
+            "ioserve_request_duration_seconds_sum {}\nioserve_request_duration_seconds_count {cumulative}",
+            self.sum(|s| &s.duration_micros) as f64 / 1e6,
         );
-        out.push_str(&process_metrics());
-        out
     }
+}
+
+/// A metric's `# HELP` and `# TYPE` lines.
+fn help_and_type(out: &mut String, name: &str, kind: &str, help: &str) {
+    let _ = write!(out, "# HELP {name} {help}\n# TYPE {name} {kind}\n");
 }
 
 /// The standard process metrics of Prometheus clients, from /proc/self.

@@ -230,6 +230,23 @@ impl<'a> Session<'a> {
                 }
                 return Ok(Some(Outcome::Exit(0)));
             }
+            Step::Balancing
+            | Step::All
+            | Step::Interleave(_)
+            | Step::WeightedInterleave(_)
+            | Step::Membind(_)
+            | Step::Preferred(_)
+            | Step::PreferredMany(_)
+            | Step::LocalAlloc => self.policy_step(step)?,
+            Step::CpuNodeBind(_) | Step::PhysCpuBind(_) => self.cpu_step(step)?,
+            _ => self.region_step(step, out, err)?,
+        }
+        Ok(None)
+    }
+
+    /// The memory policy options (and `--all`, `--balancing`, which shape them).
+    fn policy_step(&mut self, step: &Step) -> Result<(), NumactlError> {
+        match step {
             Step::Balancing => {
                 self.no_policy_yet()?;
                 self.balancing = true;
@@ -281,6 +298,14 @@ impl<'a> Session<'a> {
                 self.claim_policy(Mode::Local)?;
                 self.apply(Mode::Local, IdSet::new())?;
             }
+            _ => unreachable!("policy_step takes policy options only"),
+        }
+        Ok(())
+    }
+
+    /// The CPU binding options.
+    fn cpu_step(&mut self, step: &Step) -> Result<(), NumactlError> {
+        match step {
             Step::CpuNodeBind(spec) => {
                 self.no_region_option_before("-c/--cpubind/--cpunodebind")?;
                 let nodes = self.nodes(spec)?;
@@ -294,6 +319,19 @@ impl<'a> Session<'a> {
                 policy::set_cpu_affinity(&cpus)?;
                 self.cpus_bound = true;
             }
+            _ => unreachable!("cpu_step takes binding options only"),
+        }
+        Ok(())
+    }
+
+    /// The shared memory options: settings, the region, and what is done to it.
+    fn region_step(
+        &mut self,
+        step: &Step,
+        out: &mut dyn Write,
+        err: &mut dyn Write,
+    ) -> Result<(), NumactlError> {
+        match step {
             Step::Shm(key_file) => {
                 self.region_may_start()?;
                 let mut notices = Vec::new();
@@ -384,8 +422,9 @@ impl<'a> Session<'a> {
                     self.exit_status = 1;
                 }
             }
+            _ => unreachable!("region_step takes shared memory options only"),
         }
-        Ok(None)
+        Ok(())
     }
 
     /// numactl's `setpolicy`: one policy per run.

@@ -113,59 +113,79 @@ pub fn run(args: &DaemonArgs, signals: &Signals) -> anyhow::Result<()> {
             stop: &stop,
             address,
         };
-        let probes = &probes;
-        let (stop, connections, listener) = (&stop, &connections, &listener);
-        scope.spawn(move || {
-            for stream in listener.incoming() {
-                if stop.load(Ordering::Relaxed) {
-                    break;
-                }
-                let Ok(stream) = stream else { continue };
-                if connections.fetch_add(1, Ordering::AcqRel) >= MAX_CONNECTIONS {
-                    connections.fetch_sub(1, Ordering::AcqRel);
-                    continue; // dropped: closed unanswered
-                }
-                scope.spawn(move || {
-                    let _ = serve(stream, probes);
-                    connections.fetch_sub(1, Ordering::AcqRel);
-                });
-            }
-        });
-
-        // Track targets until SIGTERM/SIGINT.
-        let mut by_comm: BTreeSet<u32> = BTreeSet::new();
-        loop {
-            if let Some(Interrupt::Terminate(signal)) = signals.wait(Duration::from_secs(1)) {
-                note!("probe daemon: signal {signal}, detaching");
-                break;
-            }
-            watched.retain(|process| {
-                let gone = process.exited();
-                if gone {
-                    probes.remove(process.pid());
-                }
-                !gone
-            });
-            if !args.comm.is_empty() {
-                let now = pids_with_comm(&args.comm);
-                for &pid in now.difference(&by_comm) {
-                    if let Err(err) = probes.add(pid) {
-                        note!("probe daemon: cannot trace pid {pid}: {err:#}");
-                    }
-                }
-                for &pid in by_comm.difference(&now) {
-                    probes.remove(pid);
-                }
-                by_comm = now;
-            }
-            probes
-                .targets_up
-                .store(watched.len() + by_comm.len(), Ordering::Relaxed);
-        }
+        accept_connections(scope, &listener, &stop, &connections, &probes);
+        track_targets(args, signals, &mut watched, &probes);
     });
     drop(probes);
     note!("probe daemon: detached");
     Ok(())
+}
+
+/// Accepts scrapes on a thread of `scope`, each answered on a thread of its own (at most
+/// MAX_CONNECTIONS at once; more are closed unanswered), until `stop` is set.
+fn accept_connections<'scope, 'env: 'scope, 'obj: 'env>(
+    scope: &'scope std::thread::Scope<'scope, 'env>,
+    listener: &'env TcpListener,
+    stop: &'env AtomicBool,
+    connections: &'env AtomicUsize,
+    probes: &'env Probes<'obj>,
+) {
+    scope.spawn(move || {
+        for stream in listener.incoming() {
+            if stop.load(Ordering::Relaxed) {
+                break;
+            }
+            let Ok(stream) = stream else { continue };
+            if connections.fetch_add(1, Ordering::AcqRel) >= MAX_CONNECTIONS {
+                connections.fetch_sub(1, Ordering::AcqRel);
+                continue; // dropped: closed unanswered
+            }
+            scope.spawn(move || {
+                let _ = serve(stream, probes);
+                connections.fetch_sub(1, Ordering::AcqRel);
+            });
+        }
+    });
+}
+
+/// Follows the traced processes until SIGTERM/SIGINT: exited `--pid` targets leave
+/// the filter, and with `--comm` processes of those names join and leave it as they
+/// start and exit; `targets_up` says how many are traced.
+fn track_targets(
+    args: &DaemonArgs,
+    signals: &Signals,
+    watched: &mut Vec<WatchedProcess>,
+    probes: &Probes<'_>,
+) {
+    let mut by_comm: BTreeSet<u32> = BTreeSet::new();
+    loop {
+        if let Some(Interrupt::Terminate(signal)) = signals.wait(Duration::from_secs(1)) {
+            note!("probe daemon: signal {signal}, detaching");
+            break;
+        }
+        watched.retain(|process| {
+            let gone = process.exited();
+            if gone {
+                probes.remove(process.pid());
+            }
+            !gone
+        });
+        if !args.comm.is_empty() {
+            let now = pids_with_comm(&args.comm);
+            for &pid in now.difference(&by_comm) {
+                if let Err(err) = probes.add(pid) {
+                    note!("probe daemon: cannot trace pid {pid}: {err:#}");
+                }
+            }
+            for &pid in by_comm.difference(&now) {
+                probes.remove(pid);
+            }
+            by_comm = now;
+        }
+        probes
+            .targets_up
+            .store(watched.len() + by_comm.len(), Ordering::Relaxed);
+    }
 }
 
 /// Ends the accept loop when dropped: sets the flag, then connects once so that the
