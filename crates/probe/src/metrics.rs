@@ -28,13 +28,31 @@ pub struct Scrape {
 /// Renders `scrape` as Prometheus text.
 pub fn render(scrape: &Scrape) -> String {
     let mut out = String::new();
+    syscall_families(&mut out, &scrape.syscalls);
+    fault_families(&mut out, scrape);
+    runq_histogram(&mut out, &scrape.runq);
+    if let Some(up) = scrape.targets_up {
+        header(
+            &mut out,
+            "probe_targets_up",
+            "gauge",
+            "Traced processes that are running.",
+        );
+        let _ = writeln!(out, "probe_targets_up {up}");
+    }
+    out
+}
+
+/// Syscalls by name (calls, errors, bytes), bytes by data path, clock_gettime
+/// syscalls by clock.
+fn syscall_families(out: &mut String, snapshot: &SyscallSnapshot) {
     header(
-        &mut out,
+        out,
         "probe_syscalls_total",
         "counter",
         "Syscalls entered, by name.",
     );
-    for row in &scrape.syscalls.rows {
+    for row in &snapshot.rows {
         let _ = writeln!(
             out,
             "probe_syscalls_total{{syscall=\"{}\"}} {}",
@@ -42,12 +60,12 @@ pub fn render(scrape: &Scrape) -> String {
         );
     }
     header(
-        &mut out,
+        out,
         "probe_syscall_errors_total",
         "counter",
         "Syscalls that returned an error, by name.",
     );
-    for row in scrape.syscalls.rows.iter().filter(|r| r.errors > 0) {
+    for row in snapshot.rows.iter().filter(|r| r.errors > 0) {
         let _ = writeln!(
             out,
             "probe_syscall_errors_total{{syscall=\"{}\"}} {}",
@@ -55,13 +73,12 @@ pub fn render(scrape: &Scrape) -> String {
         );
     }
     header(
-        &mut out,
+        out,
         "probe_syscall_bytes_total",
         "counter",
         "Bytes moved by data syscalls (read, write, sendfile, ...), by name.",
     );
-    for row in scrape
-        .syscalls
+    for row in snapshot
         .rows
         .iter()
         .filter(|r| data_path(&r.name).is_some())
@@ -73,13 +90,13 @@ pub fn render(scrape: &Scrape) -> String {
         );
     }
     header(
-        &mut out,
+        out,
         "probe_file_bytes_total",
         "counter",
         "Bytes by data path: zero_copy (sendfile/splice), copied_in (read-like), copied_out (write-like).",
     );
     let mut paths = [0u64; 3];
-    for row in &scrape.syscalls.rows {
+    for row in &snapshot.rows {
         match data_path(&row.name) {
             Some(DataPath::ZeroCopy) => paths[0] += row.bytes,
             Some(DataPath::CopyIn) => paths[1] += row.bytes,
@@ -91,12 +108,12 @@ pub fn render(scrape: &Scrape) -> String {
         let _ = writeln!(out, "probe_file_bytes_total{{path=\"{path}\"}} {bytes}");
     }
     header(
-        &mut out,
+        out,
         "probe_clock_gettime_syscalls_total",
         "counter",
         "Real clock_gettime syscalls (calls the vDSO did not serve), by clock id.",
     );
-    for (id, &count) in scrape.syscalls.clock_ids.iter().enumerate() {
+    for (id, &count) in snapshot.clock_ids.iter().enumerate() {
         if count == 0 {
             continue;
         }
@@ -110,8 +127,12 @@ pub fn render(scrape: &Scrape) -> String {
             "probe_clock_gettime_syscalls_total{{clock=\"{clock}\"}} {count}"
         );
     }
+}
+
+/// Page faults by kind, and per process where wanted.
+fn fault_families(out: &mut String, scrape: &Scrape) {
     header(
-        &mut out,
+        out,
         "probe_page_faults_total",
         "counter",
         "Page faults of the traced processes, by kind.",
@@ -122,7 +143,7 @@ pub fn render(scrape: &Scrape) -> String {
     let _ = writeln!(out, "probe_page_faults_total{{kind=\"major\"}} {major}");
     if scrape.per_process_faults {
         header(
-            &mut out,
+            out,
             "probe_process_page_faults_total",
             "counter",
             "Page faults per traced process, by kind.",
@@ -138,17 +159,6 @@ pub fn render(scrape: &Scrape) -> String {
             }
         }
     }
-    runq_histogram(&mut out, &scrape.runq);
-    if let Some(up) = scrape.targets_up {
-        header(
-            &mut out,
-            "probe_targets_up",
-            "gauge",
-            "Traced processes that are running.",
-        );
-        let _ = writeln!(out, "probe_targets_up {up}");
-    }
-    out
 }
 
 fn header(out: &mut String, name: &str, kind: &str, help: &str) {
