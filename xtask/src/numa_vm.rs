@@ -225,21 +225,22 @@ impl Guest {
     /// Every check, by name, with why it failed.
     pub(crate) fn check(&self, s: &Sections) -> Vec<(String, Outcome)> {
         let t = self.target();
+        let mut results = vec![("--hardware".to_string(), self.check_hardware(s))];
+        results.extend(self.placement_checks(s));
+        results.push((
+            format!("numa stat: numa_hit moves on node {t}"),
+            self.check_stat(s),
+        ));
+        results.extend(self.command_line_checks(s));
+        results.extend(self.numactl_checks(s));
+        results
+    }
+
+    /// Where the policy and binding options put pages and threads.
+    fn placement_checks(&self, s: &Sections) -> Vec<(String, Outcome)> {
+        let t = self.target();
         let total_pages = TOUCH_MIB * 256;
-        let mut results = vec![
-            ("--hardware".to_string(), self.check_hardware(s)),
-            (
-                "--hardware --json".into(),
-                s.ok("hardware-json").and_then(|lines| {
-                    let json: serde_json::Value = serde_json::from_str(&lines.join("\n"))
-                        .map_err(|e| format!("not JSON: {e}"))?;
-                    let count = json["nodes"].as_array().map_or(0, Vec::len);
-                    expect(
-                        count == self.nodes as usize,
-                        format!("{count} nodes in the JSON"),
-                    )
-                }),
-            ),
+        vec![
             (
                 format!("--membind={t}: pages on node {t}"),
                 touch(s, "membind").and_then(|r| r.only_on(t, total_pages)),
@@ -291,9 +292,23 @@ impl Guest {
                     )
                 }),
             ),
+        ]
+    }
+
+    /// `--hardware --json`, and bad lists refused with a useful message.
+    fn command_line_checks(&self, s: &Sections) -> Vec<(String, Outcome)> {
+        vec![
             (
-                format!("numa stat: numa_hit moves on node {t}"),
-                self.check_stat(s),
+                "--hardware --json".into(),
+                s.ok("hardware-json").and_then(|lines| {
+                    let json: serde_json::Value = serde_json::from_str(&lines.join("\n"))
+                        .map_err(|e| format!("not JSON: {e}"))?;
+                    let count = json["nodes"].as_array().map_or(0, Vec::len);
+                    expect(
+                        count == self.nodes as usize,
+                        format!("{count} nodes in the JSON"),
+                    )
+                }),
             ),
             (
                 "--membind=<absent node> exits 1 naming the valid nodes".into(),
@@ -306,25 +321,32 @@ impl Guest {
                     expect(text.contains("'x'"), format!("message {text:?} lacks 'x'"))
                 }),
             ),
-        ];
-        if s.has("numactl-hardware") {
-            results.push((
-                "--hardware lines equal numactl's".into(),
+        ]
+    }
+
+    /// `numa` against Debian's numactl, where the guest has numactl.
+    fn numactl_checks(&self, s: &Sections) -> Vec<(String, Outcome)> {
+        if !s.has("numactl-hardware") {
+            return Vec::new();
+        }
+        let mut results = vec![
+            (
+                "--hardware lines equal numactl's".to_string(),
                 compare_hardware(s),
-            ));
-            results.push((
+            ),
+            (
                 "--show lines equal numactl's".into(),
                 s.ok("show").and_then(|ours| {
                     let theirs = s.ok("numactl-show")?;
                     expect(ours == theirs, format!("ours {ours:?}\nnumactl {theirs:?}"))
                 }),
+            ),
+        ];
+        for (i, args) in self.same_as_numactl().iter().enumerate() {
+            results.push((
+                format!("numa {args} as numactl"),
+                same_result(s, &format!("pair-{i}"), &format!("numactl-pair-{i}")),
             ));
-            for (i, args) in self.same_as_numactl().iter().enumerate() {
-                results.push((
-                    format!("numa {args} as numactl"),
-                    same_result(s, &format!("pair-{i}"), &format!("numactl-pair-{i}")),
-                ));
-            }
         }
         results
     }

@@ -29,7 +29,7 @@ mod throttle;
 mod wrk;
 
 use report::{medians, render_chart, render_table};
-use servers::{cpu_seconds, select, servers, start, status_kib, Running};
+use servers::{cpu_seconds, select, servers, start, status_kib, Running, ServerSpec};
 use wrk::{wrk, RANGES_LUA, REPORT_LUA};
 
 /// Options of one load test.
@@ -215,6 +215,18 @@ pub fn run(options: &Options) -> Result<()> {
         );
     }
 
+    let samples = measure_rounds(&running, options, &out)?;
+    drop(running);
+
+    let clients = memory::raise_limit(options.connections);
+    let memory = memory::measure_all(&specs, &www, &out, clients)?;
+
+    write_report(&samples, &specs, &memory, options, &out)
+}
+
+/// Warms every server up, then runs every workload against every server for
+/// `options.rounds` rounds, each round starting with the next server.
+fn measure_rounds(running: &[Running], options: &Options, out: &Path) -> Result<Vec<Sample>> {
     let total = running.len() * WORKLOADS.len() * options.rounds;
     eprintln!(
         "xtask loadtest: {total} runs of {} s ({} servers, {} workloads, {} rounds), about {} min",
@@ -225,9 +237,9 @@ pub fn run(options: &Options) -> Result<()> {
         (total as u64 * (options.duration + 1)).div_ceil(60)
     );
     // Warm-up, not recorded: page cache, connection pools, the open-file caches.
-    for server in &running {
+    for server in running {
         for workload in &WORKLOADS {
-            wrk(server, workload, 1, &out)?;
+            wrk(server, workload, 1, out)?;
         }
     }
     let mut samples = Vec::new();
@@ -236,7 +248,7 @@ pub fn run(options: &Options) -> Result<()> {
             for i in 0..running.len() {
                 // Alternate: each round starts with the next server.
                 let server = &running[(i + round) % running.len()];
-                let sample = measure(server, workload, round, options.duration, &out)?;
+                let sample = measure(server, workload, round, options.duration, out)?;
                 eprintln!(
                     "  round {} {} {:<24} {:>9.0} req/s {:>8.0} MB/s p99 {:>8.2} ms",
                     round + 1,
@@ -250,13 +262,19 @@ pub fn run(options: &Options) -> Result<()> {
             }
         }
     }
-    drop(running);
+    Ok(samples)
+}
 
-    let clients = memory::raise_limit(options.connections);
-    let memory = memory::measure_all(&specs, &www, &out, clients)?;
-
-    let medians = medians(&samples, &specs);
-    let table = render_table(&medians, options) + &memory::render_table(&memory);
+/// The medians table (printed and in report.md), results.json and chart.svg.
+fn write_report(
+    samples: &[Sample],
+    specs: &[ServerSpec],
+    memory: &[memory::ConnectionMemory],
+    options: &Options,
+    out: &Path,
+) -> Result<()> {
+    let medians = medians(samples, specs);
+    let table = render_table(&medians, options) + &memory::render_table(memory);
     println!("{table}");
     let report = Report {
         duration_s: options.duration,
@@ -268,15 +286,15 @@ pub fn run(options: &Options) -> Result<()> {
             .to_string(),
         workloads: WORKLOADS.iter().map(|w| (w.key, w.title)).collect(),
         medians: &medians,
-        samples: &samples,
-        memory: &memory,
+        samples,
+        memory,
     };
     fs::write(
         out.join("results.json"),
         serde_json::to_string_pretty(&report)?,
     )?;
     fs::write(out.join("report.md"), &table)?;
-    fs::write(out.join("chart.svg"), render_chart(&medians, &specs))?;
+    fs::write(out.join("chart.svg"), render_chart(&medians, specs))?;
     eprintln!(
         "xtask loadtest: wrote {}/{{report.md,results.json,chart.svg}}",
         out.display()
