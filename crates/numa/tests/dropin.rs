@@ -139,8 +139,29 @@ fn numactl_show_after_each_option_matches_debians_numactl() {
             "{args:?}: {}",
             text(&mine.stderr)
         );
-        assert_eq!(text(&mine.stdout), text(&theirs.stdout), "numactl {args:?}");
+        assert_eq!(
+            without_interleave_next(&text(&mine.stdout)),
+            without_interleave_next(&text(&theirs.stdout)),
+            "numactl {args:?}"
+        );
     }
+}
+
+/// `--show`'s next interleave node moves with every page a process allocates, so two
+/// programs may disagree on it where there are several nodes: the number is left out.
+fn without_interleave_next(show: &str) -> String {
+    show.lines()
+        .map(|line| {
+            if line.ends_with("(interleave next)") {
+                "preferred node: N (interleave next)"
+            } else if line.starts_with("interleavenode: ") {
+                "interleavenode: N"
+            } else {
+                line
+            }
+        })
+        .collect::<Vec<_>>()
+        .join("\n")
 }
 
 /// Removes the System V segment keyed by `key_file` (project id 0), if any.
