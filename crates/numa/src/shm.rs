@@ -356,16 +356,9 @@ impl Region {
     /// numactl's `--dump`: one line per run of pages with the same non-default
     /// policy, `START-END: POLICY : NODES `, offsets in hex from the segment's start.
     pub fn dump(&self) -> Result<String, ShmError> {
-        let mut runs: Vec<(u64, u64, i32, MemPolicy)> = Vec::new();
-        for at in self.pages() {
-            let (policy, raw) = policy::policy_at(self.start.wrapping_add(at as usize))?;
-            match runs.last_mut() {
-                Some(run) if run.2 == raw && run.3 == policy => run.1 = at + self.page_size,
-                _ => runs.push((at, at + self.page_size, raw, policy)),
-            }
-        }
+        let runs = self.runs(policy::policy_at)?;
         let mut out = String::new();
-        for (start, end, raw, policy) in runs {
+        for (start, end, (policy, raw)) in runs {
             if policy.mode == Mode::Default {
                 continue;
             }
@@ -375,12 +368,7 @@ impl Region {
                 policy.mode.name().to_string()
             };
             let nodes: String = policy.nodes.iter().map(|n| format!("{n} ")).collect();
-            let _ = writeln!(
-                out,
-                "{:016x}-{:016x}: {name} : {nodes}",
-                self.offset + start,
-                self.offset + end.min(self.length)
-            );
+            let _ = writeln!(out, "{start:016x}-{end:016x}: {name} : {nodes}");
         }
         Ok(out)
     }
@@ -388,24 +376,30 @@ impl Region {
     /// numactl's `--dump-nodes`: one line per run of pages on the same node,
     /// `START-END: NODE` (looking a page up faults it in, as in numactl).
     pub fn dump_nodes(&self) -> Result<String, ShmError> {
-        let mut runs: Vec<(u64, u64, u32)> = Vec::new();
-        for at in self.pages() {
-            let node = policy::query_node(self.start.wrapping_add(at as usize), "shm page")?;
-            match runs.last_mut() {
-                Some(run) if run.2 == node => run.1 = at + self.page_size,
-                _ => runs.push((at, at + self.page_size, node)),
-            }
-        }
+        let runs = self.runs(|addr| policy::query_node(addr, "shm page"))?;
         let mut out = String::new();
         for (start, end, node) in runs {
-            let _ = writeln!(
-                out,
-                "{:016x}-{:016x}: {node}",
-                self.offset + start,
-                self.offset + end.min(self.length)
-            );
+            let _ = writeln!(out, "{start:016x}-{end:016x}: {node}");
         }
         Ok(out)
+    }
+
+    /// The region cut into runs of pages for which `key` answers the same, as
+    /// `(start, end, key)` with offsets from the segment's or file's start.
+    fn runs<K: PartialEq>(
+        &self,
+        key: impl Fn(*const u8) -> Result<K, PolicyError>,
+    ) -> Result<Vec<(u64, u64, K)>, ShmError> {
+        let mut runs: Vec<(u64, u64, K)> = Vec::new();
+        for at in self.pages() {
+            let value = key(self.start.wrapping_add(at as usize))?;
+            let end = self.offset + (at + self.page_size).min(self.length);
+            match runs.last_mut() {
+                Some(run) if run.2 == value => run.1 = end,
+                _ => runs.push((self.offset + at, end, value)),
+            }
+        }
+        Ok(runs)
     }
 
     /// numactl's `--verify` (undocumented): after touching the region, every page has

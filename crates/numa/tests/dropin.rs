@@ -42,6 +42,16 @@ fn text(bytes: &[u8]) -> String {
     String::from_utf8_lossy(bytes).into_owned()
 }
 
+fn assert_same_status(args: &[&str], mine: &Output, theirs: &Output) {
+    assert_eq!(
+        mine.status.code(),
+        theirs.status.code(),
+        "numactl {args:?}: ours {}, numactl {}",
+        text(&mine.stderr),
+        text(&theirs.stderr)
+    );
+}
+
 /// numactl's message: its first stderr line up to the usage text it runs into.
 fn message(stderr: &[u8]) -> String {
     let text = text(stderr);
@@ -98,13 +108,7 @@ fn numactl_order_rules_match_debians_numactl() {
     for (args, same_message) in cases {
         let theirs = run(Path::new("numactl"), args);
         let mine = run(&ours.path("numactl"), args);
-        assert_eq!(
-            mine.status.code(),
-            theirs.status.code(),
-            "numactl {args:?}: ours {}, numactl {}",
-            text(&mine.stderr),
-            text(&theirs.stderr)
-        );
+        assert_same_status(args, &mine, &theirs);
         if *same_message {
             let (a, b) = (message(&mine.stderr), message(&theirs.stderr));
             assert!(
@@ -228,13 +232,7 @@ fn shared_memory_regions_match_debians_numactl() {
         }
         remove_segment(Path::new(key));
         let (theirs, mine) = (&results[0], &results[1]);
-        assert_eq!(
-            mine.status.code(),
-            theirs.status.code(),
-            "numactl {args:?}: ours {}, numactl {}",
-            text(&mine.stderr),
-            text(&theirs.stderr)
-        );
+        assert_same_status(args, mine, theirs);
         if theirs.status.success() {
             assert_eq!(text(&mine.stdout), text(&theirs.stdout), "numactl {args:?}");
             assert_eq!(text(&mine.stderr), text(&theirs.stderr), "numactl {args:?}");
