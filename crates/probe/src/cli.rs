@@ -97,6 +97,10 @@ pub struct SyscallsArgs {
     /// Show only the N syscalls with the most calls.
     #[arg(short = 'n', long, value_name = "N")]
     pub top: Option<usize>,
+    /// Also print a table for each interval of this length while tracing (the change
+    /// over the interval), then the totals; with --json, one JSON object per line.
+    #[arg(short = 'i', long, value_name = "DURATION", value_parser = parse_seconds)]
+    pub interval: Option<Duration>,
     /// Select rows as strace's -e does: trace=NAME,... (or a bare list; !NAME,... leaves
     /// them out) and status=failed|successful; may be repeated, all apply.
     #[arg(short = 'e', long = "expr", value_name = "EXPR", action = clap::ArgAction::Append)]

@@ -25,6 +25,18 @@ impl Log2Histogram {
         Log2Histogram { unit, slots }
     }
 
+    /// What was recorded since `earlier`, an earlier reading of the same counters
+    /// (slot by slot; a slot that went down, after a reset, counts from zero).
+    pub fn since(&self, earlier: &Log2Histogram) -> Log2Histogram {
+        let slots = self
+            .slots
+            .iter()
+            .enumerate()
+            .map(|(slot, &now)| now.saturating_sub(earlier.slots.get(slot).copied().unwrap_or(0)))
+            .collect();
+        Log2Histogram::new(self.unit, slots)
+    }
+
     /// The number of values recorded.
     pub fn total(&self) -> u64 {
         self.slots.iter().sum()

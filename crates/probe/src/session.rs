@@ -8,7 +8,7 @@ use std::time::{Duration, Instant};
 use serde::Serialize;
 
 use crate::bpf::{Scope, TaskName};
-use crate::error::Result;
+use crate::error::{ProbeError, Result};
 use crate::signals::{Interrupt, Signals};
 use crate::target::{self, ChildExit, PausedCommand, RunningCommand, WatchedProcess};
 
@@ -69,6 +69,37 @@ impl Prepared {
         let mut watch = self.start()?;
         let ending = watch.wait(signals, duration);
         Ok((ending, started.elapsed()))
+    }
+
+    /// As [`Prepared::run`], calling `tick` with the time since the start at every
+    /// multiple of `interval` before the end (`probe syscalls -i`). An error from
+    /// `tick` ends the run (a command started stays running, as with `run`).
+    pub fn run_in_intervals<E: From<ProbeError>>(
+        self,
+        signals: &Signals,
+        duration: Option<Duration>,
+        interval: Duration,
+        mut tick: impl FnMut(Duration) -> std::result::Result<(), E>,
+    ) -> std::result::Result<(Ending, Duration), E> {
+        let started = Instant::now();
+        let deadline = duration.map(|d| started + d);
+        let mut watch = self.start()?;
+        let mut ticks = 0u32;
+        loop {
+            ticks = ticks.saturating_add(1);
+            let next = started + interval * ticks;
+            let until = deadline.map_or(next, |d| d.min(next));
+            let ending = watch.wait(
+                signals,
+                Some(until.saturating_duration_since(Instant::now())),
+            );
+            let ended = !matches!(ending, Ending::Duration)
+                || deadline.is_some_and(|d| Instant::now() >= d);
+            if ended {
+                return Ok((ending, started.elapsed()));
+            }
+            tick(started.elapsed())?;
+        }
     }
 
     /// Lets a command run (after the probes attached).

@@ -68,6 +68,44 @@ impl SyscallSnapshot {
     pub fn calls(&self, name: &str) -> u64 {
         self.row(name).map_or(0, |row| row.calls)
     }
+
+    /// What happened since `earlier`, an earlier snapshot of the same tracer: every
+    /// count, byte total, time and histogram minus the earlier one; syscalls without a
+    /// call in between are left out, and the rows are ordered as in a snapshot.
+    pub fn since(&self, earlier: &SyscallSnapshot) -> SyscallSnapshot {
+        let mut rows: Vec<SyscallRow> = self
+            .rows
+            .iter()
+            .filter_map(|row| {
+                let before = earlier.rows.iter().find(|r| r.nr == row.nr);
+                let minus = |f: fn(&SyscallRow) -> u64| f(row).saturating_sub(before.map_or(0, f));
+                let calls = minus(|r| r.calls);
+                let errors = minus(|r| r.errors);
+                (calls > 0 || errors > 0).then(|| SyscallRow {
+                    nr: row.nr,
+                    name: row.name.clone(),
+                    calls,
+                    errors,
+                    bytes: minus(|r| r.bytes),
+                    total_ns: row.total_ns.map(|_| minus(|r| r.total_ns.unwrap_or(0))),
+                    latency: row.latency.as_ref().map(|now| {
+                        match before.and_then(|b| b.latency.as_ref()) {
+                            Some(then) => now.since(then),
+                            None => now.clone(),
+                        }
+                    }),
+                })
+            })
+            .collect();
+        rows.sort_by(|a, b| b.calls.cmp(&a.calls).then(a.nr.cmp(&b.nr)));
+        let clock_ids = self
+            .clock_ids
+            .iter()
+            .enumerate()
+            .map(|(id, &now)| now.saturating_sub(earlier.clock_ids.get(id).copied().unwrap_or(0)))
+            .collect();
+        SyscallSnapshot { rows, clock_ids }
+    }
 }
 
 /// Attached sys_enter/sys_exit programs; detached when dropped.
@@ -211,5 +249,55 @@ impl<'obj> SyscallTracer<'obj> {
             *count = one[0];
         }
         Ok(SyscallSnapshot { rows, clock_ids })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn row(nr: u32, calls: u64, errors: u64, latency: Option<Vec<u64>>) -> SyscallRow {
+        SyscallRow {
+            nr,
+            name: sysnames::name(nr).into_owned(),
+            calls,
+            errors,
+            bytes: calls * 10,
+            total_ns: latency.as_ref().map(|_| calls * 100),
+            latency: latency.map(|slots| Log2Histogram::new("ns", slots)),
+        }
+    }
+
+    #[test]
+    fn since_subtracts_and_drops_quiet_syscalls() {
+        let earlier = SyscallSnapshot {
+            rows: vec![
+                row(0, 10, 1, Some(vec![4, 6])),
+                row(1, 5, 0, Some(vec![5, 0])),
+            ],
+            clock_ids: vec![3, 0],
+        };
+        let later = SyscallSnapshot {
+            rows: vec![
+                row(0, 12, 1, Some(vec![5, 7])),
+                row(1, 5, 0, Some(vec![5, 0])),
+                row(2, 40, 2, Some(vec![0, 40])),
+            ],
+            clock_ids: vec![7, 1],
+        };
+        let delta = later.since(&earlier);
+        assert_eq!(delta.rows.len(), 2);
+        assert_eq!(
+            (delta.rows[0].nr, delta.rows[0].calls, delta.rows[0].errors),
+            (2, 40, 2)
+        );
+        let read = &delta.rows[1];
+        assert_eq!(
+            (read.nr, read.calls, read.errors, read.bytes),
+            (0, 2, 0, 20)
+        );
+        assert_eq!(read.total_ns, Some(200));
+        assert_eq!(read.latency.as_ref().unwrap().slots, vec![1, 1]);
+        assert_eq!(delta.clock_ids, vec![4, 1]);
     }
 }

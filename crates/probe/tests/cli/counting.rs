@@ -366,3 +366,42 @@ fn expressions_select_rows() {
         String::from_utf8_lossy(&out.stderr)
     );
 }
+
+/// `-i` prints the change over each interval as it goes, then the totals: the
+/// intervals tile the run and their getppid calls add up to the total (both bursts end
+/// well before the last interval does).
+#[test]
+fn intervals_print_the_change_then_the_totals() {
+    if !privileged() {
+        return;
+    }
+    let script = format!(
+        "{CALIBRATE} syscalls --count 3000; sleep 0.6; {CALIBRATE} syscalls --count 2000; sleep 0.6"
+    );
+    let out = probe(&[
+        "syscalls", "--json", "-f", "-i", "200ms", "--", "sh", "-c", &script,
+    ]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let objects: Vec<serde_json::Value> = String::from_utf8(out.stdout)
+        .unwrap()
+        .lines()
+        .map(|line| serde_json::from_str(line).unwrap())
+        .collect();
+    let (total, intervals) = objects.split_last().unwrap();
+    assert!(intervals.len() >= 5, "{} intervals", intervals.len());
+    for pair in intervals.windows(2) {
+        assert_eq!(pair[0]["to_seconds"], pair[1]["from_seconds"], "{pair:?}");
+    }
+    let in_intervals: u64 = intervals.iter().map(|i| calls(i, "getppid")).sum();
+    let overall = calls(total, "getppid");
+    assert!(overall >= 5000, "{total}");
+    assert_eq!(in_intervals, overall, "{objects:?}");
+    assert!(
+        intervals.iter().filter(|i| calls(i, "getppid") > 0).count() >= 2,
+        "both bursts show up in intervals of their own: {objects:?}"
+    );
+}

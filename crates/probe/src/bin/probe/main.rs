@@ -134,7 +134,24 @@ fn syscalls(args: &SyscallsArgs, signals: &Signals) -> anyhow::Result<()> {
     if !matches!(spec, TargetSpec::Command(_)) {
         note!("Tracing syscalls of {target}... Ctrl-C to stop.");
     }
-    let (ending, elapsed) = prepared.run(signals, args.duration)?;
+    let (ending, elapsed) = match args.interval {
+        None => prepared.run(signals, args.duration)?,
+        Some(interval) => {
+            let mut earlier = SyscallSnapshot::default();
+            let mut from = Duration::ZERO;
+            prepared.run_in_intervals(signals, args.duration, interval, |to| {
+                let now = tracer.snapshot()?;
+                let mut change = now.since(&earlier);
+                change.rows.retain(|row| filter.keeps(row));
+                if let Some(top) = args.top {
+                    change.rows.truncate(top);
+                }
+                print_interval(args, &change, from, to)?;
+                (earlier, from) = (now, to);
+                anyhow::Ok(())
+            })?
+        }
+    };
     tracer.stop();
     let mut snapshot = tracer.snapshot()?;
     drop(tracer);
@@ -157,7 +174,12 @@ fn syscalls(args: &SyscallsArgs, signals: &Signals) -> anyhow::Result<()> {
                 "copied_out_bytes": v.copied_out_bytes,
             })),
         });
-        outln!("{}", serde_json::to_string_pretty(&out)?);
+        if args.interval.is_some() {
+            // With intervals, every object is one line.
+            outln!("{}", serde_json::to_string(&out)?);
+        } else {
+            outln!("{}", serde_json::to_string_pretty(&out)?);
+        }
         return Ok(());
     }
     if strace_layout {
@@ -181,6 +203,28 @@ fn syscalls(args: &SyscallsArgs, signals: &Signals) -> anyhow::Result<()> {
     }
     if let Some(verdict) = verdict {
         outln!("\nFile serving: {}", verdict.describe());
+    }
+    Ok(())
+}
+
+/// One interval's table (`-i`): the change between `from` and `to` seconds into the
+/// trace, in the layout asked for.
+fn print_interval(
+    args: &SyscallsArgs,
+    change: &SyscallSnapshot,
+    from: Duration,
+    to: Duration,
+) -> anyhow::Result<()> {
+    let (from, to) = (from.as_secs_f64(), to.as_secs_f64());
+    if args.json {
+        let line = json!({ "from_seconds": from, "to_seconds": to, "syscalls": change.rows });
+        outln!("{}", serde_json::to_string(&line)?);
+    } else if args.format == Format::Strace {
+        outln!("{from:.3}-{to:.3} s:");
+        out!("{}\n", strace_summary(&change.rows, args.sort_by));
+    } else {
+        outln!("{from:.3}-{to:.3} s:");
+        out!("{}\n", syscall_table(change, args.latency));
     }
     Ok(())
 }
