@@ -416,6 +416,41 @@ fn system_table(
     Ok(())
 }
 
+/// The empty process table: category rows (one process) or PID rows (several), a
+/// rule and a Total row; `Node N` columns and a Total column.
+fn process_table(
+    machine: &Machine,
+    options: &Options,
+    per_process: bool,
+    data_rows: usize,
+) -> VTable {
+    let (header_rows, header_cols) = (2, 1);
+    let node_count = machine.nodes.len();
+    // Two extra rows: a rule and the Total row.
+    let mut table = VTable::new(header_rows, header_cols, data_rows + 2, node_count + 1);
+    let total_row = header_rows + data_rows + 1;
+    table.set(total_row, 0, Cell::Text("Total".into()));
+    if per_process {
+        for (row, (_, label)) in PROCESS_ROWS.iter().enumerate() {
+            table.set(header_rows + row, 0, Cell::Text(label.to_string()));
+        }
+    } else {
+        table.set(0, 0, Cell::Text("PID".into()));
+        table.set(1, 0, Cell::Rule('-'));
+    }
+    table.set_width(0, 16);
+    table.set_justify(0, Justify::Left);
+    for column in 0..=node_count {
+        let col = header_cols + column;
+        table.set(0, col, Cell::Text(machine.header(column, false)));
+        table.set(1, col, Cell::Rule('-'));
+        table.set_width(col, 16);
+        table.set_decimal_places(col, if options.compress { 0 } else { 2 });
+        table.set_justify(col, Justify::Right);
+    }
+    table
+}
+
 fn process_tables(
     machine: &Machine,
     options: &Options,
@@ -430,32 +465,14 @@ fn process_tables(
     };
     let (header_rows, header_cols) = (2, 1);
     let node_count = machine.nodes.len();
-    // Two extra rows: a rule and the Total row.
-    let mut table = VTable::new(header_rows, header_cols, data_rows + 2, node_count + 1);
     let total_col = header_cols + node_count;
     let total_row = header_rows + data_rows + 1;
-    table.set(total_row, 0, Cell::Text("Total".into()));
-    if per_process {
-        for (row, (_, label)) in PROCESS_ROWS.iter().enumerate() {
-            table.set(header_rows + row, 0, Cell::Text(label.to_string()));
-        }
-    } else {
-        table.set(0, 0, Cell::Text("PID".into()));
-        table.set(1, 0, Cell::Rule('-'));
+    if !per_process {
         output
             .text
             .push_str("\nPer-node process memory usage (in MBs)\n");
     }
-    table.set_width(0, 16);
-    table.set_justify(0, Justify::Left);
-    for column in 0..=node_count {
-        let col = header_cols + column;
-        table.set(0, col, Cell::Text(machine.header(column, false)));
-        table.set(1, col, Cell::Rule('-'));
-        table.set_width(col, 16);
-        table.set_decimal_places(col, if options.compress { 0 } else { 2 });
-        table.set_justify(col, Justify::Right);
-    }
+    let mut table = process_table(machine, options, per_process, data_rows);
     table.zero_data();
     for (index, &pid) in pids.iter().enumerate() {
         let name = command_name(machine.root, pid).unwrap_or_else(|| "(null)".into());
