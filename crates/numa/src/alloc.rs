@@ -9,6 +9,7 @@ use std::alloc::Layout;
 
 use allocator_api2::alloc::{AllocError, Allocator, Global};
 
+use crate::pages::page_size;
 use crate::policy::{self, MemPolicy, PolicyError};
 
 /// A zeroed, page-aligned buffer whose pages are allocated under a memory policy
@@ -177,15 +178,6 @@ unsafe impl Allocator for NodeAllocator {
         // SAFETY: the block is a mapping of `len` bytes made by `allocate`.
         unsafe { libc::munmap(ptr.as_ptr().cast(), len) };
     }
-}
-
-fn page_size() -> usize {
-    static PAGE_SIZE: std::sync::OnceLock<usize> = std::sync::OnceLock::new();
-    *PAGE_SIZE.get_or_init(|| {
-        // SAFETY: sysconf has no memory-safety preconditions.
-        let size = unsafe { libc::sysconf(libc::_SC_PAGESIZE) };
-        usize::try_from(size).unwrap_or(4096)
-    })
 }
 
 impl Deref for NodeBuffer {

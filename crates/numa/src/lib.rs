@@ -28,6 +28,7 @@ pub mod hardware;
 mod idset;
 pub mod numactl;
 pub mod numastat;
+mod pages;
 pub mod policy;
 pub mod sharded;
 pub mod shm;

@@ -210,12 +210,8 @@ impl<'a> Session<'a> {
     ) -> Result<Option<Outcome>, NumactlError> {
         match step {
             Step::Show => {
-                let topology = self.topology()?.clone();
-                write!(
-                    out,
-                    "{}",
-                    show::report(&topology, &show::State::current(self.root)?)
-                )?;
+                let state = show::State::current(self.root)?;
+                write!(out, "{}", show::report(self.topology()?, &state))?;
                 return Ok(Some(Outcome::Exit(0)));
             }
             Step::Hardware { json } => {
@@ -309,8 +305,7 @@ impl<'a> Session<'a> {
             Step::CpuNodeBind(spec) => {
                 self.no_region_option_before("-c/--cpubind/--cpunodebind")?;
                 let nodes = self.nodes(spec)?;
-                let topology = self.topology()?.clone();
-                policy::bind_cpus_to_nodes(&topology, &nodes)?;
+                policy::bind_cpus_to_nodes(self.topology()?, &nodes)?;
                 self.cpus_bound = true;
             }
             Step::PhysCpuBind(spec) => {
@@ -392,9 +387,7 @@ impl<'a> Session<'a> {
                     "--dump-nodes"
                 };
                 let Some(region) = &self.region else {
-                    return Err(NumactlError::Usage(format!(
-                        "Cannot do {option} without shared memory."
-                    )));
+                    return Err(usage(format!("Cannot do {option} without shared memory.")));
                 };
                 let text = if *step == Step::Dump {
                     region.dump()?
@@ -508,35 +501,31 @@ impl<'a> Session<'a> {
             spec.to_string()
         };
         self.parsed_a_list = true;
-        let (usable, present) = self.usable(|t| t.node_ids())?;
-        IdSet::parse_spec(&spec, "node", &usable.nodes, &present).map_err(|e| usage(e.to_string()))
+        let (usable, present) = self.usable()?;
+        IdSet::parse_spec(&spec, "node", &usable.nodes, &present.nodes)
+            .map_err(|e| usage(e.to_string()))
     }
 
     fn cpus(&mut self, spec: &str) -> Result<IdSet, NumactlError> {
         self.parsed_a_list = true;
-        let (usable, present) =
-            self.usable(|t| t.nodes.iter().flat_map(|n| n.cpus.iter()).collect())?;
-        IdSet::parse_spec(spec, "cpu", &usable.cpus, &present).map_err(|e| usage(e.to_string()))
+        let (usable, present) = self.usable()?;
+        IdSet::parse_spec(spec, "cpu", &usable.cpus, &present.cpus)
+            .map_err(|e| usage(e.to_string()))
     }
 
-    /// What lists may name (the cpuset's nodes and CPUs, or all present ones with
+    /// What lists may name (the cpuset's nodes and CPUs, or every present one with
     /// `--all`), and what is present.
-    fn usable(
-        &mut self,
-        present: impl Fn(&Topology) -> IdSet,
-    ) -> Result<(Allowed, IdSet), NumactlError> {
+    fn usable(&mut self) -> Result<(Allowed, Allowed), NumactlError> {
         let topology = self.topology()?;
-        let present_nodes = topology.node_ids();
-        let present_cpus: IdSet = topology.nodes.iter().flat_map(|n| n.cpus.iter()).collect();
-        let wanted = present(topology);
-        let allowed = if self.parse_all {
-            Allowed {
-                nodes: present_nodes,
-                cpus: present_cpus,
-            }
+        let present = Allowed {
+            nodes: topology.node_ids(),
+            cpus: topology.nodes.iter().flat_map(|n| n.cpus.iter()).collect(),
+        };
+        let usable = if self.parse_all {
+            present.clone()
         } else {
             Allowed::read(self.root)?
         };
-        Ok((allowed, wanted))
+        Ok((usable, present))
     }
 }

@@ -13,6 +13,7 @@ use std::os::unix::fs::{MetadataExt as _, OpenOptionsExt as _};
 use std::os::unix::io::AsRawFd as _;
 use std::path::{Path, PathBuf};
 
+use crate::pages;
 use crate::policy::{self, MemPolicy, Mode, PolicyError};
 
 /// How to find or create a region (numactl's `--length`, `--offset`, `--shmmode`,
@@ -43,6 +44,18 @@ impl Default for Settings {
     }
 }
 
+impl Settings {
+    /// Where the region ends in the segment or file: offset + length.
+    fn end(&self) -> Result<u64, ShmError> {
+        self.offset
+            .checked_add(self.length)
+            .ok_or(ShmError::TooLarge {
+                offset: self.offset,
+                length: self.length,
+            })
+    }
+}
+
 /// What went wrong with a shared memory region.
 #[derive(Debug, thiserror::Error)]
 pub enum ShmError {
@@ -66,6 +79,14 @@ pub enum ShmError {
         length: u64,
         /// The page size of the segment or file.
         page_size: u64,
+    },
+    /// `--offset` plus `--length` past what a 64-bit size holds.
+    #[error("--offset {offset} plus --length {length} is past the largest possible size")]
+    TooLarge {
+        /// The offset.
+        offset: u64,
+        /// The length.
+        length: u64,
     },
     /// The region is empty.
     #[error("policy region length not specified before {0}")]
@@ -120,21 +141,25 @@ fn c_path(path: &Path) -> Result<CString, ShmError> {
     })
 }
 
-/// The huge page size from `/proc/meminfo`, else the base page size.
-fn huge_page_size() -> u64 {
-    std::fs::read_to_string("/proc/meminfo")
-        .ok()
-        .and_then(|text| {
-            let line = text.lines().find(|l| l.starts_with("Hugepagesize:"))?;
-            let kib: u64 = line.split_whitespace().nth(1)?.parse().ok()?;
-            Some(kib * 1024)
-        })
-        .unwrap_or_else(page_size)
-}
-
-fn page_size() -> u64 {
-    // SAFETY: sysconf has no memory-safety preconditions.
-    unsafe { libc::sysconf(libc::_SC_PAGESIZE) as u64 }
+/// numactl's `check_region`: the region starts and ends on page boundaries and is not
+/// empty.
+fn check_region(
+    start: u64,
+    length: u64,
+    page_size: u64,
+    option: &'static str,
+) -> Result<(), ShmError> {
+    let page = page_size.max(1);
+    if !start.is_multiple_of(page) || !length.is_multiple_of(page) {
+        return Err(ShmError::NotAligned {
+            length,
+            page_size: page,
+        });
+    }
+    if length == 0 {
+        return Err(ShmError::NoLength(option));
+    }
+    Ok(())
 }
 
 impl Region {
@@ -179,14 +204,15 @@ impl Region {
             if settings.length == 0 {
                 return Err(ShmError::NeedLength("a sysv shared memory segment"));
             }
+            let size = settings.end()?;
             notice(format!(
                 "Creating shared memory segment {} id {} mode {:04o} length {:.0}MB",
                 key_file.display(),
                 settings.id,
                 settings.mode,
-                (settings.length + settings.offset) as f64 / (1024.0 * 1024.0)
+                size as f64 / (1024.0 * 1024.0)
             ));
-            let size = (settings.length + settings.offset) as usize;
+            let size = size as usize;
             let flags = libc::IPC_CREAT | settings.mode as libc::c_int | huge;
             // SAFETY: shmget takes plain values.
             id = unsafe { libc::shmget(key, size, flags) };
@@ -217,10 +243,11 @@ impl Region {
                 io::Error::last_os_error(),
             ));
         }
+        let small = pages::page_size() as u64;
         let page_size = if settings.huge {
-            huge_page_size()
+            pages::huge_page_size(Path::new("/")).unwrap_or(small)
         } else {
-            page_size()
+            small
         };
         let region = Region {
             // The offset stays inside the segment, which was made length + offset long
@@ -231,7 +258,7 @@ impl Region {
             page_size,
             backing: Backing::SysV { base },
         };
-        region.check(option)?;
+        check_region(region.start as u64, region.length, region.page_size, option)?;
         Ok(region)
     }
 
@@ -242,6 +269,7 @@ impl Region {
         settings: &Settings,
         option: &'static str,
     ) -> Result<Region, ShmError> {
+        let end = settings.end()?;
         let opened = match OpenOptions::new().read(true).write(true).open(file) {
             Ok(opened) => opened,
             Err(_) if settings.length == 0 => {
@@ -257,51 +285,33 @@ impl Region {
                 .map_err(io_error("cannot create file", file))?,
         };
         let metadata = opened.metadata().map_err(io_error("cannot stat", file))?;
-        let end = settings.length + settings.offset;
         if end > metadata.len() {
             opened.set_len(end).map_err(io_error("ftruncate", file))?;
         }
-        let mut region = Region {
-            start: std::ptr::null_mut(),
-            length: settings.length,
-            offset: settings.offset,
-            page_size: metadata.blksize(),
-            backing: Backing::File { _file: opened },
-        };
-        region.check(option)?;
-        let Backing::File { _file: opened } = &region.backing else {
-            unreachable!("made as a file region above");
-        };
+        let page_size = metadata.blksize();
+        // The mapping's address is the kernel's choice, page aligned.
+        check_region(0, settings.length, page_size, option)?;
         // SAFETY: a new shared mapping of an open file; it aliases no Rust object.
         let start = unsafe {
             libc::mmap(
                 std::ptr::null_mut(),
-                region.length as usize,
+                settings.length as usize,
                 libc::PROT_READ | libc::PROT_WRITE,
                 libc::MAP_SHARED,
                 opened.as_raw_fd(),
-                region.offset as libc::off_t,
+                settings.offset as libc::off_t,
             )
         };
         if start == libc::MAP_FAILED {
             return Err(io_error("mmap", file)(io::Error::last_os_error()));
         }
-        region.start = start.cast();
-        Ok(region)
-    }
-
-    fn check(&self, option: &'static str) -> Result<(), ShmError> {
-        let page = self.page_size.max(1);
-        if !(self.start as u64).is_multiple_of(page) || !self.length.is_multiple_of(page) {
-            return Err(ShmError::NotAligned {
-                length: self.length,
-                page_size: page,
-            });
-        }
-        if self.length == 0 {
-            return Err(ShmError::NoLength(option));
-        }
-        Ok(())
+        Ok(Region {
+            start: start.cast(),
+            length: settings.length,
+            offset: settings.offset,
+            page_size,
+            backing: Backing::File { _file: opened },
+        })
     }
 
     /// Fails when `--offset` lies at or past the length (numactl's check before it
@@ -445,12 +455,11 @@ impl Drop for Region {
             Backing::SysV { base } => unsafe {
                 libc::shmdt(base);
             },
-            // SAFETY: start and length are the mapping made in attach_file (start is
-            // null if the mapping was never made); nothing borrows it past self.
-            Backing::File { .. } if !self.start.is_null() => unsafe {
+            // SAFETY: start and length are the mapping made in attach_file; nothing
+            // borrows it past self.
+            Backing::File { .. } => unsafe {
                 libc::munmap(self.start.cast(), self.length as usize);
             },
-            Backing::File { .. } => {}
         }
     }
 }

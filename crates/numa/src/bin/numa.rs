@@ -5,11 +5,10 @@
 //! or linked as `numactl`; `--json` is added for programs.
 
 use std::ffi::OsString;
-use std::os::unix::process::CommandExt;
-use std::process::ExitCode;
-
 use std::io::IsTerminal as _;
+use std::os::unix::process::CommandExt;
 use std::path::Path;
+use std::process::ExitCode;
 
 use clap::{CommandFactory, FromArgMatches};
 use numa::cli::{Cli, StatCli};
@@ -106,17 +105,12 @@ fn stat(cli: StatCli, name: &str, legacy: bool) -> Result<(), Failure> {
     if cli.json || cli.interval.is_some() {
         return Ok(stat_samples(&cli)?);
     }
-    let sort = cli.sort.as_deref().map(|node| {
-        // As numastat: a node number only when NODE is all digits.
-        (!node.is_empty() && node.bytes().all(|b| b.is_ascii_digit()))
-            .then(|| node.parse().unwrap_or(u32::MAX))
-    });
     let options = report::Options {
         compress: cli.compress,
         meminfo: cli.meminfo,
         numastat: cli.numastat,
         processes: cli.pid.iter().chain(&cli.processes).cloned().collect(),
-        sort,
+        sort: cli.sort.as_deref().map(report::sort_node),
         verbose: cli.verbose,
         skip_zero: cli.skip_zero,
         legacy,

@@ -9,6 +9,7 @@ use std::io;
 use std::path::{Path, PathBuf};
 
 use super::vtab::{Cell, Justify, VTable};
+use crate::pages;
 
 /// What numastat was asked for.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
@@ -47,6 +48,13 @@ pub fn screen_width(env: Option<&str>, stdout_is_terminal: bool) -> usize {
         None => 10_000_000,
     };
     width.max(32)
+}
+
+/// numastat's `-s[NODE]` argument: a node only when NODE is all digits; `-s` alone or
+/// anything else sorts by the Total column (None).
+pub fn sort_node(text: &str) -> Option<u32> {
+    (!text.is_empty() && text.bytes().all(|b| b.is_ascii_digit()))
+        .then(|| text.parse().unwrap_or(u32::MAX))
 }
 
 /// C's `atoi`: leading blanks, a sign, digits; anything else ends it (0 if none).
@@ -197,21 +205,9 @@ impl<'a> Machine<'a> {
             });
         }
         nodes.sort_unstable();
-        // SAFETY: sysconf has no memory-safety preconditions.
-        let page_size = unsafe { libc::sysconf(libc::_SC_PAGESIZE) } as f64;
-        let huge_page_size = fs::read_to_string(root.join("proc/meminfo"))
-            .ok()
-            .and_then(|text| {
-                let line = text.lines().find(|l| l.starts_with("Hugepagesize"))?;
-                let digits: String = line
-                    .chars()
-                    .skip_while(|c| !c.is_ascii_digit())
-                    .take_while(|c| c.is_ascii_digit())
-                    .collect();
-                digits.parse::<f64>().ok()
-            })
-            .unwrap_or(0.0)
-            * 1024.0;
+        // numastat counts huge pages as 0 bytes where it finds no huge page size.
+        let page_size = pages::page_size() as f64;
+        let huge_page_size = pages::huge_page_size(root).unwrap_or(0) as f64;
         Ok(Machine {
             root,
             nodes,
@@ -572,7 +568,7 @@ fn numa_maps_counts(maps: &str, path: &Path) -> Result<Vec<(usize, u32, u64)>, N
             };
             let parsed = rest
                 .split_once('=')
-                .and_then(|(node, pages)| Some((node.parse().ok()?, leading_number(pages))));
+                .and_then(|(node, pages)| Some((node.parse().ok()?, atoi(pages).max(0) as u64)));
             let Some((node, pages)) = parsed else {
                 return Err(NumastatError::NumaMaps {
                     path: path.to_path_buf(),
@@ -583,13 +579,6 @@ fn numa_maps_counts(maps: &str, path: &Path) -> Result<Vec<(usize, u32, u64)>, N
         }
     }
     Ok(counts)
-}
-
-fn leading_number(text: &str) -> u64 {
-    let end = text
-        .find(|c: char| !c.is_ascii_digit())
-        .unwrap_or(text.len());
-    text[..end].parse().unwrap_or(0)
 }
 
 #[cfg(test)]
@@ -662,6 +651,14 @@ mod tests {
         .unwrap();
         assert_eq!(counts, vec![(1, 0, 1), (1, 1, 2), (0, 1, 4)]);
         assert!(numa_maps_counts("7f00 N0x1\n", Path::new("maps")).is_err());
+    }
+
+    #[test]
+    fn sort_takes_a_node_only_in_digits() {
+        assert_eq!(sort_node("2"), Some(2));
+        assert_eq!(sort_node(""), None);
+        assert_eq!(sort_node("1m"), None);
+        assert_eq!(sort_node("99999999999"), Some(u32::MAX));
     }
 
     #[test]
