@@ -18,6 +18,15 @@ pub struct Log2Histogram {
     pub slots: Vec<u64>,
 }
 
+/// Running counters minus an earlier reading of them, index by index (a counter that
+/// went down, after a reset, counts from zero; one the earlier reading lacks, from zero).
+pub fn counts_since(now: &[u64], earlier: &[u64]) -> Vec<u64> {
+    now.iter()
+        .enumerate()
+        .map(|(i, &count)| count.saturating_sub(earlier.get(i).copied().unwrap_or(0)))
+        .collect()
+}
+
 impl Log2Histogram {
     /// A histogram from per-slot counts (at most [`SLOTS`]).
     pub fn new(unit: &'static str, slots: Vec<u64>) -> Self {
@@ -25,16 +34,9 @@ impl Log2Histogram {
         Log2Histogram { unit, slots }
     }
 
-    /// What was recorded since `earlier`, an earlier reading of the same counters
-    /// (slot by slot; a slot that went down, after a reset, counts from zero).
+    /// What was recorded since `earlier`, an earlier reading of the same counters.
     pub fn since(&self, earlier: &Log2Histogram) -> Log2Histogram {
-        let slots = self
-            .slots
-            .iter()
-            .enumerate()
-            .map(|(slot, &now)| now.saturating_sub(earlier.slots.get(slot).copied().unwrap_or(0)))
-            .collect();
-        Log2Histogram::new(self.unit, slots)
+        Log2Histogram::new(self.unit, counts_since(&self.slots, &earlier.slots))
     }
 
     /// The number of values recorded.

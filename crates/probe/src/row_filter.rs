@@ -88,24 +88,25 @@ impl RowFilter {
                         });
                     }
                     let mut names = BTreeSet::new();
+                    let mut everything = false;
                     for name in values {
                         if name == "all" {
-                            continue;
-                        }
-                        if sysnames::number(name).is_none() {
+                            everything = true;
+                        } else if sysnames::number(name).is_none() {
                             return Err(FilterError::Syscall {
                                 expression: expression.clone(),
                                 name: name.to_string(),
                             });
+                        } else {
+                            names.insert(name.to_string());
                         }
-                        names.insert(name.to_string());
                     }
-                    // "all" (or "!all", which strace reads as none) names no syscall.
-                    let everything = list.split(',').any(|v| v.trim() == "all");
-                    filter.names = Some(match (everything, negated) {
-                        (true, false) => (BTreeSet::new(), true),
-                        (true, true) => (BTreeSet::new(), false),
-                        _ => (names, negated),
+                    // "all" keeps every row: no name, negated; "!all" (strace's none)
+                    // keeps none.
+                    filter.names = Some(if everything {
+                        (BTreeSet::new(), !negated)
+                    } else {
+                        (names, negated)
                     });
                 }
                 "status" => {

@@ -10,7 +10,7 @@ use serde::Serialize;
 
 use crate::bpf::{self, attach_error, skel::syscalls::*, Scope};
 use crate::error::{ProbeError, Result};
-use crate::histogram::{Log2Histogram, SLOTS};
+use crate::histogram::{counts_since, Log2Histogram, SLOTS};
 use crate::sysnames::{self, MAX_SYSCALLS};
 
 /// Clock-id slots counted for clock_gettime (CLOCK_SLOTS in syscalls.bpf.c).
@@ -97,15 +97,15 @@ impl SyscallSnapshot {
                 })
             })
             .collect();
-        rows.sort_by(|a, b| b.calls.cmp(&a.calls).then(a.nr.cmp(&b.nr)));
-        let clock_ids = self
-            .clock_ids
-            .iter()
-            .enumerate()
-            .map(|(id, &now)| now.saturating_sub(earlier.clock_ids.get(id).copied().unwrap_or(0)))
-            .collect();
+        sort_rows(&mut rows);
+        let clock_ids = counts_since(&self.clock_ids, &earlier.clock_ids);
         SyscallSnapshot { rows, clock_ids }
     }
+}
+
+/// A snapshot's row order: most calls first, ties in syscall-number order.
+fn sort_rows(rows: &mut [SyscallRow]) {
+    rows.sort_by(|a, b| b.calls.cmp(&a.calls).then(a.nr.cmp(&b.nr)));
 }
 
 /// Attached sys_enter/sys_exit programs; detached when dropped.
@@ -241,7 +241,7 @@ impl<'obj> SyscallTracer<'obj> {
                 latency,
             });
         }
-        rows.sort_by(|a, b| b.calls.cmp(&a.calls).then(a.nr.cmp(&b.nr)));
+        sort_rows(&mut rows);
         let mut clock_ids = vec![0u64; CLOCK_SLOTS];
         for (id, count) in clock_ids.iter_mut().enumerate() {
             let mut one = [0u64];

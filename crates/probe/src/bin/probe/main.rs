@@ -142,10 +142,7 @@ fn syscalls(args: &SyscallsArgs, signals: &Signals) -> anyhow::Result<()> {
             prepared.run_in_intervals(signals, args.duration, interval, |to| {
                 let now = tracer.snapshot()?;
                 let mut change = now.since(&earlier);
-                change.rows.retain(|row| filter.keeps(row));
-                if let Some(top) = args.top {
-                    change.rows.truncate(top);
-                }
+                keep_shown_rows(&mut change, &filter, args.top);
                 print_interval(args, &change, from, to)?;
                 (earlier, from) = (now, to);
                 anyhow::Ok(())
@@ -157,10 +154,7 @@ fn syscalls(args: &SyscallsArgs, signals: &Signals) -> anyhow::Result<()> {
     drop(tracer);
     // The verdict sees every syscall, whatever --top shows.
     let verdict = FileServingVerdict::judge(&snapshot);
-    snapshot.rows.retain(|row| filter.keeps(row));
-    if let Some(top) = args.top {
-        snapshot.rows.truncate(top);
-    }
+    keep_shown_rows(&mut snapshot, &filter, args.top);
     if args.json {
         let out = json!({
             "target": target,
@@ -205,6 +199,14 @@ fn syscalls(args: &SyscallsArgs, signals: &Signals) -> anyhow::Result<()> {
         outln!("\nFile serving: {}", verdict.describe());
     }
     Ok(())
+}
+
+/// The rows a table shows: those `-e` selects, at most `--top` of them.
+fn keep_shown_rows(snapshot: &mut SyscallSnapshot, filter: &RowFilter, top: Option<usize>) {
+    snapshot.rows.retain(|row| filter.keeps(row));
+    if let Some(top) = top {
+        snapshot.rows.truncate(top);
+    }
 }
 
 /// One interval's table (`-i`): the change between `from` and `to` seconds into the
