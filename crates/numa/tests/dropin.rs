@@ -265,7 +265,10 @@ impl Sleepers {
         let dir = tempfile::tempdir().unwrap();
         let name = format!("dropin{}", std::process::id());
         let program = dir.path().join(&name);
-        std::fs::copy("/bin/sleep", &program).unwrap();
+        // A link, not a copy: a file this process had open for writing can be inherited
+        // by a child that another test thread forks at that moment, and exec then fails
+        // with ETXTBSY. The kernel names the process after the link (comm and argv[0]).
+        symlink("/bin/sleep", &program).unwrap();
         let children: Vec<Child> = (0..count)
             .map(|_| Command::new(&program).arg("600").spawn().unwrap())
             .collect();

@@ -279,9 +279,16 @@ pub fn metric(response: &str, series: &str) -> f64 {
 pub fn world_executable_probe(dir: &Path) -> PathBuf {
     use std::os::unix::fs::PermissionsExt;
     let copy = dir.join("probe");
-    std::fs::copy(PROBE, &copy).unwrap();
+    // `install` writes the copy in a process of its own: had this process held the file
+    // open for writing, a child forked meanwhile by another test thread could inherit
+    // that descriptor and make the exec fail with ETXTBSY.
+    let status = Command::new("install")
+        .args(["-m", "755", PROBE])
+        .arg(&copy)
+        .status()
+        .unwrap();
+    assert!(status.success(), "install {PROBE} {}", copy.display());
     std::fs::set_permissions(dir, std::fs::Permissions::from_mode(0o755)).unwrap();
-    std::fs::set_permissions(&copy, std::fs::Permissions::from_mode(0o755)).unwrap();
     copy
 }
 
