@@ -312,12 +312,18 @@ fn clock_costs(s: &Sections) -> Result<String, String> {
 }
 
 /// The probe commands that prove its BPF programs load and count on the guest's
-/// kernel: exact syscall counts, page faults, run-queue delay.
+/// kernel: exact syscall counts (also by thread, with every option of the syscalls
+/// program on), page faults, run-queue delay.
 pub(crate) fn add_probe_commands(script: &mut Script) {
     script
         .run(
             "probe-syscalls",
             "probe syscalls --json -- probe-calibrate syscalls --count 5000",
+        )
+        .run(
+            "probe-syscalls-per-tid",
+            "probe syscalls --json --per-tid -L -f -e trace=getppid -- \
+             probe-calibrate syscalls --count 1000 --threads 2",
         )
         .run(
             "probe-faults",
@@ -337,6 +343,26 @@ pub(crate) fn probe_checks(s: &Sections) -> Vec<(String, Outcome)> {
                     .and_then(|rows| rows.iter().find(|r| r["name"] == "getppid"))
                     .and_then(|r| r["calls"].as_u64());
                 expect(calls == Some(5000), format!("getppid calls {calls:?}"))
+            }),
+        ),
+        (
+            "probe syscalls --per-tid -L -f counts 1000 getppid in each thread".into(),
+            s.json("probe-syscalls-per-tid").and_then(|report| {
+                let threads: Vec<(Option<u64>, Option<u64>)> = report["tasks"]
+                    .as_array()
+                    .map(Vec::as_slice)
+                    .unwrap_or_default()
+                    .iter()
+                    .map(|task| {
+                        let row = &task["syscalls"][0];
+                        (row["calls"].as_u64(), row["total_ns"].as_u64())
+                    })
+                    .collect();
+                let exact = threads.len() == 2
+                    && threads
+                        .iter()
+                        .all(|&(calls, ns)| calls == Some(1000) && ns.is_some_and(|ns| ns > 0));
+                expect(exact, format!("(calls, total_ns) by thread: {threads:?}"))
             }),
         ),
         (

@@ -11,6 +11,7 @@ use clap::{Args, Parser, Subcommand};
 use crate::bpf::TaskName;
 use crate::session::TargetSpec;
 use crate::strace_format::SortKey;
+use crate::syscalls::TaskBreakdown;
 
 /// eBPF diagnostics: syscalls (sendfile vs read+write), vDSO clock fallback, page
 /// faults, run-queue delay; a Prometheus daemon and a doctor. Needs root or
@@ -94,6 +95,13 @@ pub struct SyscallsArgs {
     /// strace's -f does (with -p or a command).
     #[arg(short = 'f', long)]
     pub follow_forks: bool,
+    /// Also break the counts down by process: a table per pid (named as it last ran),
+    /// most calls first, like perf trace -s per thread.
+    #[arg(long, conflicts_with = "per_tid")]
+    pub per_pid: bool,
+    /// Also break the counts down by thread: a table per tid.
+    #[arg(long)]
+    pub per_tid: bool,
     /// Show only the N syscalls with the most calls.
     #[arg(short = 'n', long, value_name = "N")]
     pub top: Option<usize>,
@@ -117,6 +125,17 @@ pub struct SyscallsArgs {
     #[arg(short = 'S', long = "sort-by", value_enum, value_name = "KEY",
           default_value_t = SortKey::Time)]
     pub sort_by: SortKey,
+}
+
+impl SyscallsArgs {
+    /// The breakdown by task asked for (--per-pid, --per-tid).
+    pub fn per_task(&self) -> Option<TaskBreakdown> {
+        match (self.per_pid, self.per_tid) {
+            (true, _) => Some(TaskBreakdown::Process),
+            (_, true) => Some(TaskBreakdown::Thread),
+            _ => None,
+        }
+    }
 }
 
 /// How `probe syscalls` prints its table.

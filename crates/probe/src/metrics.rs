@@ -255,6 +255,7 @@ mod tests {
                     },
                 ],
                 clock_ids,
+                ..SyscallSnapshot::default()
             },
             faults: vec![ProcessFaults {
                 pid: 42,

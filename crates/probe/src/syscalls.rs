@@ -4,8 +4,10 @@
 
 use std::mem::MaybeUninit;
 
+use std::collections::BTreeMap;
+
 use libbpf_rs::skel::{OpenSkel, SkelBuilder};
-use libbpf_rs::OpenObject;
+use libbpf_rs::{MapCore, MapFlags, OpenObject};
 use serde::Serialize;
 
 use crate::bpf::{self, attach_error, skel::syscalls::*, Scope};
@@ -26,7 +28,41 @@ pub struct SyscallOptions {
     pub latency: bool,
     /// With a process scope, trace the processes they fork too (strace's `-f`).
     pub follow_forks: bool,
+    /// Also count by process or by thread ([`SyscallSnapshot::tasks`]).
+    pub per_task: Option<TaskBreakdown>,
 }
+
+/// What [`SyscallSnapshot::tasks`] breaks the counts down by.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum TaskBreakdown {
+    /// By process (tgid): the calls of all its threads together.
+    Process,
+    /// By thread (tid).
+    Thread,
+}
+
+impl TaskBreakdown {
+    /// The value of `per_task` in syscalls.bpf.c (PER_PROCESS, PER_THREAD).
+    fn bpf_value(self) -> u8 {
+        match self {
+            TaskBreakdown::Process => 1,
+            TaskBreakdown::Thread => 2,
+        }
+    }
+
+    /// What a task is called in headings: "pid" or "tid".
+    pub fn id_name(self) -> &'static str {
+        match self {
+            TaskBreakdown::Process => "pid",
+            TaskBreakdown::Thread => "tid",
+        }
+    }
+}
+
+/// (task, syscall) pairs the BPF side keeps counts for (task_stats in syscalls.bpf.c);
+/// calls beyond them are in the totals only ([`SyscallSnapshot::untasked_calls`]).
+pub const TASK_PAIRS: u32 = 32768;
 
 /// Totals of one syscall.
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize)]
@@ -56,6 +92,47 @@ pub struct SyscallSnapshot {
     pub rows: Vec<SyscallRow>,
     /// clock_gettime syscalls by clock id (the last slot: other ids).
     pub clock_ids: Vec<u64>,
+    /// With a breakdown by task: one entry per task that made a call, most calls
+    /// first (latency is total time only: no histograms per task).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub tasks: Vec<TaskSyscalls>,
+    /// Calls left out of `tasks` because the BPF map of (task, syscall) pairs was full.
+    #[serde(skip_serializing_if = "is_zero")]
+    pub untasked_calls: u64,
+}
+
+fn is_zero(n: &u64) -> bool {
+    *n == 0
+}
+
+/// The syscalls of one process or thread.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize)]
+pub struct TaskSyscalls {
+    /// Its pid (by process) or tid (by thread).
+    pub id: u32,
+    /// Its name as it last ran traced (at its first call, renewed by each exec).
+    pub comm: String,
+    /// All its calls (whatever rows a filter leaves in `rows`).
+    pub calls: u64,
+    /// All its calls that failed.
+    pub errors: u64,
+    /// Its rows, in a snapshot's order ("syscalls" in JSON, as in probe's output).
+    #[serde(rename = "syscalls")]
+    pub rows: Vec<SyscallRow>,
+}
+
+impl TaskSyscalls {
+    /// Task `id`'s totals over `rows`, which it keeps in a snapshot's order.
+    fn new(id: u32, comm: String, mut rows: Vec<SyscallRow>) -> TaskSyscalls {
+        sort_rows(&mut rows);
+        TaskSyscalls {
+            id,
+            comm,
+            calls: rows.iter().map(|row| row.calls).sum(),
+            errors: rows.iter().map(|row| row.errors).sum(),
+            rows,
+        }
+    }
 }
 
 impl SyscallSnapshot {
@@ -70,37 +147,62 @@ impl SyscallSnapshot {
     }
 
     /// What happened since `earlier`, an earlier snapshot of the same tracer: every
-    /// count, byte total, time and histogram minus the earlier one; syscalls without a
-    /// call in between are left out, and the rows are ordered as in a snapshot.
+    /// count, byte total, time and histogram minus the earlier one; syscalls (and
+    /// tasks) without a call in between are left out, and rows are ordered as in a
+    /// snapshot.
     pub fn since(&self, earlier: &SyscallSnapshot) -> SyscallSnapshot {
-        let mut rows: Vec<SyscallRow> = self
-            .rows
+        let tasks = self
+            .tasks
             .iter()
-            .filter_map(|row| {
-                let before = earlier.rows.iter().find(|r| r.nr == row.nr);
-                let minus = |f: fn(&SyscallRow) -> u64| f(row).saturating_sub(before.map_or(0, f));
-                let calls = minus(|r| r.calls);
-                let errors = minus(|r| r.errors);
-                (calls > 0 || errors > 0).then(|| SyscallRow {
-                    nr: row.nr,
-                    name: row.name.clone(),
-                    calls,
-                    errors,
-                    bytes: minus(|r| r.bytes),
-                    total_ns: row.total_ns.map(|_| minus(|r| r.total_ns.unwrap_or(0))),
-                    latency: row.latency.as_ref().map(|now| {
-                        match before.and_then(|b| b.latency.as_ref()) {
-                            Some(then) => now.since(then),
-                            None => now.clone(),
-                        }
-                    }),
-                })
+            .filter_map(|task| {
+                let before = earlier.tasks.iter().find(|t| t.id == task.id);
+                let rows = rows_since(&task.rows, before.map_or(&[], |t| &t.rows));
+                (!rows.is_empty()).then(|| TaskSyscalls::new(task.id, task.comm.clone(), rows))
             })
             .collect();
-        sort_rows(&mut rows);
-        let clock_ids = counts_since(&self.clock_ids, &earlier.clock_ids);
-        SyscallSnapshot { rows, clock_ids }
+        SyscallSnapshot {
+            rows: rows_since(&self.rows, &earlier.rows),
+            clock_ids: counts_since(&self.clock_ids, &earlier.clock_ids),
+            tasks: sorted_tasks(tasks),
+            untasked_calls: self.untasked_calls.saturating_sub(earlier.untasked_calls),
+        }
     }
+}
+
+/// `now` minus `earlier` row by row (matched by syscall number); rows without a call
+/// or error in between are left out.
+fn rows_since(now: &[SyscallRow], earlier: &[SyscallRow]) -> Vec<SyscallRow> {
+    let mut rows: Vec<SyscallRow> = now
+        .iter()
+        .filter_map(|row| {
+            let before = earlier.iter().find(|r| r.nr == row.nr);
+            let minus = |f: fn(&SyscallRow) -> u64| f(row).saturating_sub(before.map_or(0, f));
+            let calls = minus(|r| r.calls);
+            let errors = minus(|r| r.errors);
+            (calls > 0 || errors > 0).then(|| SyscallRow {
+                nr: row.nr,
+                name: row.name.clone(),
+                calls,
+                errors,
+                bytes: minus(|r| r.bytes),
+                total_ns: row.total_ns.map(|_| minus(|r| r.total_ns.unwrap_or(0))),
+                latency: row.latency.as_ref().map(|now| {
+                    match before.and_then(|b| b.latency.as_ref()) {
+                        Some(then) => now.since(then),
+                        None => now.clone(),
+                    }
+                }),
+            })
+        })
+        .collect();
+    sort_rows(&mut rows);
+    rows
+}
+
+/// A snapshot's task order: most calls first, ties by id.
+fn sorted_tasks(mut tasks: Vec<TaskSyscalls>) -> Vec<TaskSyscalls> {
+    tasks.sort_by_key(|task| (std::cmp::Reverse(task.calls), task.id));
+    tasks
 }
 
 /// A snapshot's row order: most calls first, ties in syscall-number order.
@@ -112,6 +214,7 @@ fn sort_rows(rows: &mut [SyscallRow]) {
 pub struct SyscallTracer<'obj> {
     skel: SyscallsSkel<'obj>,
     latency: bool,
+    per_task: bool,
 }
 
 impl<'obj> SyscallTracer<'obj> {
@@ -143,10 +246,28 @@ impl<'obj> SyscallTracer<'obj> {
         rodata.follow_forks = options.follow_forks;
         rodata.clock_gettime_nr = sysnames::number("clock_gettime").unwrap_or(u32::MAX);
         rodata.moves_bytes = sysnames::moves_bytes_table();
+        if let Some(breakdown) = options.per_task {
+            rodata.per_task = breakdown.bpf_value();
+            rodata.execve_nr = sysnames::number("execve").unwrap_or(u32::MAX);
+            rodata.execveat_nr = sysnames::number("execveat").unwrap_or(u32::MAX);
+        }
+        // Maps a run never touches are kept tiny.
         if !options.latency {
-            // Without latency the maps are never touched: keep them tiny.
             open.maps.latency.set_max_entries(1).map_err(load_error)?;
             open.maps.starts.set_max_entries(1).map_err(load_error)?;
+        }
+        if options.per_task.is_none() {
+            open.maps
+                .task_stats
+                .set_max_entries(1)
+                .map_err(load_error)?;
+            open.maps
+                .task_names
+                .set_max_entries(1)
+                .map_err(load_error)?;
+        } else {
+            let pairs = &mut open.maps.task_stats;
+            pairs.set_max_entries(TASK_PAIRS).map_err(load_error)?;
         }
         let mut skel = open.load().map_err(load_error)?;
         if let Scope::Processes(tgids) = &options.scope {
@@ -182,6 +303,7 @@ impl<'obj> SyscallTracer<'obj> {
         Ok(SyscallTracer {
             skel,
             latency: options.latency,
+            per_task: options.per_task.is_some(),
         })
     }
 
@@ -248,8 +370,69 @@ impl<'obj> SyscallTracer<'obj> {
             bpf::sum_percpu_u64(&maps.clock_ids, "clock_ids", id as u32, &mut one)?;
             *count = one[0];
         }
-        Ok(SyscallSnapshot { rows, clock_ids })
+        let (tasks, untasked_calls) = if self.per_task {
+            let mut lost = [0u64];
+            bpf::sum_percpu_u64(&maps.task_overflow, "task_overflow", 0, &mut lost)?;
+            (self.tasks()?, lost[0])
+        } else {
+            (Vec::new(), 0)
+        };
+        Ok(SyscallSnapshot {
+            rows,
+            clock_ids,
+            tasks,
+            untasked_calls,
+        })
     }
+
+    /// The rows of each task in the (task, syscall) map.
+    fn tasks(&self) -> Result<Vec<TaskSyscalls>> {
+        let map_error = |map| move |cause| ProbeError::Map { map, cause };
+        let maps = &self.skel.maps;
+        let mut tasks: BTreeMap<u32, Vec<SyscallRow>> = BTreeMap::new();
+        for key in maps.task_stats.keys() {
+            let Some(value) = maps
+                .task_stats
+                .lookup(&key, MapFlags::ANY)
+                .map_err(map_error("task_stats"))?
+            else {
+                continue; // gone between keys() and lookup()
+            };
+            let [id, nr] = [0, 4].map(|at| u32::from_ne_bytes(key[at..at + 4].try_into().unwrap()));
+            let [calls, errors, bytes, total_ns] =
+                [0, 8, 16, 24].map(|at| u64::from_ne_bytes(value[at..at + 8].try_into().unwrap()));
+            tasks.entry(id).or_default().push(SyscallRow {
+                nr,
+                name: sysnames::name(nr).into_owned(),
+                calls,
+                errors,
+                bytes,
+                total_ns: self.latency.then_some(total_ns),
+                latency: None,
+            });
+        }
+        let mut out = Vec::with_capacity(tasks.len());
+        for (id, rows) in tasks {
+            let comm = match maps
+                .task_names
+                .lookup(&id.to_ne_bytes(), MapFlags::ANY)
+                .map_err(map_error("task_names"))?
+            {
+                Some(name) => nul_terminated(&name),
+                // The name map was full: the name it has now, if it still runs.
+                None => std::fs::read_to_string(format!("/proc/{id}/comm"))
+                    .map_or_else(|_| "?".into(), |name| name.trim_end().to_owned()),
+            };
+            out.push(TaskSyscalls::new(id, comm, rows));
+        }
+        Ok(sorted_tasks(out))
+    }
+}
+
+/// The text of a NUL-padded kernel string (a comm).
+fn nul_terminated(bytes: &[u8]) -> String {
+    let end = bytes.iter().position(|&b| b == 0).unwrap_or(bytes.len());
+    String::from_utf8_lossy(&bytes[..end]).into_owned()
 }
 
 #[cfg(test)]
@@ -276,6 +459,7 @@ mod tests {
                 row(1, 5, 0, Some(vec![5, 0])),
             ],
             clock_ids: vec![3, 0],
+            ..SyscallSnapshot::default()
         };
         let later = SyscallSnapshot {
             rows: vec![
@@ -284,6 +468,7 @@ mod tests {
                 row(2, 40, 2, Some(vec![0, 40])),
             ],
             clock_ids: vec![7, 1],
+            ..SyscallSnapshot::default()
         };
         let delta = later.since(&earlier);
         assert_eq!(delta.rows.len(), 2);
@@ -299,5 +484,40 @@ mod tests {
         assert_eq!(read.total_ns, Some(200));
         assert_eq!(read.latency.as_ref().unwrap().slots, vec![1, 1]);
         assert_eq!(delta.clock_ids, vec![4, 1]);
+    }
+
+    #[test]
+    fn since_subtracts_task_by_task_and_drops_quiet_tasks() {
+        let task = |id, rows| TaskSyscalls::new(id, format!("t{id}"), rows);
+        let earlier = SyscallSnapshot {
+            tasks: vec![
+                task(7, vec![row(0, 10, 1, None)]),
+                task(8, vec![row(1, 3, 0, None)]),
+            ],
+            untasked_calls: 2,
+            ..SyscallSnapshot::default()
+        };
+        let later = SyscallSnapshot {
+            tasks: vec![
+                task(7, vec![row(0, 11, 1, None)]),
+                task(8, vec![row(1, 3, 0, None)]),
+                task(9, vec![row(0, 4, 0, None), row(1, 1, 1, None)]),
+            ],
+            untasked_calls: 5,
+            ..SyscallSnapshot::default()
+        };
+        let delta = later.since(&earlier);
+        let summary: Vec<(u32, u64, u64)> = delta
+            .tasks
+            .iter()
+            .map(|t| (t.id, t.calls, t.errors))
+            .collect();
+        assert_eq!(
+            summary,
+            [(9, 5, 1), (7, 1, 0)],
+            "most calls first, quiet 8 gone"
+        );
+        assert_eq!(delta.tasks[0].rows[0].nr, 0, "rows in a snapshot's order");
+        assert_eq!(delta.untasked_calls, 3);
     }
 }

@@ -123,7 +123,7 @@ mod tests {
     fn judges_the_data_paths() {
         let snap = |rows| SyscallSnapshot {
             rows,
-            clock_ids: vec![],
+            ..SyscallSnapshot::default()
         };
         let copying = snap(vec![row("read", 10, 40960), row("write", 10, 40960)]);
         let v = FileServingVerdict::judge(&copying).unwrap();

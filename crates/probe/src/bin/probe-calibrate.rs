@@ -3,6 +3,7 @@
 //!
 //! ```text
 //! probe-calibrate syscalls --count N     # N syscall(SYS_clock_gettime) + N getppid
+//! probe-calibrate syscalls --count N --threads T  # the same in each of T threads
 //! probe-calibrate faults --pages N       # touches N fresh anonymous pages
 //! probe-calibrate copy --via sendfile|read-write --file F --connect HOST:PORT
 //! ```
@@ -31,6 +32,10 @@ enum Workload {
         /// How many of each.
         #[arg(long, value_name = "N")]
         count: u64,
+        /// Make them in each of T new threads instead of the main thread (which then
+        /// only waits for them).
+        #[arg(long, value_name = "T", default_value_t = 0)]
+        threads: u32,
     },
     /// Touch N fresh pages of an anonymous mapping (N minor faults).
     Faults {
@@ -70,25 +75,38 @@ fn main() -> ExitCode {
     }
 }
 
+/// `count` syscall(SYS_clock_gettime, CLOCK_MONOTONIC) and `count` getppid calls.
+fn known_syscalls(count: u64) {
+    let mut ts = libc::timespec {
+        tv_sec: 0,
+        tv_nsec: 0,
+    };
+    for _ in 0..count {
+        // SAFETY: the clock_gettime syscall writes one timespec into `ts`; getppid
+        // takes no arguments.
+        unsafe {
+            libc::syscall(
+                libc::SYS_clock_gettime,
+                libc::CLOCK_MONOTONIC,
+                &mut ts as *mut libc::timespec,
+            );
+            libc::syscall(libc::SYS_getppid);
+        }
+    }
+}
+
 fn run(workload: Workload) -> anyhow::Result<()> {
     match workload {
-        Workload::Syscalls { count } => {
-            let mut ts = libc::timespec {
-                tv_sec: 0,
-                tv_nsec: 0,
-            };
-            for _ in 0..count {
-                // SAFETY: the clock_gettime syscall writes one timespec into `ts`;
-                // getppid takes no arguments.
-                unsafe {
-                    libc::syscall(
-                        libc::SYS_clock_gettime,
-                        libc::CLOCK_MONOTONIC,
-                        &mut ts as *mut libc::timespec,
-                    );
-                    libc::syscall(libc::SYS_getppid);
+        Workload::Syscalls { count, threads: 0 } => {
+            known_syscalls(count);
+            Ok(())
+        }
+        Workload::Syscalls { count, threads } => {
+            std::thread::scope(|scope| {
+                for _ in 0..threads {
+                    scope.spawn(|| known_syscalls(count));
                 }
-            }
+            });
             Ok(())
         }
         Workload::Faults { pages } => {

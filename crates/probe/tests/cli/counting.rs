@@ -323,6 +323,82 @@ fn follow_forks_counts_the_children() {
     assert_eq!(with - without, 5000, "{with} getppid with -f");
 }
 
+/// `--per-pid` with `-f`: a table per process, named as it ran after its exec; a
+/// shell running probe-calibrate twice shows two processes with their exact getppid
+/// counts, and the tasks' calls add up to the total.
+#[test]
+fn per_pid_breaks_the_counts_down_by_process() {
+    if !privileged() {
+        return;
+    }
+    let script = format!("{CALIBRATE} syscalls --count 3000; {CALIBRATE} syscalls --count 2000");
+    let report = probe_json(&[
+        "syscalls",
+        "--json",
+        "-f",
+        "--per-pid",
+        "--",
+        "sh",
+        "-c",
+        &script,
+    ]);
+    assert_eq!(report["per_task"], "process", "{report}");
+    let tasks = report["tasks"].as_array().unwrap();
+    let calibrators: Vec<u64> = tasks
+        .iter()
+        .filter(|task| task["comm"] == "probe-calibrate")
+        .map(|task| calls(task, "getppid"))
+        .collect();
+    assert_eq!(calibrators, [3000, 2000], "most calls first: {report}");
+    let in_tasks: u64 = tasks.iter().map(|t| t["calls"].as_u64().unwrap()).sum();
+    let total: u64 = report["syscalls"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|row| row["calls"].as_u64().unwrap())
+        .sum();
+    assert_eq!(in_tasks, total, "{report}");
+    assert_eq!(report["untasked_calls"], 0);
+}
+
+/// `--per-tid`: a table per thread; each of three threads shows its own 1000 getppid
+/// calls, the main thread none; the text layout heads each table with name and tid.
+#[test]
+fn per_tid_breaks_the_counts_down_by_thread() {
+    if !privileged() {
+        return;
+    }
+    let command = [CALIBRATE, "syscalls", "--count", "1000", "--threads", "3"];
+    let mut args = vec![
+        "syscalls",
+        "--json",
+        "--per-tid",
+        "-e",
+        "trace=getppid",
+        "--",
+    ];
+    args.extend(command);
+    let report = probe_json(&args);
+    let tasks = report["tasks"].as_array().unwrap();
+    let counts: Vec<u64> = tasks.iter().map(|task| calls(task, "getppid")).collect();
+    assert_eq!(counts, [1000, 1000, 1000], "{report}");
+    assert!(
+        tasks
+            .iter()
+            .all(|task| task["calls"].as_u64().unwrap() > 1000),
+        "a task's calls count every syscall, whatever -e shows: {report}"
+    );
+    let mut args = vec!["syscalls", "--per-tid", "--"];
+    args.extend(command);
+    let out = probe(&args);
+    let text = String::from_utf8_lossy(&out.stdout);
+    let headings = text
+        .lines()
+        .filter(|line| line.starts_with("probe-calibrate (tid "))
+        .count();
+    assert_eq!(headings, 4, "three workers and the main thread:\n{text}");
+}
+
 /// `-e` selects rows as strace's does: by name, by names left out, by outcome; a bad
 /// expression is refused before anything is traced.
 #[test]

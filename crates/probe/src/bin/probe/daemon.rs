@@ -88,8 +88,7 @@ pub fn run(args: &DaemonArgs, signals: &Signals) -> anyhow::Result<()> {
             &mut s1,
             &SyscallOptions {
                 scope: scope.clone(),
-                latency: false,
-                follow_forks: false,
+                ..SyscallOptions::default()
             },
         )?,
         faults: FaultTracer::start(&mut s2, &scope)?,

@@ -167,8 +167,7 @@ fn process_findings(
         &mut s1,
         &SyscallOptions {
             scope: scope.clone(),
-            latency: false,
-            follow_forks: false,
+            ..SyscallOptions::default()
         },
     )?;
     let mut faults = FaultTracer::start(&mut s2, &scope)?;

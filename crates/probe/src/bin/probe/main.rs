@@ -20,7 +20,7 @@ use probe::runq::RunqTracer;
 use probe::session::{Prepared, TargetSpec};
 use probe::signals::Signals;
 use probe::strace_format::strace_summary;
-use probe::syscalls::{SyscallOptions, SyscallSnapshot, SyscallTracer};
+use probe::syscalls::{SyscallOptions, SyscallRow, SyscallSnapshot, SyscallTracer, TASK_PAIRS};
 use probe::sysnames;
 use probe::verdict::FileServingVerdict;
 
@@ -128,6 +128,7 @@ fn syscalls(args: &SyscallsArgs, signals: &Signals) -> anyhow::Result<()> {
         // strace's summary has a time column.
         latency: args.latency || strace_layout,
         follow_forks: args.follow_forks,
+        per_task: args.per_task(),
     };
     let mut tracer = SyscallTracer::start(&mut storage, &options)?;
     // On stderr also with --json: it tells a script that the probes are attached.
@@ -156,7 +157,7 @@ fn syscalls(args: &SyscallsArgs, signals: &Signals) -> anyhow::Result<()> {
     let verdict = FileServingVerdict::judge(&snapshot);
     keep_shown_rows(&mut snapshot, &filter, args.top);
     if args.json {
-        let out = json!({
+        let mut out = json!({
             "target": target,
             "seconds": elapsed.as_secs_f64(),
             "ending": ending,
@@ -168,6 +169,7 @@ fn syscalls(args: &SyscallsArgs, signals: &Signals) -> anyhow::Result<()> {
                 "copied_out_bytes": v.copied_out_bytes,
             })),
         });
+        add_tasks_json(args, &snapshot, &mut out)?;
         if args.interval.is_some() {
             // With intervals, every object is one line.
             outln!("{}", serde_json::to_string(&out)?);
@@ -177,8 +179,9 @@ fn syscalls(args: &SyscallsArgs, signals: &Signals) -> anyhow::Result<()> {
         return Ok(());
     }
     if strace_layout {
-        // As strace -c prints it: the table alone.
+        // As strace -c prints it: the table alone (then each task's).
         out!("{}", strace_summary(&snapshot.rows, args.sort_by));
+        out!("{}", task_tables(args, &snapshot));
         return Ok(());
     }
     outln!(
@@ -186,7 +189,7 @@ fn syscalls(args: &SyscallsArgs, signals: &Signals) -> anyhow::Result<()> {
         elapsed.as_secs_f64(),
         ending.describe()
     );
-    out!("{}", syscall_table(&snapshot, args.latency));
+    out!("{}", syscall_table(&snapshot.rows, args.latency));
     if args.latency {
         for row in &snapshot.rows {
             if let Some(hist) = row.latency.as_ref().filter(|h| h.total() > 0) {
@@ -195,18 +198,74 @@ fn syscalls(args: &SyscallsArgs, signals: &Signals) -> anyhow::Result<()> {
             }
         }
     }
+    out!("{}", task_tables(args, &snapshot));
     if let Some(verdict) = verdict {
         outln!("\nFile serving: {}", verdict.describe());
     }
     Ok(())
 }
 
-/// The rows a table shows: those `-e` selects, at most `--top` of them.
+/// The rows a table shows: those `-e` selects, at most `--top` of them; the same in
+/// each task's table, and a task left without a row is left out.
 fn keep_shown_rows(snapshot: &mut SyscallSnapshot, filter: &RowFilter, top: Option<usize>) {
-    snapshot.rows.retain(|row| filter.keeps(row));
-    if let Some(top) = top {
-        snapshot.rows.truncate(top);
+    let keep = |rows: &mut Vec<SyscallRow>| {
+        rows.retain(|row| filter.keeps(row));
+        if let Some(top) = top {
+            rows.truncate(top);
+        }
+    };
+    keep(&mut snapshot.rows);
+    snapshot
+        .tasks
+        .iter_mut()
+        .for_each(|task| keep(&mut task.rows));
+    snapshot.tasks.retain(|task| !task.rows.is_empty());
+}
+
+/// With --per-pid or --per-tid: a heading and a table for each task, in the layout
+/// asked for, and a line for calls no task's table holds.
+fn task_tables(args: &SyscallsArgs, snapshot: &SyscallSnapshot) -> String {
+    let Some(breakdown) = args.per_task() else {
+        return String::new();
+    };
+    let mut text = String::new();
+    for task in &snapshot.tasks {
+        text += &format!(
+            "\n{} ({} {}): {} calls, {} errors\n",
+            task.comm,
+            breakdown.id_name(),
+            task.id,
+            task.calls,
+            task.errors
+        );
+        text += &match args.format {
+            Format::Strace => strace_summary(&task.rows, args.sort_by),
+            Format::Table => syscall_table(&task.rows, args.latency),
+        };
     }
+    if snapshot.untasked_calls > 0 {
+        text += &format!(
+            "\n{} calls are in the totals only: all {TASK_PAIRS} (task, syscall) pairs \
+             probe counts were taken.\n",
+            snapshot.untasked_calls
+        );
+    }
+    text
+}
+
+/// With --per-pid or --per-tid, adds the tasks to a JSON object: "per_task"
+/// ("process" or "thread"), "tasks" and "untasked_calls".
+fn add_tasks_json(
+    args: &SyscallsArgs,
+    snapshot: &SyscallSnapshot,
+    object: &mut serde_json::Value,
+) -> anyhow::Result<()> {
+    if let Some(breakdown) = args.per_task() {
+        object["per_task"] = serde_json::to_value(breakdown)?;
+        object["tasks"] = serde_json::to_value(&snapshot.tasks)?;
+        object["untasked_calls"] = snapshot.untasked_calls.into();
+    }
+    Ok(())
 }
 
 /// One interval's table (`-i`): the change between `from` and `to` seconds into the
@@ -219,26 +278,30 @@ fn print_interval(
 ) -> anyhow::Result<()> {
     let (from, to) = (from.as_secs_f64(), to.as_secs_f64());
     if args.json {
-        let line = json!({ "from_seconds": from, "to_seconds": to, "syscalls": change.rows });
+        let mut line = json!({ "from_seconds": from, "to_seconds": to, "syscalls": change.rows });
+        add_tasks_json(args, change, &mut line)?;
         outln!("{}", serde_json::to_string(&line)?);
     } else if args.format == Format::Strace {
         outln!("{from:.3}-{to:.3} s:");
-        out!("{}\n", strace_summary(&change.rows, args.sort_by));
+        out!("{}", strace_summary(&change.rows, args.sort_by));
+        out!("{}\n", task_tables(args, change));
     } else {
         outln!("{from:.3}-{to:.3} s:");
-        out!("{}\n", syscall_table(change, args.latency));
+        out!("{}", syscall_table(&change.rows, args.latency));
+        out!("{}\n", task_tables(args, change));
     }
     Ok(())
 }
 
-/// The per-syscall table: calls, errors, bytes, and with latency the time columns.
-fn syscall_table(snapshot: &SyscallSnapshot, latency: bool) -> String {
+/// The per-syscall table: calls, errors, bytes, and with latency the time columns (a
+/// task's rows have no histogram: their average is over all calls, no p99).
+fn syscall_table(rows: &[SyscallRow], latency: bool) -> String {
     let mut headers = vec!["syscall", "calls", "errors", "bytes"];
     if latency {
         headers.extend(["total", "avg", "p99 <"]);
     }
     let mut table = Table::new(&headers);
-    for row in &snapshot.rows {
+    for row in rows {
         let moves_bytes = sysnames::data_path(&row.name).is_some();
         let mut cells = vec![
             row.name.clone(),
@@ -252,7 +315,7 @@ fn syscall_table(snapshot: &SyscallSnapshot, latency: bool) -> String {
         ];
         if latency {
             let total = row.total_ns.unwrap_or(0);
-            let timed = row.latency.as_ref().map_or(0, Log2Histogram::total);
+            let timed = row.latency.as_ref().map_or(row.calls, Log2Histogram::total);
             cells.push(report::nanos(total));
             cells.push(total.checked_div(timed).map_or("-".into(), report::nanos));
             cells.push(
