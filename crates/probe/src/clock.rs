@@ -248,8 +248,22 @@ pub fn verdict(
             fix: None,
         };
     }
+    ClockVerdict {
+        ok: false,
+        summary: format!(
+            "clocksource {current}: clock_gettime is a syscall for {}",
+            fallen_back.join(", ")
+        ),
+        fix: Some(fallback_fix(sources)),
+    }
+}
+
+/// What to do when wall or monotonic clocks fall back to the syscall under `sources`:
+/// switch to tsc where the kernel offers it, else what the clocksource allows.
+fn fallback_fix(sources: Option<&Clocksources>) -> String {
+    let current = sources.map_or("unknown", |s| s.current.as_str());
     let tsc_offered = sources.is_some_and(|s| s.available.iter().any(|a| a == "tsc"));
-    let fix = if tsc_offered && current != "tsc" {
+    if tsc_offered && current != "tsc" {
         "switch to tsc if it is reliable on this host: echo tsc > \
          /sys/devices/system/clocksource/clocksource0/current_clocksource (persist with \
          clocksource=tsc tsc=reliable on the kernel command line)"
@@ -279,14 +293,6 @@ pub fn verdict(
             "clocksource {current} has no vDSO mode: use one that has (arch_sys_counter on \
              arm64), or cache the time (CLOCK_*_COARSE, ioserve::clock::CachedClock)"
         )
-    };
-    ClockVerdict {
-        ok: false,
-        summary: format!(
-            "clocksource {current}: clock_gettime is a syscall for {}",
-            fallen_back.join(", ")
-        ),
-        fix: Some(fix),
     }
 }
 

@@ -210,6 +210,81 @@ fn sort_rows(rows: &mut [SyscallRow]) {
     rows.sort_by(|a, b| b.calls.cmp(&a.calls).then(a.nr.cmp(&b.nr)));
 }
 
+fn load_error(cause: libbpf_rs::Error) -> ProbeError {
+    ProbeError::Load {
+        object: "syscalls",
+        cause,
+    }
+}
+
+/// Sets what the programs do (the `const volatile` flags and tables) and the map
+/// sizes: maps a run never touches are kept to one entry.
+fn configure(open: &mut OpenSyscallsSkel<'_>, options: &SyscallOptions) -> Result<()> {
+    let rodata = open
+        .maps
+        .rodata_data
+        .as_deref_mut()
+        .expect("syscalls.bpf.c has rodata");
+    rodata.filter_tgids = options.scope.filters();
+    if let Some(comm) = options.scope.comm() {
+        rodata.filter_comm = true;
+        rodata.target_comm = comm;
+    }
+    rodata.measure_latency = options.latency;
+    rodata.follow_forks = options.follow_forks;
+    rodata.clock_gettime_nr = sysnames::number("clock_gettime").unwrap_or(u32::MAX);
+    rodata.moves_bytes = sysnames::moves_bytes_table();
+    if let Some(breakdown) = options.per_task {
+        rodata.per_task = breakdown.bpf_value();
+        rodata.execve_nr = sysnames::number("execve").unwrap_or(u32::MAX);
+        rodata.execveat_nr = sysnames::number("execveat").unwrap_or(u32::MAX);
+    }
+    let maps = &mut open.maps;
+    if !options.latency {
+        maps.latency.set_max_entries(1).map_err(load_error)?;
+        maps.starts.set_max_entries(1).map_err(load_error)?;
+    }
+    if options.per_task.is_some() {
+        maps.task_stats
+            .set_max_entries(TASK_PAIRS)
+            .map_err(load_error)?;
+    } else {
+        maps.task_stats.set_max_entries(1).map_err(load_error)?;
+        maps.task_names.set_max_entries(1).map_err(load_error)?;
+    }
+    Ok(())
+}
+
+/// Attaches sys_enter and sys_exit, and with `follow_forks` sched_process_fork.
+fn attach(skel: &mut SyscallsSkel<'_>, follow_forks: bool) -> Result<()> {
+    const STILL: &str = "`probe faults`, `probe runq` and `probe doctor`'s system checks \
+                         do not need it";
+    skel.links.on_sys_enter = Some(
+        skel.progs
+            .on_sys_enter
+            .attach_raw_tracepoint("sys_enter")
+            .map_err(attach_error("raw tracepoint sys_enter", STILL))?,
+    );
+    skel.links.on_sys_exit = Some(
+        skel.progs
+            .on_sys_exit
+            .attach_raw_tracepoint("sys_exit")
+            .map_err(attach_error("raw tracepoint sys_exit", STILL))?,
+    );
+    if follow_forks {
+        skel.links.on_fork = Some(
+            skel.progs
+                .on_fork
+                .attach_raw_tracepoint("sched_process_fork")
+                .map_err(attach_error(
+                    "raw tracepoint sched_process_fork",
+                    "`probe syscalls` without --follow-forks does not need it",
+                ))?,
+        );
+    }
+    Ok(())
+}
+
 /// Attached sys_enter/sys_exit programs; detached when dropped.
 pub struct SyscallTracer<'obj> {
     skel: SyscallsSkel<'obj>,
@@ -225,81 +300,17 @@ impl<'obj> SyscallTracer<'obj> {
         options: &SyscallOptions,
     ) -> Result<Self> {
         bpf::quiet_libbpf();
-        let load_error = |source| ProbeError::Load {
-            object: "syscalls",
-            cause: source,
-        };
         let mut open = SyscallsSkelBuilder::default()
             .open(storage)
             .map_err(load_error)?;
-        let rodata = open
-            .maps
-            .rodata_data
-            .as_deref_mut()
-            .expect("syscalls.bpf.c has rodata");
-        rodata.filter_tgids = options.scope.filters();
-        if let Some(comm) = options.scope.comm() {
-            rodata.filter_comm = true;
-            rodata.target_comm = comm;
-        }
-        rodata.measure_latency = options.latency;
-        rodata.follow_forks = options.follow_forks;
-        rodata.clock_gettime_nr = sysnames::number("clock_gettime").unwrap_or(u32::MAX);
-        rodata.moves_bytes = sysnames::moves_bytes_table();
-        if let Some(breakdown) = options.per_task {
-            rodata.per_task = breakdown.bpf_value();
-            rodata.execve_nr = sysnames::number("execve").unwrap_or(u32::MAX);
-            rodata.execveat_nr = sysnames::number("execveat").unwrap_or(u32::MAX);
-        }
-        // Maps a run never touches are kept tiny.
-        if !options.latency {
-            open.maps.latency.set_max_entries(1).map_err(load_error)?;
-            open.maps.starts.set_max_entries(1).map_err(load_error)?;
-        }
-        if options.per_task.is_none() {
-            open.maps
-                .task_stats
-                .set_max_entries(1)
-                .map_err(load_error)?;
-            open.maps
-                .task_names
-                .set_max_entries(1)
-                .map_err(load_error)?;
-        } else {
-            let pairs = &mut open.maps.task_stats;
-            pairs.set_max_entries(TASK_PAIRS).map_err(load_error)?;
-        }
+        configure(&mut open, options)?;
         let mut skel = open.load().map_err(load_error)?;
         if let Scope::Processes(tgids) = &options.scope {
             for &tgid in tgids {
                 bpf::add_target(&skel.maps.targets, tgid)?;
             }
         }
-        const STILL: &str = "`probe faults`, `probe runq` and `probe doctor`'s system checks \
-                             do not need it";
-        skel.links.on_sys_enter = Some(
-            skel.progs
-                .on_sys_enter
-                .attach_raw_tracepoint("sys_enter")
-                .map_err(attach_error("raw tracepoint sys_enter", STILL))?,
-        );
-        skel.links.on_sys_exit = Some(
-            skel.progs
-                .on_sys_exit
-                .attach_raw_tracepoint("sys_exit")
-                .map_err(attach_error("raw tracepoint sys_exit", STILL))?,
-        );
-        if options.follow_forks {
-            skel.links.on_fork = Some(
-                skel.progs
-                    .on_fork
-                    .attach_raw_tracepoint("sched_process_fork")
-                    .map_err(attach_error(
-                        "raw tracepoint sched_process_fork",
-                        "`probe syscalls` without --follow-forks does not need it",
-                    ))?,
-            );
-        }
+        attach(&mut skel, options.follow_forks)?;
         Ok(SyscallTracer {
             skel,
             latency: options.latency,

@@ -9,7 +9,7 @@ use serde_json::json;
 
 use probe::bpf::Scope;
 use probe::cli::{Cli, ClockArgs, Command, FaultsArgs, Format, RunqArgs, SyscallsArgs};
-use probe::clock::{self, Clocksources, VdsoMapping, WatchedClock};
+use probe::clock::{self, ClockMeasurement, Clocksources, VdsoMapping, WatchedClock};
 use probe::error::ProbeError;
 use probe::faults::FaultTracer;
 use probe::histogram::Log2Histogram;
@@ -17,7 +17,7 @@ use probe::privilege;
 use probe::report::{self, Table};
 use probe::row_filter::RowFilter;
 use probe::runq::RunqTracer;
-use probe::session::{Prepared, TargetSpec};
+use probe::session::{Ending, Prepared, TargetSpec};
 use probe::signals::Signals;
 use probe::strace_format::strace_summary;
 use probe::syscalls::{SyscallOptions, SyscallRow, SyscallSnapshot, SyscallTracer, TASK_PAIRS};
@@ -122,11 +122,10 @@ fn syscalls(args: &SyscallsArgs, signals: &Signals) -> anyhow::Result<()> {
     let prepared = Prepared::new(&spec)?;
     let target = describe_target(&spec, &prepared);
     let mut storage = MaybeUninit::uninit();
-    let strace_layout = args.format == Format::Strace;
     let options = SyscallOptions {
         scope: prepared.scope(),
         // strace's summary has a time column.
-        latency: args.latency || strace_layout,
+        latency: args.latency || args.format == Format::Strace,
         follow_forks: args.follow_forks,
         per_task: args.per_task(),
     };
@@ -156,38 +155,68 @@ fn syscalls(args: &SyscallsArgs, signals: &Signals) -> anyhow::Result<()> {
     // The verdict sees every syscall, whatever --top shows.
     let verdict = FileServingVerdict::judge(&snapshot);
     keep_shown_rows(&mut snapshot, &filter, args.top);
+    let traced = TracedSyscalls {
+        target,
+        ending,
+        elapsed,
+        snapshot,
+        verdict,
+    };
     if args.json {
-        let mut out = json!({
-            "target": target,
-            "seconds": elapsed.as_secs_f64(),
-            "ending": ending,
-            "syscalls": snapshot.rows,
-            "verdict": verdict.as_ref().map(|v| json!({
-                "movement": v.movement, "summary": v.describe(),
-                "zero_copy_bytes": v.zero_copy_bytes,
-                "copied_in_bytes": v.copied_in_bytes,
-                "copied_out_bytes": v.copied_out_bytes,
-            })),
-        });
-        add_tasks_json(args, &snapshot, &mut out)?;
-        if args.interval.is_some() {
-            // With intervals, every object is one line.
-            outln!("{}", serde_json::to_string(&out)?);
-        } else {
-            outln!("{}", serde_json::to_string_pretty(&out)?);
-        }
-        return Ok(());
+        print_syscalls_json(args, &traced)
+    } else {
+        print_syscalls_text(args, &traced);
+        Ok(())
     }
-    if strace_layout {
+}
+
+/// What `probe syscalls` found, ready to print.
+struct TracedSyscalls {
+    target: String,
+    ending: Ending,
+    elapsed: Duration,
+    /// The rows to show (filtered).
+    snapshot: SyscallSnapshot,
+    /// Judged on every row.
+    verdict: Option<FileServingVerdict>,
+}
+
+fn print_syscalls_json(args: &SyscallsArgs, traced: &TracedSyscalls) -> anyhow::Result<()> {
+    let mut out = json!({
+        "target": traced.target,
+        "seconds": traced.elapsed.as_secs_f64(),
+        "ending": traced.ending,
+        "syscalls": traced.snapshot.rows,
+        "verdict": traced.verdict.as_ref().map(|v| json!({
+            "movement": v.movement, "summary": v.describe(),
+            "zero_copy_bytes": v.zero_copy_bytes,
+            "copied_in_bytes": v.copied_in_bytes,
+            "copied_out_bytes": v.copied_out_bytes,
+        })),
+    });
+    add_tasks_json(args, &traced.snapshot, &mut out)?;
+    if args.interval.is_some() {
+        // With intervals, every object is one line.
+        outln!("{}", serde_json::to_string(&out)?);
+    } else {
+        outln!("{}", serde_json::to_string_pretty(&out)?);
+    }
+    Ok(())
+}
+
+fn print_syscalls_text(args: &SyscallsArgs, traced: &TracedSyscalls) {
+    let snapshot = &traced.snapshot;
+    if args.format == Format::Strace {
         // As strace -c prints it: the table alone (then each task's).
         out!("{}", strace_summary(&snapshot.rows, args.sort_by));
-        out!("{}", task_tables(args, &snapshot));
-        return Ok(());
+        out!("{}", task_tables(args, snapshot));
+        return;
     }
     outln!(
-        "Syscalls of {target} over {:.3} s ({}):",
-        elapsed.as_secs_f64(),
-        ending.describe()
+        "Syscalls of {} over {:.3} s ({}):",
+        traced.target,
+        traced.elapsed.as_secs_f64(),
+        traced.ending.describe()
     );
     out!("{}", syscall_table(&snapshot.rows, args.latency));
     if args.latency {
@@ -198,11 +227,10 @@ fn syscalls(args: &SyscallsArgs, signals: &Signals) -> anyhow::Result<()> {
             }
         }
     }
-    out!("{}", task_tables(args, &snapshot));
-    if let Some(verdict) = verdict {
+    out!("{}", task_tables(args, snapshot));
+    if let Some(verdict) = &traced.verdict {
         outln!("\nFile serving: {}", verdict.describe());
     }
-    Ok(())
 }
 
 /// The rows a table shows: those `-e` selects, at most `--top` of them; the same in
@@ -360,7 +388,30 @@ fn clock_command(args: &ClockArgs, signals: &Signals) -> anyhow::Result<()> {
         outln!("{}", serde_json::to_string_pretty(&out)?);
         return Ok(());
     }
-    match &sources {
+    print_clock_setup(sources.as_ref(), &vdso, &measurements);
+    outln!(
+        "\nPer call, measured in this process ({} calls each):",
+        args.calls
+    );
+    out!("{}", clock_cost_table(&measurements));
+    outln!("\nVerdict: {}", verdict.summary);
+    if let Some(fix) = &verdict.fix {
+        outln!("Fix: {fix}");
+    }
+    if let Some(w) = watched {
+        outln!("\n{}", w.describe());
+    }
+    Ok(())
+}
+
+/// `probe clock`'s first lines: the clocksource, the vDSO mapping and the clocks the
+/// vDSO served.
+fn print_clock_setup(
+    sources: Option<&Clocksources>,
+    vdso: &VdsoMapping,
+    measurements: &[ClockMeasurement],
+) {
+    match sources {
         Some(s) => outln!(
             "Clocksource: {} (available: {})",
             s.current,
@@ -390,10 +441,10 @@ fn clock_command(args: &ClockArgs, signals: &Signals) -> anyhow::Result<()> {
             served.join(", ")
         }
     );
-    outln!(
-        "\nPer call, measured in this process ({} calls each):",
-        args.calls
-    );
+}
+
+/// Each clock's cost and syscalls per call, through libc and as a raw syscall.
+fn clock_cost_table(measurements: &[ClockMeasurement]) -> String {
     let mut table = Table::new(&[
         "clock",
         "libc ns",
@@ -401,7 +452,7 @@ fn clock_command(args: &ClockArgs, signals: &Signals) -> anyhow::Result<()> {
         "raw syscall ns",
         "syscalls/call",
     ]);
-    for m in &measurements {
+    for m in measurements {
         table.row(vec![
             m.clock.clone(),
             format!("{:.1}", m.libc_ns_per_call),
@@ -410,15 +461,7 @@ fn clock_command(args: &ClockArgs, signals: &Signals) -> anyhow::Result<()> {
             format!("{:.3}", m.raw_syscalls_per_call),
         ]);
     }
-    out!("{}", table.render());
-    outln!("\nVerdict: {}", verdict.summary);
-    if let Some(fix) = &verdict.fix {
-        outln!("Fix: {fix}");
-    }
-    if let Some(w) = watched {
-        outln!("\n{}", w.describe());
-    }
-    Ok(())
+    table.render()
 }
 
 fn watch_clock_syscalls(
