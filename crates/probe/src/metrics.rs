@@ -5,7 +5,7 @@ use std::fmt::Write as _;
 use crate::faults::ProcessFaults;
 use crate::histogram::Log2Histogram;
 use crate::runq::RunqSnapshot;
-use crate::syscalls::SyscallSnapshot;
+use crate::syscalls::{SyscallRow, SyscallSnapshot};
 use crate::sysnames::{data_path, DataPath};
 use crate::{clock, syscalls};
 
@@ -46,49 +46,50 @@ pub fn render(scrape: &Scrape) -> String {
 /// Syscalls by name (calls, errors, bytes), bytes by data path, clock_gettime
 /// syscalls by clock.
 fn syscall_families(out: &mut String, snapshot: &SyscallSnapshot) {
-    header(
+    let rows = &snapshot.rows;
+    per_syscall_counter(
         out,
-        "probe_syscalls_total",
-        "counter",
-        "Syscalls entered, by name.",
+        ("probe_syscalls_total", "Syscalls entered, by name."),
+        rows.iter().map(|row| (row, row.calls)),
     );
-    for row in &snapshot.rows {
-        let _ = writeln!(
-            out,
-            "probe_syscalls_total{{syscall=\"{}\"}} {}",
-            row.name, row.calls
-        );
-    }
-    header(
+    per_syscall_counter(
         out,
-        "probe_syscall_errors_total",
-        "counter",
-        "Syscalls that returned an error, by name.",
+        (
+            "probe_syscall_errors_total",
+            "Syscalls that returned an error, by name.",
+        ),
+        rows.iter()
+            .filter(|row| row.errors > 0)
+            .map(|row| (row, row.errors)),
     );
-    for row in snapshot.rows.iter().filter(|r| r.errors > 0) {
-        let _ = writeln!(
-            out,
-            "probe_syscall_errors_total{{syscall=\"{}\"}} {}",
-            row.name, row.errors
-        );
-    }
-    header(
+    per_syscall_counter(
         out,
-        "probe_syscall_bytes_total",
-        "counter",
-        "Bytes moved by data syscalls (read, write, sendfile, ...), by name.",
+        (
+            "probe_syscall_bytes_total",
+            "Bytes moved by data syscalls (read, write, sendfile, ...), by name.",
+        ),
+        rows.iter()
+            .filter(|row| data_path(&row.name).is_some())
+            .map(|row| (row, row.bytes)),
     );
-    for row in snapshot
-        .rows
-        .iter()
-        .filter(|r| data_path(&r.name).is_some())
-    {
-        let _ = writeln!(
-            out,
-            "probe_syscall_bytes_total{{syscall=\"{}\"}} {}",
-            row.name, row.bytes
-        );
+    data_path_family(out, snapshot);
+    clock_id_family(out, snapshot);
+}
+
+/// A counter family (name, help) with a sample per syscall: the rows and their values.
+fn per_syscall_counter<'a>(
+    out: &mut String,
+    (name, help): (&str, &str),
+    samples: impl Iterator<Item = (&'a SyscallRow, u64)>,
+) {
+    header(out, name, "counter", help);
+    for (row, value) in samples {
+        let _ = writeln!(out, "{name}{{syscall=\"{}\"}} {value}", row.name);
     }
+}
+
+/// Bytes by data path (zero-copy, copied in, copied out).
+fn data_path_family(out: &mut String, snapshot: &SyscallSnapshot) {
     header(
         out,
         "probe_file_bytes_total",
@@ -107,6 +108,10 @@ fn syscall_families(out: &mut String, snapshot: &SyscallSnapshot) {
     for (path, bytes) in ["zero_copy", "copied_in", "copied_out"].iter().zip(paths) {
         let _ = writeln!(out, "probe_file_bytes_total{{path=\"{path}\"}} {bytes}");
     }
+}
+
+/// Real clock_gettime syscalls by clock id.
+fn clock_id_family(out: &mut String, snapshot: &SyscallSnapshot) {
     header(
         out,
         "probe_clock_gettime_syscalls_total",

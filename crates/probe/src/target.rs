@@ -94,34 +94,7 @@ pub fn spawn_paused(argv: &[OsString]) -> Result<PausedCommand> {
             "no command given",
         )));
     }
-    let path = resolve_program(Path::new(&argv[0]))
-        .ok_or_else(|| spawn_error(io::Error::new(io::ErrorKind::NotFound, "not found in PATH")))?;
-    let c_string = |bytes: &[u8]| {
-        CString::new(bytes).map_err(|_| {
-            spawn_error(io::Error::new(
-                io::ErrorKind::InvalidInput,
-                "contains a NUL byte",
-            ))
-        })
-    };
-    let path = c_string(path.as_os_str().as_bytes())?;
-    let args = argv
-        .iter()
-        .map(|a| c_string(a.as_bytes()))
-        .collect::<Result<Vec<_>>>()?;
-    let env = std::env::vars_os()
-        .map(|(k, v)| {
-            let mut pair = k.as_bytes().to_vec();
-            pair.push(b'=');
-            pair.extend_from_slice(v.as_bytes());
-            c_string(&pair)
-        })
-        .collect::<Result<Vec<_>>>()?;
-    let mut arg_ptrs: Vec<*const libc::c_char> = args.iter().map(|a| a.as_ptr()).collect();
-    arg_ptrs.push(std::ptr::null());
-    let mut env_ptrs: Vec<*const libc::c_char> = env.iter().map(|e| e.as_ptr()).collect();
-    env_ptrs.push(std::ptr::null());
-
+    let image = ExecImage::new(argv, &spawn_error)?;
     let (error_read, error_write) = rustix::pipe::pipe_with(rustix::pipe::PipeFlags::CLOEXEC)
         .map_err(|err| ProbeError::Sys {
             what: "pipe",
@@ -143,8 +116,8 @@ pub fn spawn_paused(argv: &[OsString]) -> Result<PausedCommand> {
         });
     }
     if pid == 0 {
-        // SAFETY: see above; all pointers point into vectors the parent built and
-        // that stay alive in the child's copy of the address space.
+        // SAFETY: see above; all pointers point into `image`, which the parent built
+        // and which stays alive in the child's copy of the address space.
         unsafe {
             let mut empty = std::mem::zeroed::<libc::sigset_t>();
             libc::sigemptyset(&mut empty);
@@ -152,7 +125,11 @@ pub fn spawn_paused(argv: &[OsString]) -> Result<PausedCommand> {
             // Rust ignores SIGPIPE; commands expect the default.
             libc::signal(libc::SIGPIPE, libc::SIG_DFL);
             libc::kill(libc::getpid(), libc::SIGSTOP);
-            libc::execve(path.as_ptr(), arg_ptrs.as_ptr(), env_ptrs.as_ptr());
+            libc::execve(
+                image.path.as_ptr(),
+                image.arg_ptrs.as_ptr(),
+                image.env_ptrs.as_ptr(),
+            );
             let errno = *libc::__errno_location();
             libc::write(error_fd, (&errno as *const i32).cast(), 4);
             libc::_exit(127);
@@ -174,6 +151,62 @@ pub fn spawn_paused(argv: &[OsString]) -> Result<PausedCommand> {
         program,
         released: false,
     })
+}
+
+/// What the child's execve needs, built before the fork (the child must not allocate):
+/// the resolved program, and NULL-terminated argv and environment arrays whose
+/// pointers point into the strings kept here.
+struct ExecImage {
+    path: CString,
+    arg_ptrs: Vec<*const libc::c_char>,
+    env_ptrs: Vec<*const libc::c_char>,
+    _strings: Vec<CString>,
+}
+
+impl ExecImage {
+    /// `argv` (argv[0] found in PATH) with this process's environment; errors from
+    /// `spawn_error` (not found, a NUL byte).
+    fn new(argv: &[OsString], spawn_error: &dyn Fn(io::Error) -> ProbeError) -> Result<Self> {
+        let path = resolve_program(Path::new(&argv[0])).ok_or_else(|| {
+            spawn_error(io::Error::new(io::ErrorKind::NotFound, "not found in PATH"))
+        })?;
+        let c_string = |bytes: &[u8]| {
+            CString::new(bytes).map_err(|_| {
+                spawn_error(io::Error::new(
+                    io::ErrorKind::InvalidInput,
+                    "contains a NUL byte",
+                ))
+            })
+        };
+        let path = c_string(path.as_os_str().as_bytes())?;
+        let args = argv
+            .iter()
+            .map(|a| c_string(a.as_bytes()))
+            .collect::<Result<Vec<_>>>()?;
+        let env = std::env::vars_os()
+            .map(|(k, v)| {
+                let mut pair = k.as_bytes().to_vec();
+                pair.push(b'=');
+                pair.extend_from_slice(v.as_bytes());
+                c_string(&pair)
+            })
+            .collect::<Result<Vec<_>>>()?;
+        let pointers = |strings: &[CString]| {
+            let mut ptrs: Vec<*const libc::c_char> = strings.iter().map(|s| s.as_ptr()).collect();
+            ptrs.push(std::ptr::null());
+            ptrs
+        };
+        let (arg_ptrs, env_ptrs) = (pointers(&args), pointers(&env));
+        // A CString's bytes live on the heap: moving the vectors keeps the pointers.
+        let mut strings = args;
+        strings.extend(env);
+        Ok(ExecImage {
+            path,
+            arg_ptrs,
+            env_ptrs,
+            _strings: strings,
+        })
+    }
 }
 
 impl PausedCommand {
