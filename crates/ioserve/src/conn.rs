@@ -81,12 +81,14 @@ pub(crate) async fn serve(
                     return Box::pin(linger_close(stream)).await;
                 }
                 served += 1;
-                deadline = Instant::now()
-                    + if buf.is_empty() {
-                        limits().idle_timeout
-                    } else {
-                        limits().header_timeout
-                    };
+                // Nothing pipelined: the client may idle; else its head is on its way.
+                let limits = limits();
+                let wait = if buf.is_empty() {
+                    limits.idle_timeout
+                } else {
+                    limits.header_timeout
+                };
+                deadline = Instant::now() + wait;
                 continue;
             }
             Step::Refuse(status) => {
@@ -118,25 +120,42 @@ pub(crate) async fn serve(
             Err(_elapsed) if idle => return,
             Err(_elapsed) => return Box::pin(refuse(stream, peer, shared, worker, 408)).await,
         }
-        if buf.len() == buf.capacity() {
-            let grow = buf.capacity().clamp(FIRST_READ, MAX_HEAD_BYTES);
-            buf.reserve_exact(grow);
+        match read_available(&stream, &mut buf) {
+            Read::Bytes if idle => deadline = Instant::now() + limits().header_timeout,
+            Read::Bytes | Read::Nothing => {}
+            Read::Closed => return,
         }
-        match stream.try_read_buf(&mut buf) {
-            Ok(0) => return,
-            Ok(_) => {
-                if idle {
-                    deadline = Instant::now() + limits().header_timeout;
-                }
+    }
+}
+
+/// What [`read_available`] got.
+enum Read {
+    /// Bytes of a request.
+    Bytes,
+    /// Nothing after all (a spurious wake-up).
+    Nothing,
+    /// End of stream or an error: the connection is over.
+    Closed,
+}
+
+/// Reads what the socket holds into `buf`, growing it as a head needs (up to
+/// [`MAX_HEAD_BYTES`]); an empty buffer left by a spurious wake-up is released.
+fn read_available(stream: &TcpStream, buf: &mut Vec<u8>) -> Read {
+    if buf.len() == buf.capacity() {
+        let grow = buf.capacity().clamp(FIRST_READ, MAX_HEAD_BYTES);
+        buf.reserve_exact(grow);
+    }
+    match stream.try_read_buf(buf) {
+        Ok(0) => Read::Closed,
+        Ok(_) => Read::Bytes,
+        Err(error) if error.kind() == io::ErrorKind::WouldBlock => {
+            if buf.is_empty() {
+                // Hold no buffer while waiting again.
+                *buf = Vec::new();
             }
-            Err(error) if error.kind() == io::ErrorKind::WouldBlock => {
-                if idle && buf.is_empty() {
-                    // A spurious wake-up: hold no buffer while waiting again.
-                    buf = Vec::new();
-                }
-            }
-            Err(_) => return,
+            Read::Nothing
         }
+        Err(_) => Read::Closed,
     }
 }
 

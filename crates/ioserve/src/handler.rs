@@ -7,9 +7,10 @@
 use std::io;
 use std::os::unix::fs::MetadataExt;
 use std::path::Path;
+use std::sync::Arc;
 use std::time::Duration;
 
-use crate::cache::{OpenFile, OpenFileCache, Opened};
+use crate::cache::{OpenFile, OpenFileCache, Opened, SharedFile};
 use crate::conditional::{self, Outcome, Validators};
 use crate::listing;
 use crate::negotiation::{Coding, EncodingPreference};
@@ -301,49 +302,18 @@ fn file_reply(
         Method::Get if honor_range => request.range,
         _ => None,
     };
-    match range::plan(range_header, len) {
-        RangePlan::Full => {
-            let mut reply = with_representation(Reply::new(200))
-                .header("Content-Length", len)
-                .header("Accept-Ranges", "bytes");
-            reply.body = Body::File {
-                file,
-                range: ByteRange { start: 0, len },
-            };
-            reply
-        }
-        RangePlan::Single(range) => {
-            let mut reply = with_representation(Reply::new(206))
-                .header("Content-Length", range.len)
-                .header("Content-Range", range.content_range(len))
-                .header("Accept-Ranges", "bytes");
-            reply.body = Body::File { file, range };
-            reply
-        }
+    let (status, range) = match range::plan(range_header, len) {
+        RangePlan::Full => (200, ByteRange { start: 0, len }),
+        RangePlan::Single(range) => (206, range),
         RangePlan::Multi(ranges) => {
             let boundary = &site.boundary;
-            let parts: Vec<(Vec<u8>, ByteRange)> = ranges
-                .iter()
-                .enumerate()
-                .map(|(i, range)| {
-                    // A coded representation's parts say so each: the multipart body
-                    // itself is not encoded.
-                    let encoding = coding
-                        .map(|c| format!("Content-Encoding: {}\r\n", c.token()))
-                        .unwrap_or_default();
-                    let head = format!(
-                        "{}--{boundary}\r\nContent-Type: {content_type}\r\n{encoding}Content-Range: {}\r\n\r\n",
-                        if i == 0 { "" } else { "\r\n" },
-                        range.content_range(len)
-                    );
-                    (head.into_bytes(), *range)
-                })
-                .collect();
-            let body = Body::Multipart {
-                file,
-                parts,
-                closing: format!("\r\n--{boundary}--\r\n").into_bytes(),
+            let part = PartHeads {
+                boundary,
+                content_type,
+                coding,
+                len,
             };
+            let body = part.multipart(file, &ranges);
             let mut reply = with_validators(Reply::new(206))
                 .header(
                     "Content-Type",
@@ -352,10 +322,57 @@ fn file_reply(
                 .header("Content-Length", body.len())
                 .header("Accept-Ranges", "bytes");
             reply.body = body;
-            reply
+            return reply;
         }
         RangePlan::Unsatisfiable => {
-            Reply::error(416).header("Content-Range", format!("bytes */{len}"))
+            return Reply::error(416).header("Content-Range", format!("bytes */{len}"))
+        }
+    };
+    let mut reply = with_representation(Reply::new(status)).header("Content-Length", range.len);
+    if status == 206 {
+        reply = reply.header("Content-Range", range.content_range(len));
+    }
+    let mut reply = reply.header("Accept-Ranges", "bytes");
+    reply.body = Body::File { file, range };
+    reply
+}
+
+/// What each part of a multipart/byteranges body says about itself.
+struct PartHeads<'a> {
+    boundary: &'a str,
+    content_type: &'a str,
+    coding: Option<Coding>,
+    /// The representation's length, for Content-Range.
+    len: u64,
+}
+
+impl PartHeads<'_> {
+    /// The multipart body of `ranges` of `file`: a head before each part (with a
+    /// coded representation's Content-Encoding: the multipart body itself is not
+    /// encoded) and the closing boundary.
+    fn multipart(&self, file: Arc<SharedFile>, ranges: &[ByteRange]) -> Body {
+        let boundary = self.boundary;
+        let encoding = self
+            .coding
+            .map(|c| format!("Content-Encoding: {}\r\n", c.token()))
+            .unwrap_or_default();
+        let parts = ranges
+            .iter()
+            .enumerate()
+            .map(|(i, range)| {
+                let head = format!(
+                    "{}--{boundary}\r\nContent-Type: {}\r\n{encoding}Content-Range: {}\r\n\r\n",
+                    if i == 0 { "" } else { "\r\n" },
+                    self.content_type,
+                    range.content_range(self.len)
+                );
+                (head.into_bytes(), *range)
+            })
+            .collect();
+        Body::Multipart {
+            file,
+            parts,
+            closing: format!("\r\n--{boundary}--\r\n").into_bytes(),
         }
     }
 }

@@ -136,73 +136,102 @@ pub fn parse(buf: &[u8]) -> Result<Parsed<'_>, RequestError> {
         referer: None,
         user_agent: None,
     };
-    let mut hosts = 0;
-    let mut ranges = 0;
-    let mut content_length: Option<&[u8]> = None;
-    let mut chunked = false;
+    let mut framing = Framing::default();
     for header in raw.headers.iter() {
-        let value = header.value;
-        let name = header.name;
-        if name.eq_ignore_ascii_case("host") {
-            hosts += 1;
-        } else if name.eq_ignore_ascii_case("connection") {
-            for option in value.split(|&b| b == b',').map(<[u8]>::trim_ascii) {
-                if option.eq_ignore_ascii_case(b"close") {
-                    request.keep_alive = false;
-                } else if option.eq_ignore_ascii_case(b"keep-alive") && version == Version::Http10 {
-                    request.keep_alive = true;
-                }
-            }
-        } else if name.eq_ignore_ascii_case("range") {
-            ranges += 1;
-            request.range = Some(value);
-        } else if name.eq_ignore_ascii_case("if-match") {
-            request.preconditions.if_match.push(value);
-        } else if name.eq_ignore_ascii_case("if-none-match") {
-            request.preconditions.if_none_match.push(value);
-        } else if name.eq_ignore_ascii_case("if-modified-since") {
-            request.preconditions.if_modified_since = Some(value);
-        } else if name.eq_ignore_ascii_case("if-unmodified-since") {
-            request.preconditions.if_unmodified_since = Some(value);
-        } else if name.eq_ignore_ascii_case("if-range") {
-            request.preconditions.if_range = Some(value);
-        } else if name.eq_ignore_ascii_case("accept") {
-            request.accept.push(value);
-        } else if name.eq_ignore_ascii_case("accept-encoding") {
-            request.accept_encoding.push(value);
-        } else if name.eq_ignore_ascii_case("referer") {
-            request.referer = Some(value);
-        } else if name.eq_ignore_ascii_case("user-agent") {
-            request.user_agent = Some(value);
-        } else if name.eq_ignore_ascii_case("content-length") {
-            if content_length.is_some_and(|seen| seen != value) {
-                return Err(RequestError::Bad("conflicting Content-Length"));
-            }
-            content_length = Some(value);
-        } else if name.eq_ignore_ascii_case("transfer-encoding") {
-            chunked = true;
-        }
+        take_header(&mut request, &mut framing, header.name, header.value)?;
     }
-    if version == Version::Http11 && hosts != 1 {
-        return Err(RequestError::Bad("HTTP/1.1 needs exactly one Host"));
-    }
-    if ranges > 1 {
-        request.range = None;
-    }
-    if chunked && content_length.is_some() {
-        return Err(RequestError::Bad(
-            "both Content-Length and Transfer-Encoding",
-        ));
-    }
-    if let Some(value) = content_length {
-        let digits = value.trim_ascii();
-        if digits.is_empty() || !digits.iter().all(u8::is_ascii_digit) {
-            return Err(RequestError::Bad("invalid Content-Length"));
-        }
-        request.has_body = digits.iter().any(|&d| d != b'0');
-    }
-    request.has_body |= chunked;
+    framing.check(&mut request)?;
     Ok(Parsed::Complete { request, len })
+}
+
+/// What the headers say about the message's framing and header counts, judged once
+/// all are read.
+#[derive(Default)]
+struct Framing<'a> {
+    hosts: usize,
+    ranges: usize,
+    content_length: Option<&'a [u8]>,
+    chunked: bool,
+}
+
+impl Framing<'_> {
+    /// Refuses a head without its one Host (HTTP/1.1) or with conflicting framing,
+    /// ignores a repeated Range, and notes whether a body follows.
+    fn check(&self, request: &mut Request<'_>) -> Result<(), RequestError> {
+        if request.version == Version::Http11 && self.hosts != 1 {
+            return Err(RequestError::Bad("HTTP/1.1 needs exactly one Host"));
+        }
+        if self.ranges > 1 {
+            request.range = None;
+        }
+        if self.chunked && self.content_length.is_some() {
+            return Err(RequestError::Bad(
+                "both Content-Length and Transfer-Encoding",
+            ));
+        }
+        if let Some(value) = self.content_length {
+            let digits = value.trim_ascii();
+            if digits.is_empty() || !digits.iter().all(u8::is_ascii_digit) {
+                return Err(RequestError::Bad("invalid Content-Length"));
+            }
+            request.has_body = digits.iter().any(|&d| d != b'0');
+        }
+        request.has_body |= self.chunked;
+        Ok(())
+    }
+}
+
+/// Takes one header into `request` (the ones ioserve acts on) or `framing`.
+fn take_header<'a>(
+    request: &mut Request<'a>,
+    framing: &mut Framing<'a>,
+    name: &str,
+    value: &'a [u8],
+) -> Result<(), RequestError> {
+    let is = |wanted: &str| name.eq_ignore_ascii_case(wanted);
+    let preconditions = &mut request.preconditions;
+    if is("host") {
+        framing.hosts += 1;
+    } else if is("connection") {
+        for option in value.split(|&b| b == b',').map(<[u8]>::trim_ascii) {
+            if option.eq_ignore_ascii_case(b"close") {
+                request.keep_alive = false;
+            } else if option.eq_ignore_ascii_case(b"keep-alive")
+                && request.version == Version::Http10
+            {
+                request.keep_alive = true;
+            }
+        }
+    } else if is("range") {
+        framing.ranges += 1;
+        request.range = Some(value);
+    } else if is("if-match") {
+        preconditions.if_match.push(value);
+    } else if is("if-none-match") {
+        preconditions.if_none_match.push(value);
+    } else if is("if-modified-since") {
+        preconditions.if_modified_since = Some(value);
+    } else if is("if-unmodified-since") {
+        preconditions.if_unmodified_since = Some(value);
+    } else if is("if-range") {
+        preconditions.if_range = Some(value);
+    } else if is("accept") {
+        request.accept.push(value);
+    } else if is("accept-encoding") {
+        request.accept_encoding.push(value);
+    } else if is("referer") {
+        request.referer = Some(value);
+    } else if is("user-agent") {
+        request.user_agent = Some(value);
+    } else if is("content-length") {
+        if framing.content_length.is_some_and(|seen| seen != value) {
+            return Err(RequestError::Bad("conflicting Content-Length"));
+        }
+        framing.content_length = Some(value);
+    } else if is("transfer-encoding") {
+        framing.chunked = true;
+    }
+    Ok(())
 }
 
 /// Reduces the request target to its path: origin-form is kept, absolute-form

@@ -23,7 +23,7 @@ use std::time::Duration;
 
 use futures_util::FutureExt as _;
 use socket2::{Domain, Protocol, Socket, Type};
-use tokio::net::TcpListener;
+use tokio::net::{TcpListener, TcpStream};
 use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 use tracing_appender::non_blocking::WorkerGuard;
@@ -515,7 +515,7 @@ async fn accept_loop(
         }
     };
     let connections = TaskTracker::new();
-    let (mut failed_accepts, mut last_accept_warning) = (0u64, None);
+    let mut failures = AcceptFailures::default();
     loop {
         if shared.accepting_paused() {
             // Clients wait in the backlog until a connection ends.
@@ -528,47 +528,10 @@ async fn accept_loop(
             _ = shared.shutdown.cancelled() => break,
             accepted = listener.accept() => accepted,
         };
-        let (stream, peer) = match accepted {
-            Ok(accepted) => accepted,
-            Err(error) => {
-                // EMFILE and friends: back off instead of spinning, and say so at most
-                // once a second.
-                failed_accepts += 1;
-                if last_accept_warning
-                    .is_none_or(|at: std::time::Instant| at.elapsed() >= Duration::from_secs(1))
-                {
-                    tracing::warn!(%error, worker = id, failed = failed_accepts, "accept failed; backing off");
-                    last_accept_warning = Some(std::time::Instant::now());
-                    failed_accepts = 0;
-                }
-                tokio::time::sleep(Duration::from_millis(100)).await;
-                continue;
-            }
-        };
-        let (slot, admitted) = ConnectionSlot::acquire(&shared, id);
-        let metrics = Arc::clone(&shared.metrics);
-        let shared = Arc::clone(&shared);
-        let connection = async move {
-            if admitted {
-                conn::serve(stream, peer, &shared, &slot).await;
-            } else {
-                conn::refuse(stream, peer, &shared, id, 503).await;
-            }
-        };
-        // A panic is a bug; it ends this connection only (the panic hook has logged
-        // it), and the slot's drop gives its place back. (Combinators, not an async
-        // block: a block would hold the connection's future twice, before and while it
-        // is awaited, doubling every connection's task.)
-        connections.spawn(
-            AssertUnwindSafe(connection)
-                .catch_unwind()
-                .map(move |outcome| {
-                    if outcome.is_err() {
-                        metrics.panic(id);
-                        tracing::debug!(%peer, worker = id, "connection ended by a panic");
-                    }
-                }),
-        );
+        match accepted {
+            Ok((stream, peer)) => spawn_connection(&connections, &shared, id, stream, peer),
+            Err(error) => failures.back_off(&error, id).await,
+        }
     }
     drop(listener);
     connections.close();
@@ -582,6 +545,65 @@ async fn accept_loop(
             "shutdown timeout: cutting the connections still open"
         );
     }
+}
+
+/// Failed accepts (EMFILE and friends): a worker backs off instead of spinning, and
+/// says so at most once a second.
+#[derive(Default)]
+struct AcceptFailures {
+    /// Failures since the last warning.
+    unreported: u64,
+    last_warning: Option<std::time::Instant>,
+}
+
+impl AcceptFailures {
+    async fn back_off(&mut self, error: &io::Error, worker: usize) {
+        self.unreported += 1;
+        if self
+            .last_warning
+            .is_none_or(|at| at.elapsed() >= Duration::from_secs(1))
+        {
+            tracing::warn!(%error, worker, failed = self.unreported, "accept failed; backing off");
+            self.last_warning = Some(std::time::Instant::now());
+            self.unreported = 0;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+}
+
+/// Serves an accepted connection in a task of `connections` (or refuses it with 503
+/// when no connection slot is free).
+fn spawn_connection(
+    connections: &TaskTracker,
+    shared: &Arc<Shared>,
+    id: usize,
+    stream: TcpStream,
+    peer: SocketAddr,
+) {
+    let (slot, admitted) = ConnectionSlot::acquire(shared, id);
+    let metrics = Arc::clone(&shared.metrics);
+    let shared = Arc::clone(shared);
+    let connection = async move {
+        if admitted {
+            conn::serve(stream, peer, &shared, &slot).await;
+        } else {
+            conn::refuse(stream, peer, &shared, id, 503).await;
+        }
+    };
+    // A panic is a bug; it ends this connection only (the panic hook has logged it),
+    // and the slot's drop gives its place back. (Combinators, not an async block: a
+    // block would hold the connection's future twice, before and while it is awaited,
+    // doubling every connection's task.)
+    connections.spawn(
+        AssertUnwindSafe(connection)
+            .catch_unwind()
+            .map(move |outcome| {
+                if outcome.is_err() {
+                    metrics.panic(id);
+                    tracing::debug!(%peer, worker = id, "connection ended by a panic");
+                }
+            }),
+    );
 }
 
 /// The TCP listeners systemd (or `systemd-socket-activate`) passed in `LISTEN_FDS`,
