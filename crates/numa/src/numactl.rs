@@ -235,6 +235,12 @@ impl<'a> Session<'a> {
             | Step::PreferredMany(_)
             | Step::LocalAlloc => self.policy_step(step)?,
             Step::CpuNodeBind(_) | Step::PhysCpuBind(_) => self.cpu_step(step)?,
+            Step::Length(_)
+            | Step::Offset(_)
+            | Step::ShmMode(_)
+            | Step::ShmId(_)
+            | Step::Huge
+            | Step::Strict => self.region_setting_step(step)?,
             _ => self.region_step(step, out, err)?,
         }
         Ok(None)
@@ -319,29 +325,9 @@ impl<'a> Session<'a> {
         Ok(())
     }
 
-    /// The shared memory options: settings, the region, and what is done to it.
-    fn region_step(
-        &mut self,
-        step: &Step,
-        out: &mut dyn Write,
-        err: &mut dyn Write,
-    ) -> Result<(), NumactlError> {
+    /// The settings of the shared memory region to come (and `--strict`).
+    fn region_setting_step(&mut self, step: &Step) -> Result<(), NumactlError> {
         match step {
-            Step::Shm(key_file) => {
-                self.region_may_start()?;
-                let mut notices = Vec::new();
-                let region = Region::attach_sysv(key_file, &self.settings, "--shm", &mut |n| {
-                    notices.push(n)
-                });
-                for notice in notices {
-                    writeln!(err, "numactl: {notice}")?;
-                }
-                self.region = Some(region?);
-            }
-            Step::File(file) => {
-                self.region_may_start()?;
-                self.region = Some(Region::attach_file(file, &self.settings, "--file")?);
-            }
             Step::Length(size) => {
                 self.before_region("--length")?;
                 self.settings.length = shm::parse_size(size, "--length").map_err(usage)?;
@@ -375,6 +361,34 @@ impl<'a> Session<'a> {
                 self.settings.huge = true;
             }
             Step::Strict => self.strict = true,
+            _ => unreachable!("region_setting_step takes shared memory settings only"),
+        }
+        Ok(())
+    }
+
+    /// The shared memory region (`--shm`, `--file`) and what is done to it.
+    fn region_step(
+        &mut self,
+        step: &Step,
+        out: &mut dyn Write,
+        err: &mut dyn Write,
+    ) -> Result<(), NumactlError> {
+        match step {
+            Step::Shm(key_file) => {
+                self.region_may_start()?;
+                let mut notices = Vec::new();
+                let region = Region::attach_sysv(key_file, &self.settings, "--shm", &mut |n| {
+                    notices.push(n)
+                });
+                for notice in notices {
+                    writeln!(err, "numactl: {notice}")?;
+                }
+                self.region = Some(region?);
+            }
+            Step::File(file) => {
+                self.region_may_start()?;
+                self.region = Some(Region::attach_file(file, &self.settings, "--file")?);
+            }
             Step::Touch => {
                 let region = self.region_for("--touch")?;
                 region.check_beyond("--touch")?;

@@ -173,68 +173,8 @@ impl Region {
         option: &'static str,
         notice: &mut dyn FnMut(String),
     ) -> Result<Region, ShmError> {
-        let path = c_path(key_file)?;
-        // SAFETY: path is a NUL-terminated string that outlives the call.
-        let mut key = unsafe { libc::ftok(path.as_ptr(), settings.id as libc::c_int) };
-        if key < 0 {
-            notice(format!(
-                "Creating shm key file {} mode {:04o}",
-                key_file.display(),
-                settings.mode
-            ));
-            OpenOptions::new()
-                .write(true)
-                .create(true)
-                .truncate(true)
-                .mode(settings.mode)
-                .open(key_file)
-                .map_err(io_error("cannot create key for shm", key_file))?;
-            // SAFETY: as above.
-            key = unsafe { libc::ftok(path.as_ptr(), settings.id as libc::c_int) };
-            if key < 0 {
-                return Err(io_error("cannot get key for", key_file)(
-                    io::Error::last_os_error(),
-                ));
-            }
-        }
-        let huge = if settings.huge { libc::SHM_HUGETLB } else { 0 };
-        // SAFETY: shmget takes plain values.
-        let mut id = unsafe { libc::shmget(key, settings.length as usize, huge) };
-        if id < 0 && io::Error::last_os_error().raw_os_error() == Some(libc::ENOENT) {
-            if settings.length == 0 {
-                return Err(ShmError::NeedLength("a sysv shared memory segment"));
-            }
-            let size = settings.end()?;
-            notice(format!(
-                "Creating shared memory segment {} id {} mode {:04o} length {:.0}MB",
-                key_file.display(),
-                settings.id,
-                settings.mode,
-                size as f64 / (1024.0 * 1024.0)
-            ));
-            let size = size as usize;
-            let flags = libc::IPC_CREAT | settings.mode as libc::c_int | huge;
-            // SAFETY: shmget takes plain values.
-            id = unsafe { libc::shmget(key, size, flags) };
-        }
-        if id < 0 {
-            return Err(io_error(
-                "cannot get the shared memory segment of",
-                key_file,
-            )(io::Error::last_os_error()));
-        }
-        let mut length = settings.length;
-        if length == 0 {
-            // SAFETY: an all-zero shmid_ds is a valid value; shmctl fills it in.
-            let mut stat: libc::shmid_ds = unsafe { std::mem::zeroed() };
-            // SAFETY: stat is valid for writes.
-            if unsafe { libc::shmctl(id, libc::IPC_STAT, &mut stat) } < 0 {
-                return Err(io_error("shmctl IPC_STAT on the segment of", key_file)(
-                    io::Error::last_os_error(),
-                ));
-            }
-            length = stat.shm_segsz as u64;
-        }
+        let key = sysv_key(key_file, settings, notice)?;
+        let (id, length) = sysv_segment(key, key_file, settings, notice)?;
         // SAFETY: attaching a segment at an address of the kernel's choosing touches no
         // memory of this process.
         let base = unsafe { libc::shmat(id, std::ptr::null(), 0) };
@@ -488,6 +428,88 @@ pub fn parse_c_number(text: &str) -> Option<u64> {
     } else {
         text.parse().ok()
     }
+}
+
+/// The SysV IPC key of `key_file` and `settings.id` (ftok), creating the key file
+/// (with `settings.mode`) when it does not exist, as numactl does.
+fn sysv_key(
+    key_file: &Path,
+    settings: &Settings,
+    notice: &mut dyn FnMut(String),
+) -> Result<libc::key_t, ShmError> {
+    let path = c_path(key_file)?;
+    // SAFETY: path is a NUL-terminated string that outlives the call.
+    let key = unsafe { libc::ftok(path.as_ptr(), settings.id as libc::c_int) };
+    if key >= 0 {
+        return Ok(key);
+    }
+    notice(format!(
+        "Creating shm key file {} mode {:04o}",
+        key_file.display(),
+        settings.mode
+    ));
+    OpenOptions::new()
+        .write(true)
+        .create(true)
+        .truncate(true)
+        .mode(settings.mode)
+        .open(key_file)
+        .map_err(io_error("cannot create key for shm", key_file))?;
+    // SAFETY: as above.
+    let key = unsafe { libc::ftok(path.as_ptr(), settings.id as libc::c_int) };
+    if key < 0 {
+        return Err(io_error("cannot get key for", key_file)(
+            io::Error::last_os_error(),
+        ));
+    }
+    Ok(key)
+}
+
+/// The segment of `key` and its usable length: created (`offset + length` long, with
+/// `settings.mode`) when it does not exist; the length asked for, else the segment's.
+fn sysv_segment(
+    key: libc::key_t,
+    key_file: &Path,
+    settings: &Settings,
+    notice: &mut dyn FnMut(String),
+) -> Result<(libc::c_int, u64), ShmError> {
+    let huge = if settings.huge { libc::SHM_HUGETLB } else { 0 };
+    // SAFETY: shmget takes plain values.
+    let mut id = unsafe { libc::shmget(key, settings.length as usize, huge) };
+    if id < 0 && io::Error::last_os_error().raw_os_error() == Some(libc::ENOENT) {
+        if settings.length == 0 {
+            return Err(ShmError::NeedLength("a sysv shared memory segment"));
+        }
+        let size = settings.end()?;
+        notice(format!(
+            "Creating shared memory segment {} id {} mode {:04o} length {:.0}MB",
+            key_file.display(),
+            settings.id,
+            settings.mode,
+            size as f64 / (1024.0 * 1024.0)
+        ));
+        let flags = libc::IPC_CREAT | settings.mode as libc::c_int | huge;
+        // SAFETY: shmget takes plain values.
+        id = unsafe { libc::shmget(key, size as usize, flags) };
+    }
+    if id < 0 {
+        return Err(io_error(
+            "cannot get the shared memory segment of",
+            key_file,
+        )(io::Error::last_os_error()));
+    }
+    if settings.length != 0 {
+        return Ok((id, settings.length));
+    }
+    // SAFETY: an all-zero shmid_ds is a valid value; shmctl fills it in.
+    let mut stat: libc::shmid_ds = unsafe { std::mem::zeroed() };
+    // SAFETY: stat is valid for writes.
+    if unsafe { libc::shmctl(id, libc::IPC_STAT, &mut stat) } < 0 {
+        return Err(io_error("shmctl IPC_STAT on the segment of", key_file)(
+            io::Error::last_os_error(),
+        ));
+    }
+    Ok((id, stat.shm_segsz as u64))
 }
 
 #[cfg(test)]

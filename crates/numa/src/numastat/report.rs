@@ -366,34 +366,12 @@ fn system_table(
         let Some(&node) = machine.nodes.get(column) else {
             break;
         };
-        let path = machine.node_file(node, file_name);
-        let contents =
-            fs::read_to_string(&path).map_err(|source| NumastatError::Read { path, source })?;
-        for line in contents.lines() {
-            let words: Vec<&str> = line
-                .split([' ', '\t', '\r', ':'])
-                .filter(|w| !w.is_empty())
-                .collect();
-            let Some(name) = words.get(name_word) else {
-                continue;
-            };
-            let Some(row) = rows.iter().position(|(token, _)| token == name) else {
-                text.push_str(&format!("Token {name} not in hash table.\n"));
-                continue;
-            };
-            let mut value = words.get(name_word + 1).map_or(0, |w| atoi(w)) as f64;
-            if !legacy {
-                let multiplier = if words.len() < 4 {
-                    machine.page_size
-                } else if words[2].starts_with("HugePages") {
-                    machine.huge_page_size
-                } else if words.get(4).is_some_and(|w| w.starts_with("kB")) {
-                    1024.0
-                } else {
-                    1.0
-                };
-                value = value * multiplier / MEGABYTE;
-            }
+        let source = NodeFile {
+            name: file_name,
+            name_word,
+            legacy,
+        };
+        for (row, value) in source.values(machine, node, &rows, text)? {
             table.set(header_rows + row, col, Cell::Number(value));
             table.add(header_rows + row, total_col, value);
         }
@@ -410,6 +388,61 @@ fn system_table(
     let show_zero = !options.skip_zero;
     table.display(text, options.screen_width, show_zero, show_zero);
     Ok(())
+}
+
+/// A per-node file of the system tables (`numastat` or `meminfo`) and how to read it.
+struct NodeFile<'a> {
+    name: &'a str,
+    /// Which word of a line is the row's name (its value follows it).
+    name_word: usize,
+    /// Raw counts (the legacy table), else megabytes.
+    legacy: bool,
+}
+
+impl NodeFile<'_> {
+    /// The (row, value) pairs of `node`'s file: rows as `rows` numbers them (by token),
+    /// values in MB unless legacy (numastat.c's multipliers: pages, huge pages, kB).
+    /// A token not in `rows` adds numastat's "not in hash table" line to `text`.
+    fn values(
+        &self,
+        machine: &Machine,
+        node: u32,
+        rows: &[(&str, &str)],
+        text: &mut String,
+    ) -> Result<Vec<(usize, f64)>, NumastatError> {
+        let path = machine.node_file(node, self.name);
+        let contents =
+            fs::read_to_string(&path).map_err(|source| NumastatError::Read { path, source })?;
+        let mut values = Vec::new();
+        for line in contents.lines() {
+            let words: Vec<&str> = line
+                .split([' ', '\t', '\r', ':'])
+                .filter(|w| !w.is_empty())
+                .collect();
+            let Some(name) = words.get(self.name_word) else {
+                continue;
+            };
+            let Some(row) = rows.iter().position(|(token, _)| token == name) else {
+                text.push_str(&format!("Token {name} not in hash table.\n"));
+                continue;
+            };
+            let mut value = words.get(self.name_word + 1).map_or(0, |w| atoi(w)) as f64;
+            if !self.legacy {
+                let multiplier = if words.len() < 4 {
+                    machine.page_size
+                } else if words[2].starts_with("HugePages") {
+                    machine.huge_page_size
+                } else if words.get(4).is_some_and(|w| w.starts_with("kB")) {
+                    1024.0
+                } else {
+                    1.0
+                };
+                value = value * multiplier / MEGABYTE;
+            }
+            values.push((row, value));
+        }
+        Ok(values)
+    }
 }
 
 /// The empty process table: category rows (one process) or PID rows (several), a
@@ -454,21 +487,21 @@ fn process_tables(
     output: &mut Output,
 ) -> Result<(), NumastatError> {
     let per_process = options.verbose || pids.len() == 1;
-    let data_rows = if per_process {
-        PROCESS_ROWS.len()
-    } else {
-        pids.len()
-    };
-    let (header_rows, header_cols) = (2, 1);
-    let node_count = machine.nodes.len();
-    let total_col = header_cols + node_count;
-    let total_row = header_rows + data_rows + 1;
+    let layout = ProcessLayout::new(
+        machine,
+        per_process,
+        if per_process {
+            PROCESS_ROWS.len()
+        } else {
+            pids.len()
+        },
+    );
     if !per_process {
         output
             .text
             .push_str("\nPer-node process memory usage (in MBs)\n");
     }
-    let mut table = process_table(machine, options, per_process, data_rows);
+    let mut table = process_table(machine, options, per_process, layout.data_rows);
     table.zero_data();
     for (index, &pid) in pids.iter().enumerate() {
         let name = command_name(machine.root, pid).unwrap_or_else(|| "(null)".into());
@@ -481,7 +514,7 @@ fn process_tables(
             }
         } else {
             table.set(
-                header_rows + index,
+                layout.header_rows + index,
                 0,
                 Cell::Text(format!("{pid} ({name})")),
             );
@@ -489,24 +522,8 @@ fn process_tables(
         let path = machine.root.join(format!("proc/{pid}/numa_maps"));
         match fs::read_to_string(&path) {
             Ok(maps) => {
-                let row_of =
-                    |category: usize| header_rows + if per_process { category } else { index };
-                for (category, node, pages) in numa_maps_counts(&maps, &path)? {
-                    let Some(column) = machine.nodes.iter().position(|&n| n == node) else {
-                        continue;
-                    };
-                    let size = if category == PROCESS_HUGE {
-                        machine.huge_page_size
-                    } else {
-                        machine.page_size
-                    };
-                    let value = pages as f64 * size / MEGABYTE;
-                    let (row, col) = (row_of(category), header_cols + column);
-                    table.add(row, col, value);
-                    table.add(row, total_col, value);
-                    table.add(total_row, col, value);
-                    table.add(total_row, total_col, value);
-                }
+                let counts = numa_maps_counts(&maps, &path)?;
+                layout.add_pages(&mut table, machine, &counts, index);
             }
             Err(error) => {
                 output.warnings.push_str(&format!(
@@ -517,27 +534,87 @@ fn process_tables(
             }
         }
         if per_process || index + 1 == pids.len() {
-            if options.compress {
-                for col in 0..=total_col {
-                    table.fit_width(col, 4, 16);
-                }
-            } else {
-                // Room for "PID (name)" labels.
-                table.fit_width(0, 16, 24);
-            }
-            table.always_show_row(total_row - 1);
-            for col in 0..=total_col {
-                table.set(total_row - 1, col, Cell::Rule('-'));
-            }
-            if let Some(node) = options.sort {
-                let col = machine.sort_column(node, header_cols);
-                table.sort_descending(header_rows, header_rows + data_rows - 1, col);
-            }
-            let show_zero = !options.skip_zero;
-            table.display(&mut output.text, options.screen_width, show_zero, show_zero);
+            layout.show(&mut table, machine, options, &mut output.text);
         }
     }
     Ok(())
+}
+
+/// Where things go in a process table: a header row, a rule, the data rows (one per
+/// category for one process, one per process for several), a rule and a Total row;
+/// the label column, a column per node and a Total column.
+struct ProcessLayout {
+    per_process: bool,
+    header_rows: usize,
+    header_cols: usize,
+    data_rows: usize,
+    total_col: usize,
+    total_row: usize,
+}
+
+impl ProcessLayout {
+    fn new(machine: &Machine, per_process: bool, data_rows: usize) -> ProcessLayout {
+        let (header_rows, header_cols) = (2, 1);
+        ProcessLayout {
+            per_process,
+            header_rows,
+            header_cols,
+            data_rows,
+            total_col: header_cols + machine.nodes.len(),
+            total_row: header_rows + data_rows + 1,
+        }
+    }
+
+    /// Adds the pages `numa_maps` counted (category, node, pages) of the `index`th
+    /// process, in MB, to their cells and the totals.
+    fn add_pages(
+        &self,
+        table: &mut VTable,
+        machine: &Machine,
+        counts: &[(usize, u32, u64)],
+        index: usize,
+    ) {
+        for &(category, node, pages) in counts {
+            let Some(column) = machine.nodes.iter().position(|&n| n == node) else {
+                continue;
+            };
+            let size = if category == PROCESS_HUGE {
+                machine.huge_page_size
+            } else {
+                machine.page_size
+            };
+            let value = pages as f64 * size / MEGABYTE;
+            let row = self.header_rows + if self.per_process { category } else { index };
+            let col = self.header_cols + column;
+            table.add(row, col, value);
+            table.add(row, self.total_col, value);
+            table.add(self.total_row, col, value);
+            table.add(self.total_row, self.total_col, value);
+        }
+    }
+
+    /// Fits the widths, draws the rule above Total, sorts if asked and prints.
+    fn show(&self, table: &mut VTable, machine: &Machine, options: &Options, text: &mut String) {
+        if options.compress {
+            for col in 0..=self.total_col {
+                table.fit_width(col, 4, 16);
+            }
+        } else {
+            // Room for "PID (name)" labels.
+            table.fit_width(0, 16, 24);
+        }
+        table.always_show_row(self.total_row - 1);
+        for col in 0..=self.total_col {
+            table.set(self.total_row - 1, col, Cell::Rule('-'));
+        }
+        if let Some(node) = options.sort {
+            let col = machine.sort_column(node, self.header_cols);
+            let last = self.header_rows + self.data_rows - 1;
+            table.sort_descending(self.header_rows, last, col);
+        }
+        let show_zero = !options.skip_zero;
+        table.display(text, options.screen_width, show_zero, show_zero);
+    }
 }
 
 /// perror's wording of an error: the C library's message without Rust's "(os error N)".
