@@ -364,20 +364,9 @@ fn report(rows: &[Row]) -> String {
          as memcpy are not peers.\n",
     );
     for (group, group_rows) in by_group(rows) {
-        let info = group_info(&group);
-        let mut functions: Vec<String> =
-            group_rows.iter().map(|row| row.function.clone()).collect();
-        functions.sort();
-        functions.dedup();
-        let is_ours = |f: &str| info.is_some_and(|info| info.ours.contains(&f));
-        let is_limit = |f: &str| info.is_some_and(|info| info.limits.contains(&f));
-        functions.sort_by_key(|f| (!is_ours(f), is_limit(f), f.clone()));
-        let unit = if group_rows[0].higher_is_better() {
-            "GB/s"
-        } else {
-            "ns/op"
-        };
-        let seed = info.map_or("", |info| info.seed);
+        let table = GroupTable::new(&group, &group_rows);
+        let unit = table.unit();
+        let seed = table.info.map_or("", |info| info.seed);
         let _ = write!(
             out,
             "\n## {group} ({unit}){}\n\n",
@@ -392,57 +381,115 @@ fn report(rows: &[Row]) -> String {
         values.dedup();
         if values.len() == 1 {
             // One measurement per function (no size or thread parameter): a column.
-            let _ = writeln!(out, "| function | {unit} | role |\n|---|---|---|");
-            for function in &functions {
-                if let Some(row) = group_rows.iter().find(|row| &row.function == function) {
-                    let role = if is_ours(function) {
-                        "ours"
-                    } else if is_limit(function) {
-                        "limit"
-                    } else {
-                        "peer"
-                    };
-                    let _ = writeln!(out, "| {function} | {:.2} | {role} |", row.figure());
-                }
-            }
-            continue;
+            table.column(&mut out);
+        } else {
+            table.grid(&mut out, values);
         }
+    }
+    out
+}
+
+/// One group's rows and what each function is to the report: ours, a peer, a limit.
+struct GroupTable<'a> {
+    info: Option<&'static GroupInfo>,
+    rows: &'a [Row],
+    /// Ours first, then peers, then limits; by name within each.
+    functions: Vec<String>,
+}
+
+impl<'a> GroupTable<'a> {
+    fn new(group: &str, rows: &'a [Row]) -> GroupTable<'a> {
+        let mut table = GroupTable {
+            info: group_info(group),
+            rows,
+            functions: Vec::new(),
+        };
+        let mut functions: Vec<String> = rows.iter().map(|row| row.function.clone()).collect();
+        functions.sort();
+        functions.dedup();
+        functions.sort_by_key(|f| (!table.is_ours(f), table.is_limit(f), f.clone()));
+        table.functions = functions;
+        table
+    }
+
+    fn is_ours(&self, function: &str) -> bool {
+        self.info.is_some_and(|info| info.ours.contains(&function))
+    }
+
+    fn is_limit(&self, function: &str) -> bool {
+        self.info
+            .is_some_and(|info| info.limits.contains(&function))
+    }
+
+    fn unit(&self) -> &'static str {
+        if self.rows[0].higher_is_better() {
+            "GB/s"
+        } else {
+            "ns/op"
+        }
+    }
+
+    /// One figure per function, with its role.
+    fn column(&self, out: &mut String) {
+        let _ = writeln!(out, "| function | {} | role |\n|---|---|---|", self.unit());
+        for function in &self.functions {
+            if let Some(row) = self.rows.iter().find(|row| &row.function == function) {
+                let role = if self.is_ours(function) {
+                    "ours"
+                } else if self.is_limit(function) {
+                    "limit"
+                } else {
+                    "peer"
+                };
+                let _ = writeln!(out, "| {function} | {:.2} | {role} |", row.figure());
+            }
+        }
+    }
+
+    /// A row per parameter value, a column per function, and the speed ratio of our
+    /// best entry to the best peer.
+    fn grid(&self, out: &mut String, values: Vec<String>) {
+        let functions = &self.functions;
         let _ = writeln!(out, "| | {} | ours / best peer |", functions.join(" | "));
         let _ = writeln!(out, "|---|{}---|", "---|".repeat(functions.len()));
         for value in values {
-            let at: Vec<&Row> = group_rows.iter().filter(|row| row.value == value).collect();
-            let cell = |f: &str| {
-                at.iter()
-                    .find(|row| row.function == f)
-                    .map(|row| row.figure())
-            };
+            let at: Vec<&Row> = self.rows.iter().filter(|row| row.value == value).collect();
             let cells: Vec<String> = functions
                 .iter()
-                .map(|f| cell(f).map_or(String::new(), |v| format!("{v:.2}")))
+                .map(|f| {
+                    at.iter()
+                        .find(|row| &row.function == f)
+                        .map_or(String::new(), |row| format!("{:.2}", row.figure()))
+                })
                 .collect();
-            let higher = at.first().is_some_and(|row| row.higher_is_better());
-            let best = |pick: &dyn Fn(&str) -> bool| {
-                at.iter()
-                    .filter(|row| pick(&row.function))
-                    .map(|row| row.figure())
-                    .reduce(|a, b| if higher { a.max(b) } else { a.min(b) })
-            };
-            let ours = best(&|f| is_ours(f));
-            let peer = best(&|f| !is_ours(f) && !is_limit(f));
-            let ratio = match (ours, peer) {
-                (Some(ours), Some(peer)) if higher => format!("{:.2}x", ours / peer),
-                (Some(ours), Some(peer)) => format!("{:.2}x", peer / ours),
-                _ => String::new(),
-            };
             let label = if value.is_empty() {
                 "-".to_owned()
             } else {
                 value
             };
+            let ratio = self.ratio(&at);
             let _ = writeln!(out, "| {label} | {} | {ratio} |", cells.join(" | "));
         }
     }
-    out
+
+    /// Ours over the best peer among rows `at` one parameter value, as "1.23x" (above
+    /// 1: ours is faster); empty without both.
+    fn ratio(&self, at: &[&Row]) -> String {
+        let higher = at.first().is_some_and(|row| row.higher_is_better());
+        let best = |pick: &dyn Fn(&str) -> bool| {
+            at.iter()
+                .filter(|row| pick(&row.function))
+                .map(|row| row.figure())
+                .reduce(|a, b| if higher { a.max(b) } else { a.min(b) })
+        };
+        let ours = best(&|f| self.is_ours(f));
+        let peer = best(&|f| !self.is_ours(f) && !self.is_limit(f));
+        match (ours, peer) {
+            (Some(ours), Some(peer)) if higher => format!("{:.2}x", ours / peer),
+            (Some(ours), Some(peer)) => format!("{:.2}x", peer / ours),
+            _ => String::new(),
+        }
+    }
 }
 
 /// A horizontal bar chart of each function at the group's largest parameter.

@@ -16,9 +16,27 @@ pub(crate) fn median(values: impl IntoIterator<Item = f64>) -> Option<f64> {
     })
 }
 
+/// The value at quantile `q` (0 to 1) of `sorted` (ascending): the one at index
+/// `round((len - 1) * q)`; `None` when empty.
+pub(crate) fn quantile<T: Copy>(sorted: &[T], q: f64) -> Option<T> {
+    let last = sorted.len().checked_sub(1)?;
+    sorted
+        .get((last as f64 * q.clamp(0.0, 1.0)).round() as usize)
+        .copied()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn quantiles_by_index() {
+        let values: Vec<u64> = (1..=101).collect();
+        assert_eq!(quantile(&values, 0.5), Some(51));
+        assert_eq!(quantile(&values, 0.99), Some(100));
+        assert_eq!(quantile(&values, 1.0), Some(101));
+        assert_eq!(quantile::<u64>(&[], 0.5), None);
+    }
 
     #[test]
     fn odd_even_and_empty() {

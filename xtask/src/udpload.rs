@@ -330,87 +330,27 @@ fn rcvbuf_errors() -> u64 {
 /// that SO_REUSEPORT spreads them) and drains whichever sockets have replies.
 fn measure(name: &str, address: SocketAddr, rate: u64, options: &Options) -> Result<Step> {
     const TICK: Duration = Duration::from_micros(250);
-    const CHUNK: u64 = 32;
-    let sockets: Vec<UdpSocket> = (0..options.clients)
-        .map(|_| {
-            let socket = UdpSocket::bind("127.0.0.1:0")?;
-            socket.set_nonblocking(true)?;
-            // Large client buffers, so that drops are the server's.
-            let _ = rustix::net::sockopt::set_socket_recv_buffer_size_force(&socket, 8 << 20);
-            Ok(socket)
-        })
-        .collect::<Result<_>>()?;
-    let mut receive = RecvBatch::new(64);
-    let mut send = SendBatch::new(CHUNK as usize);
+    let mut client = LoadClient::new(options.clients, address)?;
     let mut rtts: Vec<u64> = Vec::with_capacity((rate as f64 * options.seconds) as usize);
     let duration = Duration::from_secs_f64(options.seconds);
     let errors_before = rcvbuf_errors();
     let start = Instant::now();
-    let (mut sent, mut next_socket) = (0u64, 0usize);
+    let mut sent = 0u64;
     loop {
         let elapsed = start.elapsed();
         if elapsed >= duration + Duration::from_millis(300) {
             break;
         }
         if elapsed < duration {
-            // Requests due by now; each carries its send time (ns) as its transmit
-            // timestamp, which the reply returns as its origin.
-            let mut due = ((elapsed.as_secs_f64() * rate as f64) as u64).saturating_sub(sent);
-            while due > 0 {
-                let socket = &sockets[next_socket];
-                next_socket = (next_socket + 1) % sockets.len();
-                for _ in 0..due.min(CHUNK) {
-                    let stamp = NtpTimestamp(start.elapsed().as_nanos() as u64);
-                    *send.push(address, None) = client_request(4, stamp);
-                }
-                let outcome = send.send(socket.as_fd());
-                sent += outcome.sent as u64;
-                if outcome.sent == 0 {
-                    break; // the client's own send buffer is full; retry next tick
-                }
-                due = due.saturating_sub(outcome.sent as u64 + outcome.failed as u64);
-            }
+            let due = ((elapsed.as_secs_f64() * rate as f64) as u64).saturating_sub(sent);
+            sent += client.send(due, start);
         }
         let next_tick = TICK.saturating_sub(start.elapsed().saturating_sub(elapsed));
-        let mut fds: Vec<PollFd<'_>> = sockets
-            .iter()
-            .map(|s| PollFd::new(s, PollFlags::IN))
-            .collect();
-        let timeout = Timespec {
-            tv_sec: 0,
-            tv_nsec: next_tick.as_nanos() as _,
-        };
-        match poll(&mut fds, Some(&timeout)) {
-            Ok(_) | Err(rustix::io::Errno::INTR) => {}
-            Err(error) => return Err(error).context("poll on the client sockets"),
-        }
-        for (socket, fd) in sockets.iter().zip(&fds) {
-            if !fd.revents().contains(PollFlags::IN) {
-                continue;
-            }
-            loop {
-                let count = receive.recv(socket.as_fd())?;
-                let now = start.elapsed().as_nanos() as u64;
-                for i in 0..count {
-                    if let Some(reply) = Reply::parse(receive.datagram(i).0) {
-                        rtts.push(now.saturating_sub(reply.origin.0));
-                    }
-                }
-                if count < 64 {
-                    break;
-                }
-            }
-        }
+        client.receive(next_tick, start, &mut rtts)?;
     }
-    let rcvbuf = rcvbuf_errors().saturating_sub(errors_before);
     rtts.sort_unstable();
-    let percentile = |p: f64| {
-        if rtts.is_empty() {
-            return f64::NAN;
-        }
-        rtts[((rtts.len() - 1) as f64 * p).round() as usize] as f64 / 1000.0
-    };
     let replies = rtts.len() as u64;
+    let micros = |p: f64| stats::quantile(&rtts, p).map_or(f64::NAN, |ns| ns as f64 / 1000.0);
     Ok(Step {
         target: name.to_string(),
         offered: rate,
@@ -422,10 +362,107 @@ fn measure(name: &str, address: SocketAddr, rate: u64, options: &Options) -> Res
         } else {
             100.0 * (sent.saturating_sub(replies)) as f64 / sent as f64
         },
-        p50_us: percentile(0.5),
-        p99_us: percentile(0.99),
-        rcvbuf_errors: rcvbuf,
+        p50_us: micros(0.5),
+        p99_us: micros(0.99),
+        rcvbuf_errors: rcvbuf_errors().saturating_sub(errors_before),
     })
+}
+
+/// The generator's client sockets and batches.
+struct LoadClient {
+    sockets: Vec<UdpSocket>,
+    address: SocketAddr,
+    send: SendBatch,
+    receive: RecvBatch,
+    /// The socket the next chunk goes out on.
+    next_socket: usize,
+}
+
+impl LoadClient {
+    /// Requests sent per sendmmsg.
+    const CHUNK: u64 = 32;
+    /// Replies read per recvmmsg.
+    const RECEIVE: usize = 64;
+
+    /// `clients` non-blocking sockets on loopback sending to `address`.
+    fn new(clients: usize, address: SocketAddr) -> Result<LoadClient> {
+        let sockets = (0..clients)
+            .map(|_| {
+                let socket = UdpSocket::bind("127.0.0.1:0")?;
+                socket.set_nonblocking(true)?;
+                // Large client buffers, so that drops are the server's.
+                let _ = rustix::net::sockopt::set_socket_recv_buffer_size_force(&socket, 8 << 20);
+                Ok(socket)
+            })
+            .collect::<Result<_>>()?;
+        Ok(LoadClient {
+            sockets,
+            address,
+            send: SendBatch::new(Self::CHUNK as usize),
+            receive: RecvBatch::new(Self::RECEIVE),
+            next_socket: 0,
+        })
+    }
+
+    /// Sends up to `due` requests in chunks, rotating over the sockets (so that
+    /// SO_REUSEPORT spreads them); each carries its send time (ns since `start`) as its
+    /// transmit timestamp, which the reply returns as its origin. Returns how many
+    /// went out (fewer when a client's own send buffer is full: the rest is due at the
+    /// next tick).
+    fn send(&mut self, mut due: u64, start: Instant) -> u64 {
+        let mut sent = 0;
+        while due > 0 {
+            let socket = &self.sockets[self.next_socket];
+            self.next_socket = (self.next_socket + 1) % self.sockets.len();
+            for _ in 0..due.min(Self::CHUNK) {
+                let stamp = NtpTimestamp(start.elapsed().as_nanos() as u64);
+                *self.send.push(self.address, None) = client_request(4, stamp);
+            }
+            let outcome = self.send.send(socket.as_fd());
+            sent += outcome.sent as u64;
+            if outcome.sent == 0 {
+                break;
+            }
+            due = due.saturating_sub(outcome.sent as u64 + outcome.failed as u64);
+        }
+        sent
+    }
+
+    /// Waits up to `wait` for replies and drains every socket that has some, adding
+    /// each reply's round trip (ns) to `rtts`.
+    fn receive(&mut self, wait: Duration, start: Instant, rtts: &mut Vec<u64>) -> Result<()> {
+        let mut fds: Vec<PollFd<'_>> = self
+            .sockets
+            .iter()
+            .map(|s| PollFd::new(s, PollFlags::IN))
+            .collect();
+        let timeout = Timespec {
+            tv_sec: 0,
+            tv_nsec: wait.as_nanos() as _,
+        };
+        match poll(&mut fds, Some(&timeout)) {
+            Ok(_) | Err(rustix::io::Errno::INTR) => {}
+            Err(error) => return Err(error).context("poll on the client sockets"),
+        }
+        for (socket, fd) in self.sockets.iter().zip(&fds) {
+            if !fd.revents().contains(PollFlags::IN) {
+                continue;
+            }
+            loop {
+                let count = self.receive.recv(socket.as_fd())?;
+                let now = start.elapsed().as_nanos() as u64;
+                for i in 0..count {
+                    if let Some(reply) = Reply::parse(self.receive.datagram(i).0) {
+                        rtts.push(now.saturating_sub(reply.origin.0));
+                    }
+                }
+                if count < Self::RECEIVE {
+                    break;
+                }
+            }
+        }
+        Ok(())
+    }
 }
 
 /// Each figure's median over the runs of one step.
