@@ -302,67 +302,7 @@ fn child(strategy: &str, path: &Path) -> io::Result<String> {
             since_sample = 0;
         }
     };
-    match strategy {
-        "mmap" | "mmap+sequential" | "mmap+populate" => {
-            let file = File::open(path)?;
-            let mut options = memmap2::MmapOptions::new();
-            if strategy == "mmap+populate" {
-                options.populate();
-            }
-            // SAFETY: the bench's own file, not modified while mapped.
-            let map = unsafe { options.map(&file)? };
-            if strategy == "mmap+sequential" {
-                map.advise(memmap2::Advice::Sequential)?;
-            }
-            map.chunks(CHUNK).for_each(&mut work);
-        }
-        "buffered-4MiB" => {
-            let mut reader = BufReader::with_capacity(4 << 20, File::open(path)?);
-            let mut chunk = vec![0u8; CHUNK];
-            loop {
-                let filled = read_full(&mut reader, &mut chunk)?;
-                if filled == 0 {
-                    break;
-                }
-                work(&chunk[..filled]);
-            }
-        }
-        "read-8MiB" => {
-            let mut file = File::open(path)?;
-            let mut chunk = vec![0u8; CHUNK];
-            loop {
-                let filled = read_full(&mut file, &mut chunk)?;
-                if filled == 0 {
-                    break;
-                }
-                work(&chunk[..filled]);
-            }
-        }
-        "pread-odirect-8MiB" => {
-            let file = OpenOptions::new()
-                .read(true)
-                .custom_flags(libc::O_DIRECT)
-                .open(path)?;
-            let mut buffer = AlignedBuffer::new(CHUNK, 4096);
-            let mut offset = 0u64;
-            loop {
-                let chunk = buffer.as_mut_slice();
-                let filled = file.read_at(chunk, offset)?;
-                if filled == 0 {
-                    break;
-                }
-                offset += filled as u64;
-                work(&chunk[..filled]);
-            }
-        }
-        "io_uring-1MiB-x4" => read_with_io_uring(path, &mut work)?,
-        other => {
-            return Err(io::Error::new(
-                io::ErrorKind::InvalidInput,
-                format!("unknown strategy {other}"),
-            ))
-        }
-    }
+    read_with(strategy, path, &mut work)?;
     let seconds = started.elapsed().as_secs_f64();
     chunk_ns.sort_unstable();
     let p95 = chunk_ns
@@ -381,6 +321,67 @@ fn child(strategy: &str, path: &Path) -> io::Result<String> {
         usage.ru_maxrss,
         usage.ru_majflt
     ))
+}
+
+/// Reads the whole file at `path` the way `strategy` names, handing each piece to
+/// `work` in file order.
+fn read_with(strategy: &str, path: &Path, work: &mut impl FnMut(&[u8])) -> io::Result<()> {
+    match strategy {
+        "mmap" | "mmap+sequential" | "mmap+populate" => {
+            let file = File::open(path)?;
+            let mut options = memmap2::MmapOptions::new();
+            if strategy == "mmap+populate" {
+                options.populate();
+            }
+            // SAFETY: the bench's own file, not modified while mapped.
+            let map = unsafe { options.map(&file)? };
+            if strategy == "mmap+sequential" {
+                map.advise(memmap2::Advice::Sequential)?;
+            }
+            map.chunks(CHUNK).for_each(work);
+        }
+        "buffered-4MiB" => {
+            read_in_chunks(BufReader::with_capacity(4 << 20, File::open(path)?), work)?;
+        }
+        "read-8MiB" => read_in_chunks(File::open(path)?, work)?,
+        "pread-odirect-8MiB" => {
+            let file = OpenOptions::new()
+                .read(true)
+                .custom_flags(libc::O_DIRECT)
+                .open(path)?;
+            let mut buffer = AlignedBuffer::new(CHUNK, 4096);
+            let mut offset = 0u64;
+            loop {
+                let chunk = buffer.as_mut_slice();
+                let filled = file.read_at(chunk, offset)?;
+                if filled == 0 {
+                    break;
+                }
+                offset += filled as u64;
+                work(&chunk[..filled]);
+            }
+        }
+        "io_uring-1MiB-x4" => read_with_io_uring(path, work)?,
+        other => {
+            return Err(io::Error::new(
+                io::ErrorKind::InvalidInput,
+                format!("unknown strategy {other}"),
+            ))
+        }
+    }
+    Ok(())
+}
+
+/// Reads `reader` to its end in full CHUNK-sized pieces (the last may be shorter).
+fn read_in_chunks(mut reader: impl Read, work: &mut impl FnMut(&[u8])) -> io::Result<()> {
+    let mut chunk = vec![0u8; CHUNK];
+    loop {
+        let filled = read_full(&mut reader, &mut chunk)?;
+        if filled == 0 {
+            return Ok(());
+        }
+        work(&chunk[..filled]);
+    }
 }
 
 /// Reads the file with io_uring, URING_DEPTH reads of URING_READ bytes in flight,

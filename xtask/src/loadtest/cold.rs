@@ -118,12 +118,27 @@ pub(super) fn run(options: &Options, www: &Path, out: &Path) -> Result<()> {
     for server in &running {
         wrk(server, &HOT, 1, out)?;
     }
+    let samples = measure_rounds(&running, &throttles, &files, options, out)?;
+    drop(throttles);
+    drop(running);
+    write_report(&samples, &specs, options, out)
+}
+
+/// `options.rounds` rounds over the servers, each round starting one server later so
+/// that none always goes first; a throttled disk settles after each measurement.
+fn measure_rounds(
+    running: &[Running],
+    throttles: &[Option<DiskThrottle>],
+    files: &[String],
+    options: &Options,
+    out: &Path,
+) -> Result<Vec<ColdSample>> {
     let mut samples = Vec::new();
     for round in 0..options.rounds {
         for i in 0..running.len() {
             let index = (i + round) % running.len();
             let server = &running[index];
-            let sample = measure(server, &files, round, options.duration, out)?;
+            let sample = measure(server, files, round, options.duration, out)?;
             if let Some(throttle) = &throttles[index] {
                 throttle.settle(Duration::from_secs(30));
             }
@@ -139,9 +154,17 @@ pub(super) fn run(options: &Options, www: &Path, out: &Path) -> Result<()> {
             samples.push(sample);
         }
     }
-    drop(throttles);
-    drop(running);
-    let medians = medians(&samples, &specs);
+    Ok(samples)
+}
+
+/// The medians table (printed, cold.md) and every sample (cold.json).
+fn write_report(
+    samples: &[ColdSample],
+    specs: &[ServerSpec],
+    options: &Options,
+    out: &Path,
+) -> Result<()> {
+    let medians = medians(samples, specs);
     let table = render(&medians, options);
     println!("{table}");
     fs::write(out.join("cold.md"), &table)?;
