@@ -131,83 +131,82 @@ impl Metrics {
     pub fn render(&self, synchronised: bool) -> String {
         let totals = self.totals();
         let mut out = String::with_capacity(2048);
-        family(
+        labelled(
             &mut out,
-            "timeserve_requests_total",
-            "counter",
+            ("timeserve_requests_total", "counter"),
             "Client requests received, by NTP version.",
+            "version",
+            totals
+                .requests
+                .iter()
+                .enumerate()
+                .map(|(i, count)| (i + 1, *count)),
         );
-        for (i, count) in totals.requests.iter().enumerate() {
-            let _ = writeln!(
-                out,
-                "timeserve_requests_total{{version=\"{}\"}} {count}",
-                i + 1
-            );
-        }
-        family(
+        single(
             &mut out,
-            "timeserve_responses_total",
-            "counter",
+            ("timeserve_responses_total", "counter"),
             "Replies sent, Kiss-o'-Death included.",
+            totals.responses,
         );
-        let _ = writeln!(out, "timeserve_responses_total {}", totals.responses);
-        family(
+        labelled(
             &mut out,
-            "timeserve_dropped_total",
-            "counter",
+            ("timeserve_dropped_total", "counter"),
             "Datagrams dropped unanswered, by reason.",
+            "reason",
+            DropReason::ALL.iter().zip(totals.dropped),
         );
-        for (reason, count) in DropReason::ALL.iter().zip(totals.dropped) {
-            let _ = writeln!(
-                out,
-                "timeserve_dropped_total{{reason=\"{reason}\"}} {count}"
-            );
-        }
-        family(
+        single(
             &mut out,
-            "timeserve_rate_limited_total",
-            "counter",
+            ("timeserve_rate_limited_total", "counter"),
             "Requests over their client's rate limit.",
+            totals.rate_limited,
         );
-        let _ = writeln!(out, "timeserve_rate_limited_total {}", totals.rate_limited);
-        family(
+        single(
             &mut out,
-            "timeserve_kiss_of_death_total",
-            "counter",
+            ("timeserve_kiss_of_death_total", "counter"),
             "Kiss-o'-Death RATE replies sent.",
+            totals.kisses,
         );
-        let _ = writeln!(out, "timeserve_kiss_of_death_total {}", totals.kisses);
-        family(
+        single(
             &mut out,
-            "timeserve_send_errors_total",
-            "counter",
+            ("timeserve_send_errors_total", "counter"),
             "Replies the kernel refused to send.",
+            totals.send_errors,
         );
-        let _ = writeln!(out, "timeserve_send_errors_total {}", totals.send_errors);
-        family(
+        labelled(
             &mut out,
-            "timeserve_socket_receive_drops_total",
-            "counter",
+            ("timeserve_socket_receive_drops_total", "counter"),
             "Datagrams the kernel dropped because a socket's receive buffer was full (SO_RXQ_OVFL), by worker socket.",
+            "worker",
+            totals.kernel_drops.iter().copied().enumerate(),
         );
-        for (worker, count) in totals.kernel_drops.iter().enumerate() {
-            let _ = writeln!(
-                out,
-                "timeserve_socket_receive_drops_total{{worker=\"{worker}\"}} {count}"
-            );
-        }
-        family(
+        single(
             &mut out,
-            "timeserve_clock_synchronized",
-            "gauge",
+            ("timeserve_clock_synchronized", "gauge"),
             "1 when replies say the clock is synchronised (LI != 3).",
-        );
-        let _ = writeln!(
-            out,
-            "timeserve_clock_synchronized {}",
-            u8::from(synchronised)
+            u64::from(synchronised),
         );
         out
+    }
+}
+
+/// A family (name and type) with one unlabelled sample.
+fn single(out: &mut String, (name, kind): (&str, &str), help: &str, value: u64) {
+    family(out, name, kind, help);
+    let _ = writeln!(out, "{name} {value}");
+}
+
+/// A family (name and type) with a sample per value of `label`.
+fn labelled<L: std::fmt::Display>(
+    out: &mut String,
+    (name, kind): (&str, &str),
+    help: &str,
+    label: &str,
+    samples: impl Iterator<Item = (L, u64)>,
+) {
+    family(out, name, kind, help);
+    for (value, count) in samples {
+        let _ = writeln!(out, "{name}{{{label}=\"{value}\"}} {count}");
     }
 }
 
