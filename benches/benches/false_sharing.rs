@@ -12,7 +12,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 
 use benches::time_threads;
 use criterion::{criterion_group, criterion_main, Criterion, Throughput};
-use numa::counter::{CachePadded, StripedCounter};
+use ioserve_numa::counter::{CachePadded, StripedCounter};
 
 /// Two counters on one cache line.
 #[repr(C, align(64))]

@@ -21,7 +21,7 @@ use std::time::Duration;
 use benches::{time_threads, KeyStream};
 use criterion::{criterion_group, criterion_main, BenchmarkId, Criterion, Throughput};
 use dashmap::DashMap;
-use numa::sharded::ShardedMap;
+use ioserve_numa::sharded::ShardedMap;
 
 const KEYS: u64 = 10_000;
 

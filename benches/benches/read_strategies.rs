@@ -294,7 +294,7 @@ fn child(strategy: &str, path: &Path) -> io::Result<String> {
     let mut since_sample = 0usize;
     // Counts the zeros of each piece read and takes a latency sample per 8 MiB.
     let mut work = |chunk: &[u8]| {
-        zeros += simd::count::count(chunk, 0);
+        zeros += ioserve_simd::count::count(chunk, 0);
         since_sample += chunk.len();
         if since_sample >= CHUNK {
             chunk_ns.push(chunk_started.elapsed().as_nanos() as u64);

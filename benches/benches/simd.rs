@@ -50,11 +50,11 @@ fn base64_encode(c: &mut Criterion) {
     for size in SIZES {
         group.throughput(Throughput::Bytes(size as u64));
         let bytes = input(size);
-        let mut text = vec![0u8; simd::base64::STANDARD.encoded_len(size)];
+        let mut text = vec![0u8; ioserve_simd::base64::STANDARD.encoded_len(size)];
         let id = |name| BenchmarkId::new(name, label(size));
         memcpy(&mut group, size);
         group.bench_function(id("simd"), |b| {
-            b.iter(|| simd::base64::STANDARD.encode_to_slice(black_box(&bytes), &mut text))
+            b.iter(|| ioserve_simd::base64::STANDARD.encode_to_slice(black_box(&bytes), &mut text))
         });
         group.bench_function(id("base64"), |b| {
             b.iter(|| {
@@ -76,13 +76,15 @@ fn base64_decode(c: &mut Criterion) {
     let mut group = c.benchmark_group("base64_decode");
     for size in SIZES {
         group.throughput(Throughput::Bytes(size as u64));
-        let text = simd::base64::STANDARD.encode(input(size)).into_bytes();
+        let text = ioserve_simd::base64::STANDARD
+            .encode(input(size))
+            .into_bytes();
         let mut bytes = vec![0u8; size];
         let id = |name| BenchmarkId::new(name, label(size));
         memcpy(&mut group, size);
         group.bench_function(id("simd"), |b| {
             b.iter(|| {
-                simd::base64::STANDARD
+                ioserve_simd::base64::STANDARD
                     .decode_to_slice(black_box(&text), &mut bytes)
                     .unwrap()
             })
@@ -121,9 +123,9 @@ fn hash(c: &mut Criterion) {
         let id = |name| BenchmarkId::new(name, label(size));
         memcpy(&mut group, size);
         group.bench_function(id("simd"), |b| {
-            b.iter(|| simd::hash::hash_bytes(black_box(&bytes), 42))
+            b.iter(|| ioserve_simd::hash::hash_bytes(black_box(&bytes), 42))
         });
-        let ours = simd::hash::RandomState::with_seed(42);
+        let ours = ioserve_simd::hash::RandomState::with_seed(42);
         group.bench_function(id("simd-hasher"), |b| {
             b.iter(|| hash_with(&ours, black_box(&bytes)))
         });
@@ -157,7 +159,7 @@ fn adler32(c: &mut Criterion) {
         let id = |name| BenchmarkId::new(name, label(size));
         memcpy(&mut group, size);
         group.bench_function(id("simd"), |b| {
-            b.iter(|| simd::adler32::adler32(black_box(&bytes)))
+            b.iter(|| ioserve_simd::adler32::adler32(black_box(&bytes)))
         });
         group.bench_function(id("adler2"), |b| {
             b.iter(|| adler2::adler32_slice(black_box(&bytes)))
@@ -178,7 +180,7 @@ fn count(c: &mut Criterion) {
         let id = |name| BenchmarkId::new(name, label(size));
         memcpy(&mut group, size);
         group.bench_function(id("simd"), |b| {
-            b.iter(|| simd::count::count(black_box(&bytes), 0))
+            b.iter(|| ioserve_simd::count::count(black_box(&bytes), 0))
         });
         group.bench_function(id("bytecount"), |b| {
             b.iter(|| bytecount::count(black_box(&bytes), 0))

@@ -1,7 +1,7 @@
 //! Criterion benches that reproduce the source documents' tables against peers, and the
 //! small pieces they share.
 //!
-//! - `maps`: [`numa::sharded::ShardedMap`] against `dashmap`, `RwLock<HashMap>` (and
+//! - `maps`: [`ioserve_numa::sharded::ShardedMap`] against `dashmap`, `RwLock<HashMap>` (and
 //!   Go's `sync.Map`, in `peers/go-syncmap`), read-heavy and write-heavy, 1 and 2
 //!   threads (seed 001).
 //! - `false_sharing`: adjacent vs cache-padded counters, and the striped counter

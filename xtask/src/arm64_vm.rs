@@ -35,7 +35,7 @@ pub(crate) fn run() -> Result<TestTotals> {
     let arch = Arch::Aarch64;
     arch.ensure_tools()?;
     let kernel = guest::debian_kernel(arch)?;
-    let simd_tests = guest::static_test_binaries(arch, "simd")?;
+    let simd_tests = guest::static_test_binaries(arch, "ioserve-simd")?;
     let numa = numa_vm::Binaries::build(arch)?;
     let probe = ProbeBinaries::build(arch)?;
     let ioserve = guest::static_build(

@@ -110,7 +110,7 @@ pub(crate) struct ProbeBinaries {
 
 impl ProbeBinaries {
     pub(crate) fn build(arch: Arch) -> Result<ProbeBinaries> {
-        let args = ["--package", "probe", "--bins"];
+        let args = ["--package", "ioserve-probe", "--bins"];
         let dir = match arch {
             Arch::X86_64 => guest::host_build("probe", &args)?,
             Arch::Aarch64 => guest::static_build(arch, "probe", &args)?,

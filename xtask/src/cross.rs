@@ -29,9 +29,9 @@ pub(crate) struct Options {
 /// The binaries an ARM runner needs besides the benches.
 const BINARIES: &[(&str, &str)] = &[
     ("ioserve", "ioserve"),
-    ("numa", "numa"),
-    ("probe", "probe"),
-    ("probe", "probe-calibrate"),
+    ("ioserve-numa", "numa"),
+    ("ioserve-probe", "probe"),
+    ("ioserve-probe", "probe-calibrate"),
 ];
 
 /// Builds, packs and (with `--smoke`) starts every bench executable under qemu.

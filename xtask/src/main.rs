@@ -380,7 +380,7 @@ fn run_miri_tests() -> Result<TestTotals> {
         "miri",
         "test",
         "--package",
-        "simd",
+        "ioserve-simd",
         "--lib",
         "--test",
         "base64",

@@ -77,7 +77,14 @@ impl Binaries {
         let out = guest::static_build(
             arch,
             "numa and touch",
-            &["--package", "numa", "--bin", "numa", "--example", "touch"],
+            &[
+                "--package",
+                "ioserve-numa",
+                "--bin",
+                "numa",
+                "--example",
+                "touch",
+            ],
         )?;
         Ok(Binaries {
             numa: out.join("numa"),

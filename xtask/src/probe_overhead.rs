@@ -48,7 +48,7 @@ pub(crate) fn run(options: &Options) -> Result<()> {
     ensure_packages(&[("strace", "strace"), ("linux-perf", "perf")])?;
     step(
         "build probe (release)",
-        cargo(&["build", "--release", "-p", "probe"]),
+        cargo(&["build", "--release", "-p", "ioserve-probe"]),
     )?;
     let probe = project_root().join("target/release/probe");
     let probe = probe.to_str().context("non-UTF-8 path")?;

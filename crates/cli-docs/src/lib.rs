@@ -22,9 +22,9 @@ use clap_complete::Shell;
 pub fn programs() -> Vec<Command> {
     vec![
         ioserve::config::Settings::command(),
-        numa::cli::Cli::command(),
-        numa::cli::StatCli::command(),
-        probe::cli::Cli::command(),
+        ioserve_numa::cli::Cli::command(),
+        ioserve_numa::cli::StatCli::command(),
+        ioserve_probe::cli::Cli::command(),
     ]
 }
 

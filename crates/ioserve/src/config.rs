@@ -557,7 +557,7 @@ mod tests {
             (settings.numa, settings.root),
             (Some(true), Some("/srv".into()))
         );
-        let topology = numa::Topology::system().unwrap();
+        let topology = ioserve_numa::Topology::system().unwrap();
         if topology.nodes.len() == 1 {
             let one = error(&["--numa"]);
             assert!(

@@ -11,8 +11,8 @@
 
 use std::fmt;
 
-use numa::policy::{self, MemPolicy, Mode, PolicyError};
-use numa::{IdSet, IdSetError, Topology, TopologyError};
+use ioserve_numa::policy::{self, MemPolicy, Mode, PolicyError};
+use ioserve_numa::{IdSet, IdSetError, Topology, TopologyError};
 
 /// Where one worker runs and allocates.
 #[derive(Clone, Debug, PartialEq, Eq)]

@@ -20,9 +20,9 @@
 use std::collections::BTreeMap;
 use std::process::ExitCode;
 
-use numa::alloc::NodeBuffer;
-use numa::policy::{self, MemPolicy, Mode};
-use numa::sharded::{Placement, ShardedMap};
+use ioserve_numa::alloc::NodeBuffer;
+use ioserve_numa::policy::{self, MemPolicy, Mode};
+use ioserve_numa::sharded::{Placement, ShardedMap};
 use std::collections::hash_map::RandomState;
 
 fn main() -> ExitCode {
@@ -68,7 +68,7 @@ fn buffer_pages(mib: usize) -> Result<Vec<i32>, String> {
     // MPOL_DEFAULT on the range: its pages follow the process's policy, set by numa.
     let inherit = MemPolicy {
         mode: Mode::Default,
-        nodes: numa::IdSet::new(),
+        nodes: ioserve_numa::IdSet::new(),
     };
     let buffer = NodeBuffer::new_touched(mib << 20, &inherit).map_err(|e| e.to_string())?;
     buffer.page_nodes().map_err(|e| e.to_string())

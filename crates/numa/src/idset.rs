@@ -151,7 +151,7 @@ impl IdSet {
     /// `present` is every id of the machine: `!` inverts against it.
     ///
     /// ```
-    /// use numa::IdSet;
+    /// use ioserve_numa::IdSet;
     /// let allowed = IdSet::parse_list("0-3").unwrap();
     /// let spec = |s| IdSet::parse_spec(s, "node", &allowed, &allowed).map(|n| n.to_string());
     /// assert_eq!(spec("1,3").unwrap(), "1,3");

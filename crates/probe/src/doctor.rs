@@ -131,7 +131,7 @@ pub fn cpufreq(root: &Path) -> Finding {
 pub fn numa(root: &Path) -> Finding {
     let balancing_path = root.join("proc/sys/kernel/numa_balancing");
     let balancing = read_trimmed(&balancing_path);
-    let nodes = match numa::Topology::read(root) {
+    let nodes = match ioserve_numa::Topology::read(root) {
         Ok(topology) => topology.online.len(),
         Err(_) => 1, // no node directory: a kernel without NUMA, one node
     };

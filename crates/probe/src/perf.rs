@@ -77,7 +77,7 @@ pub fn online_cpus() -> Result<Vec<u32>> {
         path: path.into(),
         cause: source,
     })?;
-    let set = numa::IdSet::parse_list(text.trim()).map_err(|err| ProbeError::Read {
+    let set = ioserve_numa::IdSet::parse_list(text.trim()).map_err(|err| ProbeError::Read {
         path: path.into(),
         cause: io::Error::new(io::ErrorKind::InvalidData, err.to_string()),
     })?;

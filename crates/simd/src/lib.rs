@@ -51,7 +51,7 @@ pub struct Features {
 /// Which implementation each kernel uses.
 ///
 /// ```
-/// let features = simd::features();
+/// let features = ioserve_simd::features();
 /// println!("count: {}, hash: {}", features.count, features.hash);
 /// ```
 pub fn features() -> Features {

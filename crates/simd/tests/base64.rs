@@ -3,10 +3,10 @@
 //! decode error class with its position, and the `base64` crate as an outside oracle.
 
 use base64::Engine as _;
-use proptest::prelude::*;
-use simd::base64::{
+use ioserve_simd::base64::{
     Base64, DecodeError, OutputTooSmall, STANDARD, STANDARD_NO_PAD, URL_SAFE, URL_SAFE_NO_PAD,
 };
+use proptest::prelude::*;
 
 mod common;
 
@@ -14,11 +14,11 @@ use common::random_bytes;
 
 const ENGINES: [Base64; 4] = [STANDARD, STANDARD_NO_PAD, URL_SAFE, URL_SAFE_NO_PAD];
 
-fn scalar() -> &'static simd::base64::Kernels {
-    simd::base64::implementations()[0]
+fn scalar() -> &'static ioserve_simd::base64::Kernels {
+    ioserve_simd::base64::implementations()[0]
 }
 
-fn encode_with(kernels: &simd::base64::Kernels, engine: Base64, input: &[u8]) -> Vec<u8> {
+fn encode_with(kernels: &ioserve_simd::base64::Kernels, engine: Base64, input: &[u8]) -> Vec<u8> {
     let mut output = vec![0u8; engine.encoded_len(input.len())];
     let written = engine
         .encode_to_slice_with(kernels, input, &mut output)
@@ -28,7 +28,7 @@ fn encode_with(kernels: &simd::base64::Kernels, engine: Base64, input: &[u8]) ->
 }
 
 fn decode_with(
-    kernels: &simd::base64::Kernels,
+    kernels: &ioserve_simd::base64::Kernels,
     engine: Base64,
     input: &[u8],
 ) -> Result<Vec<u8>, DecodeError> {
@@ -49,7 +49,7 @@ fn rfc_4648_vectors() {
         ("fooba", "Zm9vYmE="),
         ("foobar", "Zm9vYmFy"),
     ];
-    for kernels in simd::base64::implementations() {
+    for kernels in ioserve_simd::base64::implementations() {
         let name = kernels.implementation();
         for (plain, encoded) in vectors {
             let unpadded = encoded.trim_end_matches('=');
@@ -94,7 +94,7 @@ fn the_alphabets_differ_only_in_the_last_two_characters() {
 #[test]
 fn every_implementation_matches_scalar_at_every_length_and_offset() {
     let data = random_bytes(1024 + 64, 7);
-    for kernels in simd::base64::implementations() {
+    for kernels in ioserve_simd::base64::implementations() {
         let name = kernels.implementation();
         for engine in [STANDARD, URL_SAFE_NO_PAD] {
             for offset in 0..64 {
@@ -120,7 +120,7 @@ fn decoding_reads_from_every_start_offset() {
     // The encode test moves the input bytes; this moves the characters.
     let text = URL_SAFE_NO_PAD.encode(random_bytes(800, 8)).into_bytes();
     let mut shifted = vec![b'A'; text.len() + 64];
-    for kernels in simd::base64::implementations() {
+    for kernels in ioserve_simd::base64::implementations() {
         for offset in 0..64 {
             shifted[offset..offset + text.len()].copy_from_slice(&text);
             let input = &shifted[offset..offset + text.len()];
@@ -149,7 +149,7 @@ fn every_implementation_matches_scalar_on_long_inputs() {
                 .encode(&input)
                 .into_bytes()
         );
-        for kernels in simd::base64::implementations() {
+        for kernels in ioserve_simd::base64::implementations() {
             let name = kernels.implementation();
             assert_eq!(
                 encode_with(kernels, STANDARD, &input),
@@ -174,7 +174,7 @@ const NOT_IN_EITHER_ALPHABET: [u8; 12] = [
 #[test]
 fn an_invalid_byte_is_reported_at_its_position_by_every_implementation() {
     let text = STANDARD.encode(random_bytes(300, 10)).into_bytes();
-    for kernels in simd::base64::implementations() {
+    for kernels in ioserve_simd::base64::implementations() {
         for position in 0..text.len() {
             for byte in NOT_IN_EITHER_ALPHABET.into_iter().chain([0xFF, 0xC0]) {
                 let mut bad = text.clone();
@@ -192,7 +192,7 @@ fn an_invalid_byte_is_reported_at_its_position_by_every_implementation() {
 
 #[test]
 fn the_other_alphabets_characters_are_invalid() {
-    for kernels in simd::base64::implementations() {
+    for kernels in ioserve_simd::base64::implementations() {
         let name = kernels.implementation();
         for (engine, foreign) in [(STANDARD, [b'-', b'_']), (URL_SAFE, [b'+', b'/'])] {
             let text = engine.encode(random_bytes(120, 11)).into_bytes();
@@ -213,7 +213,7 @@ fn the_other_alphabets_characters_are_invalid() {
 
 #[test]
 fn misplaced_padding_is_reported_at_its_position() {
-    for kernels in simd::base64::implementations() {
+    for kernels in ioserve_simd::base64::implementations() {
         let name = kernels.implementation();
         for engine in ENGINES {
             let text = engine.encode(random_bytes(200, 12)).into_bytes();
@@ -288,7 +288,7 @@ fn set_bits_below_the_last_byte_are_rejected() {
         Err(DecodeError::NonCanonicalTrailingBits { position: 5 })
     );
     // Every last character of a 2- and 3-character tail: exactly the canonical ones pass.
-    for kernels in simd::base64::implementations() {
+    for kernels in ioserve_simd::base64::implementations() {
         let alphabet = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
         for (value_of_c, &c) in alphabet.iter().enumerate() {
             // After 64 characters, so that the tail follows a SIMD block.
@@ -329,7 +329,7 @@ fn short_outputs_are_errors_not_truncation() {
         })
     );
     // An exact-size buffer is enough (the SIMD kernels never store past it).
-    for kernels in simd::base64::implementations() {
+    for kernels in ioserve_simd::base64::implementations() {
         let input = random_bytes(1000, 13);
         let text = encode_with(kernels, URL_SAFE_NO_PAD, &input);
         let mut exact = vec![0u8; input.len()];
@@ -382,7 +382,7 @@ proptest! {
 
     #[test]
     fn decoding_arbitrary_bytes_never_disagrees_with_scalar(input in proptest::collection::vec(any::<u8>(), 0..300)) {
-        for kernels in simd::base64::implementations() {
+        for kernels in ioserve_simd::base64::implementations() {
             for engine in ENGINES {
                 prop_assert_eq!(decode_with(kernels, engine, &input), decode_with(scalar(), engine, &input));
             }

@@ -1,14 +1,14 @@
 //! `SIMD_DISABLE` makes the kernels dispatch as on a CPU without the named features.
 //! One test in its own process, since the variable is read once per process.
 
-use simd::Implementation;
+use ioserve_simd::Implementation;
 
 #[test]
 fn disabled_features_are_not_dispatched_to() {
     // SAFETY (of the call, unsafe from edition 2024): this is the only test in this
     // process, so no other thread reads the environment concurrently.
     std::env::set_var("SIMD_DISABLE", "AES, avx512bw,avx512vbmi");
-    let features = simd::features();
+    let features = ioserve_simd::features();
     assert_eq!(features.hash, Implementation::Scalar, "aes is disabled");
     for (kernel, implementation) in [
         ("base64", features.base64),
@@ -32,8 +32,11 @@ fn disabled_features_are_not_dispatched_to() {
     assert_eq!(features.base64, Implementation::Neon);
     // The values do not depend on the path.
     // The dispatched (software) hash gives the software round's value.
-    let software = simd::hash::implementations()[0].1;
-    assert_eq!(simd::hash::hash_bytes(b"key", 42), software(b"key", 42));
-    assert_eq!(simd::base64::STANDARD.encode("hello"), "aGVsbG8=");
-    assert_eq!(simd::count::count(b"banana", b'a'), 3);
+    let software = ioserve_simd::hash::implementations()[0].1;
+    assert_eq!(
+        ioserve_simd::hash::hash_bytes(b"key", 42),
+        software(b"key", 42)
+    );
+    assert_eq!(ioserve_simd::base64::STANDARD.encode("hello"), "aGVsbG8=");
+    assert_eq!(ioserve_simd::count::count(b"banana", b'a'), 3);
 }

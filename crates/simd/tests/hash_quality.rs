@@ -11,7 +11,7 @@
 use std::collections::{HashMap, HashSet};
 use std::hash::BuildHasher;
 
-use simd::hash::{hash_bytes, RandomState};
+use ioserve_simd::hash::{hash_bytes, RandomState};
 
 mod common;
 
@@ -35,7 +35,7 @@ fn assert_no_collisions(name: &str, mut hashes: Vec<u64>) {
 #[test]
 fn every_implementation_equals_the_software_round() {
     let data = random_bytes(1024 + 64, 1);
-    let implementations = simd::hash::implementations();
+    let implementations = ioserve_simd::hash::implementations();
     let (_, spec) = implementations[0];
     for &(implementation, function) in &implementations[1..] {
         for len in 0..=1024 {

@@ -2,7 +2,7 @@
 //! every start offset 0..64, random lengths up to 1 MiB, and inputs chosen to reach the
 //! kernels' counter limits.
 
-use simd::{adler32, count, Implementation};
+use ioserve_simd::{adler32, count, Implementation};
 
 mod common;
 
@@ -154,16 +154,16 @@ fn adler32_streams_and_combines() {
 
 #[test]
 fn dispatch_reports_and_forces_scalar() {
-    let before = simd::features();
+    let before = ioserve_simd::features();
     #[cfg(target_arch = "x86_64")]
     assert_ne!(before.count, Implementation::Scalar);
     #[cfg(target_arch = "aarch64")]
     assert_eq!(before.adler32, Implementation::Neon);
-    simd::force_scalar();
-    let after = simd::features();
+    ioserve_simd::force_scalar();
+    let after = ioserve_simd::features();
     assert_eq!(
         after,
-        simd::Features {
+        ioserve_simd::Features {
             base64: Implementation::Scalar,
             count: Implementation::Scalar,
             adler32: Implementation::Scalar,
@@ -173,5 +173,5 @@ fn dispatch_reports_and_forces_scalar() {
     // Forced scalar still computes the same values.
     assert_eq!(adler32::adler32(b"Wikipedia"), 0x11E6_0398);
     assert_eq!(count::count(b"banana", b'a'), 3);
-    assert_eq!(simd::base64::STANDARD.encode("hello"), "aGVsbG8=");
+    assert_eq!(ioserve_simd::base64::STANDARD.encode("hello"), "aGVsbG8=");
 }

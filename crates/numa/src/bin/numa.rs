@@ -11,10 +11,10 @@ use std::path::Path;
 use std::process::ExitCode;
 
 use clap::{CommandFactory, FromArgMatches};
-use numa::cli::{Cli, StatCli};
-use numa::numactl::{self, NumactlError, Outcome};
-use numa::numastat::{self, report, Table};
-use numa::Topology;
+use ioserve_numa::cli::{Cli, StatCli};
+use ioserve_numa::numactl::{self, NumactlError, Outcome};
+use ioserve_numa::numastat::{self, report, Table};
+use ioserve_numa::Topology;
 
 fn main() -> ExitCode {
     // Installed or linked as numactl or numastat, `numa` is that tool. Otherwise

@@ -271,7 +271,8 @@ pub fn http_get(address: &str, path: &str) -> String {
 
 pub fn metric(response: &str, series: &str) -> f64 {
     let body = response.split("\r\n\r\n").nth(1).unwrap_or("");
-    probe::metrics::sample_value(body, series).unwrap_or_else(|| panic!("no {series} in\n{body}"))
+    ioserve_probe::metrics::sample_value(body, series)
+        .unwrap_or_else(|| panic!("no {series} in\n{body}"))
 }
 
 /// A copy of the probe binary that an unprivileged user can execute (the target

@@ -2,7 +2,7 @@
 //! checksum streamed in two pieces or combined from them equals the one-shot value.
 #![no_main]
 
-use simd::adler32::{self, Adler32};
+use ioserve_simd::adler32::{self, Adler32};
 
 libfuzzer_sys::fuzz_target!(|data: &[u8]| {
     if data.len() < 4 {

@@ -3,10 +3,10 @@
 //! (strict decoding: one encoding per byte string).
 #![no_main]
 
-use simd::base64::{STANDARD, STANDARD_NO_PAD, URL_SAFE, URL_SAFE_NO_PAD};
+use ioserve_simd::base64::{STANDARD, STANDARD_NO_PAD, URL_SAFE, URL_SAFE_NO_PAD};
 
 libfuzzer_sys::fuzz_target!(|input: &[u8]| {
-    let implementations = simd::base64::implementations();
+    let implementations = ioserve_simd::base64::implementations();
     for engine in [STANDARD, STANDARD_NO_PAD, URL_SAFE, URL_SAFE_NO_PAD] {
         let decode = |kernels| {
             let mut output = vec![0u8; engine.decoded_len_estimate(input.len())];

@@ -2,10 +2,10 @@
 //! they decode back to the input.
 #![no_main]
 
-use simd::base64::{STANDARD, URL_SAFE_NO_PAD};
+use ioserve_simd::base64::{STANDARD, URL_SAFE_NO_PAD};
 
 libfuzzer_sys::fuzz_target!(|input: &[u8]| {
-    let implementations = simd::base64::implementations();
+    let implementations = ioserve_simd::base64::implementations();
     for engine in [STANDARD, URL_SAFE_NO_PAD] {
         let encode = |kernels| {
             let mut output = vec![0u8; engine.encoded_len(input.len())];

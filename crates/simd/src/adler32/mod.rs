@@ -2,7 +2,7 @@
 //! combining the checksums of two pieces.
 //!
 //! ```
-//! use simd::adler32::{adler32, Adler32};
+//! use ioserve_simd::adler32::{adler32, Adler32};
 //!
 //! assert_eq!(adler32(b"Wikipedia"), 0x11E6_0398);
 //! let mut running = Adler32::new();

@@ -2,7 +2,7 @@
 //! strict decoding.
 //!
 //! ```
-//! use simd::base64::{STANDARD, URL_SAFE_NO_PAD};
+//! use ioserve_simd::base64::{STANDARD, URL_SAFE_NO_PAD};
 //!
 //! let mut text = [0u8; 8];
 //! let written = STANDARD.encode_to_slice(b"hello", &mut text).unwrap();

@@ -1,7 +1,7 @@
 //! Counting the occurrences of one byte in a slice.
 //!
 //! ```
-//! assert_eq!(simd::count::count(b"hello, world", b'o'), 2);
+//! assert_eq!(ioserve_simd::count::count(b"hello, world", b'o'), 2);
 //! ```
 
 #[cfg(target_arch = "aarch64")]

@@ -4,7 +4,7 @@
 //!
 //! ```
 //! use std::collections::HashMap;
-//! use simd::hash::{hash_bytes, RandomState};
+//! use ioserve_simd::hash::{hash_bytes, RandomState};
 //!
 //! // Reproducible: a fixed seed gives the same value in every process and on every CPU.
 //! assert_eq!(hash_bytes(b"key", 42), hash_bytes(b"key", 42));

@@ -10,14 +10,14 @@ use std::time::Duration;
 
 use anyhow::Context;
 
-use probe::bpf::Scope;
-use probe::cli::DaemonArgs;
-use probe::faults::FaultTracer;
-use probe::metrics::{self, Scrape};
-use probe::runq::RunqTracer;
-use probe::signals::{Interrupt, Signals};
-use probe::syscalls::{SyscallOptions, SyscallTracer};
-use probe::target::WatchedProcess;
+use ioserve_probe::bpf::Scope;
+use ioserve_probe::cli::DaemonArgs;
+use ioserve_probe::faults::FaultTracer;
+use ioserve_probe::metrics::{self, Scrape};
+use ioserve_probe::runq::RunqTracer;
+use ioserve_probe::signals::{Interrupt, Signals};
+use ioserve_probe::syscalls::{SyscallOptions, SyscallTracer};
+use ioserve_probe::target::WatchedProcess;
 
 /// Connections served at once; more are closed unanswered.
 const MAX_CONNECTIONS: usize = 64;

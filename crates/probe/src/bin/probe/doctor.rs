@@ -1,4 +1,4 @@
-//! `probe doctor`: the system checks of [`probe::doctor`] plus the measured ones:
+//! `probe doctor`: the system checks of [`ioserve_probe::doctor`] plus the measured ones:
 //! the clock's syscalls, and for a pid its sendfile verdict, page-fault rate,
 //! clock_gettime syscall rate and run-queue delay.
 
@@ -7,17 +7,17 @@ use std::time::{Duration, Instant};
 
 use serde_json::json;
 
-use probe::bpf::Scope;
-use probe::cli::DoctorArgs;
-use probe::clock::{self, Clocksources, VdsoMapping};
-use probe::doctor::{self, Finding, Severity};
-use probe::error::ProbeError;
-use probe::faults::FaultTracer;
-use probe::runq::RunqTracer;
-use probe::session::{Prepared, TargetSpec};
-use probe::signals::Signals;
-use probe::syscalls::{SyscallOptions, SyscallTracer};
-use probe::verdict::FileServingVerdict;
+use ioserve_probe::bpf::Scope;
+use ioserve_probe::cli::DoctorArgs;
+use ioserve_probe::clock::{self, Clocksources, VdsoMapping};
+use ioserve_probe::doctor::{self, Finding, Severity};
+use ioserve_probe::error::ProbeError;
+use ioserve_probe::faults::FaultTracer;
+use ioserve_probe::runq::RunqTracer;
+use ioserve_probe::session::{Prepared, TargetSpec};
+use ioserve_probe::signals::Signals;
+use ioserve_probe::syscalls::{SyscallOptions, SyscallTracer};
+use ioserve_probe::verdict::FileServingVerdict;
 
 /// The shortest window over which UDP receive-buffer errors are watched.
 const UDP_WINDOW: Duration = Duration::from_secs(1);

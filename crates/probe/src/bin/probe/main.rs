@@ -7,22 +7,24 @@ use std::time::Duration;
 use clap::Parser;
 use serde_json::json;
 
-use probe::bpf::Scope;
-use probe::cli::{Cli, ClockArgs, Command, FaultsArgs, Format, RunqArgs, SyscallsArgs};
-use probe::clock::{self, ClockMeasurement, Clocksources, VdsoMapping, WatchedClock};
-use probe::error::ProbeError;
-use probe::faults::FaultTracer;
-use probe::histogram::Log2Histogram;
-use probe::privilege;
-use probe::report::{self, Table};
-use probe::row_filter::RowFilter;
-use probe::runq::RunqTracer;
-use probe::session::{Ending, Prepared, TargetSpec};
-use probe::signals::Signals;
-use probe::strace_format::strace_summary;
-use probe::syscalls::{SyscallOptions, SyscallRow, SyscallSnapshot, SyscallTracer, TASK_PAIRS};
-use probe::sysnames;
-use probe::verdict::FileServingVerdict;
+use ioserve_probe::bpf::Scope;
+use ioserve_probe::cli::{Cli, ClockArgs, Command, FaultsArgs, Format, RunqArgs, SyscallsArgs};
+use ioserve_probe::clock::{self, ClockMeasurement, Clocksources, VdsoMapping, WatchedClock};
+use ioserve_probe::error::ProbeError;
+use ioserve_probe::faults::FaultTracer;
+use ioserve_probe::histogram::Log2Histogram;
+use ioserve_probe::privilege;
+use ioserve_probe::report::{self, Table};
+use ioserve_probe::row_filter::RowFilter;
+use ioserve_probe::runq::RunqTracer;
+use ioserve_probe::session::{Ending, Prepared, TargetSpec};
+use ioserve_probe::signals::Signals;
+use ioserve_probe::strace_format::strace_summary;
+use ioserve_probe::syscalls::{
+    SyscallOptions, SyscallRow, SyscallSnapshot, SyscallTracer, TASK_PAIRS,
+};
+use ioserve_probe::sysnames;
+use ioserve_probe::verdict::FileServingVerdict;
 
 /// Writes a line to stdout. A closed stdout (`probe ... | head`) is not an error
 /// worth a panic: the output is simply dropped.
