@@ -22,6 +22,7 @@
 //!   whose tables can be placed on chosen nodes.
 
 pub mod alloc;
+#[cfg(feature = "cli")]
 pub mod cli;
 pub mod counter;
 pub mod hardware;

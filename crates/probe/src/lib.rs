@@ -15,6 +15,7 @@
 //! detaches when dropped.
 
 pub mod bpf;
+#[cfg(feature = "cli")]
 pub mod cli;
 pub mod clock;
 pub mod doctor;

@@ -11,7 +11,8 @@ use std::fmt::Write as _;
 use crate::syscalls::SyscallRow;
 
 /// The order of the rows: strace's `-S` keys.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, clap::ValueEnum)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+#[cfg_attr(feature = "cli", derive(clap::ValueEnum))]
 pub enum SortKey {
     /// Most time first (strace's default).
     #[default]
