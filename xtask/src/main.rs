@@ -231,6 +231,7 @@ fn ci() -> Result<()> {
             "warnings",
         ]),
     )?;
+    publishable()?;
     // probe's tests load BPF programs: as root they must run, not skip.
     let probe_env: &[(&str, &str)] = if is_root() {
         &[("PROBE_TESTS_REQUIRE_ROOT", "1")]
@@ -251,6 +252,43 @@ fn ci() -> Result<()> {
         totals.passed, totals.failed, totals.ignored
     );
     Ok(())
+}
+
+/// The libraries as they are published: numa and probe lint clean without their `cli`
+/// feature (what an embedding service builds), and duration-arg, ioserve-simd and
+/// ioserve-numa package and build from their packaged sources (`cargo publish
+/// --dry-run`, which builds each against the others' packages).
+fn publishable() -> Result<()> {
+    step(
+        "cargo clippy --no-default-features (ioserve-numa, ioserve-probe libraries)",
+        cargo(&[
+            "clippy",
+            "--package",
+            "ioserve-numa",
+            "--package",
+            "ioserve-probe",
+            "--no-default-features",
+            "--lib",
+            "--",
+            "-D",
+            "warnings",
+        ]),
+    )?;
+    step(
+        "cargo publish --dry-run (duration-arg, ioserve-simd, ioserve-numa)",
+        cargo(&[
+            "publish",
+            "--dry-run",
+            // A local run may have uncommitted changes; what is checked is the package.
+            "--allow-dirty",
+            "--package",
+            "duration-arg",
+            "--package",
+            "ioserve-simd",
+            "--package",
+            "ioserve-numa",
+        ]),
+    )
 }
 
 /// Test counts summed over the `test result:` lines of a cargo test run.

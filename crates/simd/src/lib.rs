@@ -18,6 +18,42 @@
 //!
 //! `#![no_std]`; the `alloc` feature adds `Vec`/`String` conveniences and `std`
 //! (default) adds runtime detection.
+//!
+//! # Examples
+//!
+//! A `HashMap` of download counts by path, hashed with the AES hash (keys drawn at
+//! random for each map, so that clients cannot pick colliding paths):
+//!
+//! ```
+//! use std::collections::HashMap;
+//! use ioserve_simd::hash::RandomState;
+//!
+//! let mut downloads: HashMap<String, u64, RandomState> =
+//!     HashMap::with_hasher(RandomState::new());
+//! for path in ["/iso/debian.iso", "/iso/debian.iso", "/index.html"] {
+//!     *downloads.entry(path.to_string()).or_default() += 1;
+//! }
+//! assert_eq!(downloads["/iso/debian.iso"], 2);
+//! ```
+//!
+//! base64 in a service: a session token encoded for a cookie, and a client's
+//! `Authorization: Basic` credentials decoded strictly (bad input is an error that says
+//! where, not a guess):
+//!
+//! ```
+//! use ioserve_simd::base64::{DecodeError, STANDARD, URL_SAFE_NO_PAD};
+//!
+//! let session = URL_SAFE_NO_PAD.encode([0xfb, 0xff, 0x01, 0x02]);
+//! assert_eq!(session, "-_8BAg");
+//!
+//! let header = "Basic dXNlcjpzZWNyZXQ=";
+//! let credentials = STANDARD.decode(header.strip_prefix("Basic ").unwrap())?;
+//! assert_eq!(credentials, b"user:secret");
+//!
+//! let forged = STANDARD.decode("dXNlcj*x");
+//! assert_eq!(forged, Err(DecodeError::InvalidByte { position: 6, byte: b'*' }));
+//! # Ok::<(), DecodeError>(())
+//! ```
 
 #![no_std]
 
