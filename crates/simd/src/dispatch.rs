@@ -27,6 +27,9 @@ pub enum Implementation {
     Avx512Vbmi,
     /// x86_64 AES-NI.
     AesNi,
+    /// x86_64 AES-NI in its VEX encoding (with AVX): no moves to keep a source
+    /// register.
+    AesNiAvx,
     /// aarch64 Advanced SIMD (NEON).
     Neon,
     /// aarch64 AES instructions (AESE/AESMC).
@@ -35,7 +38,7 @@ pub enum Implementation {
 
 impl Implementation {
     /// Every implementation, in discriminant order.
-    const ALL: [Implementation; 9] = [
+    const ALL: [Implementation; 10] = [
         Implementation::Scalar,
         Implementation::Sse2,
         Implementation::Ssse3,
@@ -43,6 +46,7 @@ impl Implementation {
         Implementation::Avx512Bw,
         Implementation::Avx512Vbmi,
         Implementation::AesNi,
+        Implementation::AesNiAvx,
         Implementation::Neon,
         Implementation::ArmAes,
     ];
@@ -62,6 +66,7 @@ impl Implementation {
             Implementation::Avx512Bw => "avx512bw",
             Implementation::Avx512Vbmi => "avx512vbmi",
             Implementation::AesNi => "aes-ni",
+            Implementation::AesNiAvx => "aes-ni+avx",
             Implementation::Neon => "neon",
             Implementation::ArmAes => "arm-aes",
         }
@@ -89,6 +94,49 @@ pub fn force_scalar() {
     crate::count::reset();
     crate::adler32::reset();
     crate::hash::reset();
+}
+
+/// One implementation of a kernel in its table of candidates: the table, fastest first
+/// and ending with the scalar specification, is what both the dispatcher
+/// ([`first_available`]) and the kernel's `implementations()` (tests, benches) read, so
+/// that every path a CPU may dispatch to is also tested by name.
+pub(crate) struct Candidate<F> {
+    /// Which implementation it is.
+    pub(crate) implementation: Implementation,
+    /// Whether this CPU can run it (`x86_has!`/`arm_has!`; always true for scalar).
+    pub(crate) available: fn() -> bool,
+    /// The function.
+    pub(crate) function: F,
+}
+
+/// The first candidate this CPU can run, or the last (scalar) one when
+/// [`force_scalar`] or `SIMD_FORCE_SCALAR` asks for it.
+pub(crate) fn first_available<F: Copy>(candidates: &[Candidate<F>]) -> (F, Implementation) {
+    let scalar = candidates
+        .last()
+        .expect("a table ends with its scalar candidate");
+    let chosen = if scalar_forced() {
+        scalar
+    } else {
+        candidates
+            .iter()
+            .find(|candidate| (candidate.available)())
+            .unwrap_or(scalar)
+    };
+    (chosen.function, chosen.implementation)
+}
+
+/// Every candidate this CPU can run, scalar first.
+#[cfg(feature = "alloc")]
+pub(crate) fn all_available<F: Copy>(
+    candidates: &[Candidate<F>],
+) -> alloc::vec::Vec<(Implementation, F)> {
+    candidates
+        .iter()
+        .rev()
+        .filter(|candidate| (candidate.available)())
+        .map(|candidate| (candidate.implementation, candidate.function))
+        .collect()
 }
 
 /// Whether kernels must choose their scalar implementation.

@@ -2,7 +2,7 @@
 //! every start offset 0..64, random lengths up to 1 MiB, and inputs chosen to reach the
 //! kernels' counter limits.
 
-use ioserve_simd::{adler32, count, Implementation};
+use ioserve_simd::{adler32, count, hash, Implementation};
 
 mod common;
 
@@ -174,4 +174,29 @@ fn dispatch_reports_and_forces_scalar() {
     assert_eq!(adler32::adler32(b"Wikipedia"), 0x11E6_0398);
     assert_eq!(count::count(b"banana", b'a'), 3);
     assert_eq!(ioserve_simd::base64::STANDARD.encode("hello"), "aGVsbG8=");
+}
+
+/// Every path a kernel may dispatch to on this CPU is one its tests run by name: the
+/// implementation chosen is among those `implementations()` lists.
+#[test]
+fn the_dispatched_implementations_are_tested_by_name() {
+    let features = ioserve_simd::features();
+    let hash: Vec<Implementation> = hash::implementations().iter().map(|(i, _)| *i).collect();
+    let count: Vec<Implementation> = count::implementations().iter().map(|(i, _)| *i).collect();
+    let adler32: Vec<Implementation> = adler32::implementations().iter().map(|(i, _)| *i).collect();
+    assert!(
+        hash.contains(&features.hash),
+        "{} in {hash:?}",
+        features.hash
+    );
+    assert!(
+        count.contains(&features.count),
+        "{} in {count:?}",
+        features.count
+    );
+    assert!(
+        adler32.contains(&features.adler32),
+        "{} in {adler32:?}",
+        features.adler32
+    );
 }

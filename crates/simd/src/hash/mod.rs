@@ -29,7 +29,11 @@ mod x86_64;
 
 use core::hash::{BuildHasher, Hasher};
 
-use crate::dispatch::cached_choice;
+#[cfg(target_arch = "aarch64")]
+use crate::dispatch::arm_has;
+#[cfg(target_arch = "x86_64")]
+use crate::dispatch::x86_has;
+use crate::dispatch::{cached_choice, Candidate};
 use crate::Implementation;
 use algorithm::Keys;
 use block::Soft;
@@ -156,27 +160,49 @@ type HashFn = unsafe fn(&[u8], Keys, u64) -> u64;
 cached_choice!(HashFn, choose);
 
 fn choose() -> (HashFn, Implementation) {
-    if !crate::dispatch::scalar_forced() {
-        #[cfg(target_arch = "x86_64")]
-        {
-            use crate::dispatch::x86_has;
-            if x86_has!("aes") && x86_has!("avx") {
-                return (x86_64::hash_aesni_avx, Implementation::AesNi);
-            }
-            if x86_has!("aes") {
-                return (x86_64::hash_aesni, Implementation::AesNi);
-            }
-        }
-        #[cfg(target_arch = "aarch64")]
-        {
-            use crate::dispatch::arm_has;
-            if arm_has!("aes") {
-                return (aarch64::hash_arm_aes, Implementation::ArmAes);
-            }
-        }
-    }
-    (hash_soft, Implementation::Scalar)
+    let (functions, implementation) = crate::dispatch::first_available(CANDIDATES);
+    (functions.0, implementation)
 }
+
+/// The hash's implementations, fastest first, each as the dispatcher calls it and as a
+/// function of (bytes, seed) for [`implementations`].
+static CANDIDATES: &[Candidate<(HashFn, SeededHashFn)>] = &[
+    #[cfg(target_arch = "x86_64")]
+    Candidate {
+        implementation: Implementation::AesNiAvx,
+        available: || x86_has!("aes") && x86_has!("avx"),
+        function: (x86_64::hash_aesni_avx, |bytes, seed| {
+            // SAFETY: called only through a table entry whose CPU features are present.
+            unsafe { x86_64::hash_aesni_avx(bytes, Keys::new([seed, 0]), 0) }
+        }),
+    },
+    #[cfg(target_arch = "x86_64")]
+    Candidate {
+        implementation: Implementation::AesNi,
+        available: || x86_has!("aes"),
+        function: (x86_64::hash_aesni, |bytes, seed| {
+            // SAFETY: as above.
+            unsafe { x86_64::hash_aesni(bytes, Keys::new([seed, 0]), 0) }
+        }),
+    },
+    #[cfg(target_arch = "aarch64")]
+    Candidate {
+        implementation: Implementation::ArmAes,
+        available: || arm_has!("aes"),
+        function: (aarch64::hash_arm_aes, |bytes, seed| {
+            // SAFETY: as above.
+            unsafe { aarch64::hash_arm_aes(bytes, Keys::new([seed, 0]), 0) }
+        }),
+    },
+    Candidate {
+        implementation: Implementation::Scalar,
+        available: || true,
+        function: (hash_soft, |bytes, seed| {
+            // SAFETY: the software round needs no CPU feature.
+            unsafe { hash_soft(bytes, Keys::new([seed, 0]), 0) }
+        }),
+    },
+];
 
 /// The software AES round: the specification and the fallback.
 unsafe fn hash_soft(bytes: &[u8], keys: Keys, tweak: u64) -> u64 {
@@ -193,33 +219,8 @@ pub type SeededHashFn = fn(&[u8], u64) -> u64;
 #[doc(hidden)]
 #[cfg(feature = "alloc")]
 pub fn implementations() -> alloc::vec::Vec<(Implementation, SeededHashFn)> {
-    fn soft(bytes: &[u8], seed: u64) -> u64 {
-        // SAFETY: no CPU feature needed.
-        unsafe { hash_soft(bytes, Keys::new([seed, 0]), 0) }
-    }
-    let mut all: alloc::vec::Vec<(Implementation, SeededHashFn)> =
-        alloc::vec![(Implementation::Scalar, soft as SeededHashFn)];
-    #[cfg(target_arch = "x86_64")]
-    {
-        use crate::dispatch::x86_has;
-        fn aesni(bytes: &[u8], seed: u64) -> u64 {
-            // SAFETY: listed only when AES-NI is present.
-            unsafe { x86_64::hash_aesni(bytes, Keys::new([seed, 0]), 0) }
-        }
-        if x86_has!("aes") {
-            all.push((Implementation::AesNi, aesni));
-        }
-    }
-    #[cfg(target_arch = "aarch64")]
-    {
-        use crate::dispatch::arm_has;
-        fn arm(bytes: &[u8], seed: u64) -> u64 {
-            // SAFETY: listed only when the AES extension is present.
-            unsafe { aarch64::hash_arm_aes(bytes, Keys::new([seed, 0]), 0) }
-        }
-        if arm_has!("aes") {
-            all.push((Implementation::ArmAes, arm));
-        }
-    }
-    all
+    crate::dispatch::all_available(CANDIDATES)
+        .into_iter()
+        .map(|(implementation, (_, seeded))| (implementation, seeded))
+        .collect()
 }
