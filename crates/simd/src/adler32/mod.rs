@@ -17,7 +17,11 @@ pub mod scalar;
 #[cfg(target_arch = "x86_64")]
 mod x86_64;
 
-use crate::dispatch::cached_choice;
+#[cfg(target_arch = "aarch64")]
+use crate::dispatch::arm_has;
+#[cfg(target_arch = "x86_64")]
+use crate::dispatch::x86_has;
+use crate::dispatch::{cached_choice, Candidate};
 use crate::Implementation;
 use scalar::MOD;
 
@@ -90,30 +94,41 @@ type UpdateFn = unsafe fn(u32, u32, &[u8]) -> (u32, u32);
 cached_choice!(UpdateFn, choose);
 
 fn choose() -> (UpdateFn, Implementation) {
-    if !crate::dispatch::scalar_forced() {
-        #[cfg(target_arch = "x86_64")]
-        {
-            use crate::dispatch::x86_has;
-            if x86_has!("avx512bw") {
-                return (x86_64::update_avx512bw, Implementation::Avx512Bw);
-            }
-            if x86_has!("avx2") {
-                return (x86_64::update_avx2, Implementation::Avx2);
-            }
-            if x86_has!("ssse3") {
-                return (x86_64::update_ssse3, Implementation::Ssse3);
-            }
-        }
-        #[cfg(target_arch = "aarch64")]
-        {
-            use crate::dispatch::arm_has;
-            if arm_has!("neon") {
-                return (aarch64::update_neon, Implementation::Neon);
-            }
-        }
-    }
-    (scalar_update, Implementation::Scalar)
+    crate::dispatch::first_available(CANDIDATES)
 }
+
+/// The implementations, fastest first, for the dispatcher and [`implementations`].
+static CANDIDATES: &[Candidate<UpdateFn>] = &[
+    #[cfg(target_arch = "x86_64")]
+    Candidate {
+        implementation: Implementation::Avx512Bw,
+        available: || x86_has!("avx512bw"),
+        function: x86_64::update_avx512bw,
+    },
+    #[cfg(target_arch = "x86_64")]
+    Candidate {
+        implementation: Implementation::Avx2,
+        available: || x86_has!("avx2"),
+        function: x86_64::update_avx2,
+    },
+    #[cfg(target_arch = "x86_64")]
+    Candidate {
+        implementation: Implementation::Ssse3,
+        available: || x86_has!("ssse3"),
+        function: x86_64::update_ssse3,
+    },
+    #[cfg(target_arch = "aarch64")]
+    Candidate {
+        implementation: Implementation::Neon,
+        available: || arm_has!("neon"),
+        function: aarch64::update_neon,
+    },
+    Candidate {
+        implementation: Implementation::Scalar,
+        available: || true,
+        function: scalar_update,
+    },
+];
 
 /// The scalar kernel as an `UpdateFn`.
 unsafe fn scalar_update(a: u32, b: u32, bytes: &[u8]) -> (u32, u32) {
@@ -124,29 +139,7 @@ unsafe fn scalar_update(a: u32, b: u32, bytes: &[u8]) -> (u32, u32) {
 #[doc(hidden)]
 #[cfg(feature = "alloc")]
 pub fn implementations() -> alloc::vec::Vec<(Implementation, UpdateFn)> {
-    let mut all: alloc::vec::Vec<(Implementation, UpdateFn)> =
-        alloc::vec![(Implementation::Scalar, scalar_update as UpdateFn)];
-    #[cfg(target_arch = "x86_64")]
-    {
-        use crate::dispatch::x86_has;
-        if x86_has!("ssse3") {
-            all.push((Implementation::Ssse3, x86_64::update_ssse3));
-        }
-        if x86_has!("avx2") {
-            all.push((Implementation::Avx2, x86_64::update_avx2));
-        }
-        if x86_has!("avx512bw") {
-            all.push((Implementation::Avx512Bw, x86_64::update_avx512bw));
-        }
-    }
-    #[cfg(target_arch = "aarch64")]
-    {
-        use crate::dispatch::arm_has;
-        if arm_has!("neon") {
-            all.push((Implementation::Neon, aarch64::update_neon));
-        }
-    }
-    all
+    crate::dispatch::all_available(CANDIDATES)
 }
 
 /// Folds the sums of one block into (a, b), given the block's length `n`:

@@ -10,7 +10,11 @@ pub mod scalar;
 #[cfg(target_arch = "x86_64")]
 mod x86_64;
 
-use crate::dispatch::cached_choice;
+#[cfg(target_arch = "aarch64")]
+use crate::dispatch::arm_has;
+#[cfg(target_arch = "x86_64")]
+use crate::dispatch::x86_has;
+use crate::dispatch::{cached_choice, Candidate};
 use crate::Implementation;
 
 /// How many bytes of `haystack` equal `needle`.
@@ -26,25 +30,36 @@ type CountFn = unsafe fn(&[u8], u8) -> usize;
 cached_choice!(CountFn, choose);
 
 fn choose() -> (CountFn, Implementation) {
-    if !crate::dispatch::scalar_forced() {
-        #[cfg(target_arch = "x86_64")]
-        {
-            use crate::dispatch::x86_has;
-            if x86_has!("avx2") {
-                return (x86_64::count_avx2, Implementation::Avx2);
-            }
-            return (x86_64::count_sse2, Implementation::Sse2);
-        }
-        #[cfg(target_arch = "aarch64")]
-        {
-            use crate::dispatch::arm_has;
-            if arm_has!("neon") {
-                return (aarch64::count_neon, Implementation::Neon);
-            }
-        }
-    }
-    (scalar_count, Implementation::Scalar)
+    crate::dispatch::first_available(CANDIDATES)
 }
+
+/// The implementations, fastest first, for the dispatcher and [`implementations`].
+static CANDIDATES: &[Candidate<CountFn>] = &[
+    #[cfg(target_arch = "x86_64")]
+    Candidate {
+        implementation: Implementation::Avx2,
+        available: || x86_has!("avx2"),
+        function: x86_64::count_avx2,
+    },
+    #[cfg(target_arch = "x86_64")]
+    Candidate {
+        implementation: Implementation::Sse2,
+        // SSE2 is part of x86_64 itself.
+        available: || true,
+        function: x86_64::count_sse2,
+    },
+    #[cfg(target_arch = "aarch64")]
+    Candidate {
+        implementation: Implementation::Neon,
+        available: || arm_has!("neon"),
+        function: aarch64::count_neon,
+    },
+    Candidate {
+        implementation: Implementation::Scalar,
+        available: || true,
+        function: scalar_count,
+    },
+];
 
 /// The scalar kernel as a `CountFn`.
 unsafe fn scalar_count(haystack: &[u8], needle: u8) -> usize {
@@ -55,22 +70,5 @@ unsafe fn scalar_count(haystack: &[u8], needle: u8) -> usize {
 #[doc(hidden)]
 #[cfg(feature = "alloc")]
 pub fn implementations() -> alloc::vec::Vec<(Implementation, CountFn)> {
-    let mut all: alloc::vec::Vec<(Implementation, CountFn)> =
-        alloc::vec![(Implementation::Scalar, scalar_count as CountFn)];
-    #[cfg(target_arch = "x86_64")]
-    {
-        use crate::dispatch::x86_has;
-        all.push((Implementation::Sse2, x86_64::count_sse2));
-        if x86_has!("avx2") {
-            all.push((Implementation::Avx2, x86_64::count_avx2));
-        }
-    }
-    #[cfg(target_arch = "aarch64")]
-    {
-        use crate::dispatch::arm_has;
-        if arm_has!("neon") {
-            all.push((Implementation::Neon, aarch64::count_neon));
-        }
-    }
-    all
+    crate::dispatch::all_available(CANDIDATES)
 }
