@@ -138,6 +138,19 @@ pub(crate) fn sum_percpu_u64(
     Ok(())
 }
 
+/// Attaches `program` to the raw tracepoint `point`; a failure names the point and
+/// what still works without it.
+pub(crate) fn attach_raw_tracepoint(
+    program: &libbpf_rs::ProgramMut<'_>,
+    point: &str,
+    still_works: &'static str,
+) -> Result<libbpf_rs::Link> {
+    program.attach_raw_tracepoint(point).map_err(attach_error(
+        &format!("raw tracepoint {point}"),
+        still_works,
+    ))
+}
+
 /// Maps an attach failure to an error naming the attach point.
 pub(crate) fn attach_error<'a>(
     point: &'a str,

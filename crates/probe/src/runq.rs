@@ -7,7 +7,7 @@ use libbpf_rs::skel::{OpenSkel, SkelBuilder};
 use libbpf_rs::OpenObject;
 use serde::Serialize;
 
-use crate::bpf::{self, attach_error, skel::runq::*, Scope};
+use crate::bpf::{self, attach_raw_tracepoint, skel::runq::*, Scope};
 use crate::error::{ProbeError, Result};
 use crate::histogram::{Log2Histogram, SLOTS};
 
@@ -61,24 +61,22 @@ impl<'obj> RunqTracer<'obj> {
             }
         }
         const STILL: &str = "`probe syscalls`, `probe faults` and `probe clock` do not need it";
-        skel.links.on_wakeup = Some(
-            skel.progs
-                .on_wakeup
-                .attach_raw_tracepoint("sched_wakeup")
-                .map_err(attach_error("raw tracepoint sched_wakeup", STILL))?,
-        );
-        skel.links.on_wakeup_new = Some(
-            skel.progs
-                .on_wakeup_new
-                .attach_raw_tracepoint("sched_wakeup_new")
-                .map_err(attach_error("raw tracepoint sched_wakeup_new", STILL))?,
-        );
-        skel.links.on_switch = Some(
-            skel.progs
-                .on_switch
-                .attach_raw_tracepoint("sched_switch")
-                .map_err(attach_error("raw tracepoint sched_switch", STILL))?,
-        );
+        let progs = &skel.progs;
+        skel.links.on_wakeup = Some(attach_raw_tracepoint(
+            &progs.on_wakeup,
+            "sched_wakeup",
+            STILL,
+        )?);
+        skel.links.on_wakeup_new = Some(attach_raw_tracepoint(
+            &progs.on_wakeup_new,
+            "sched_wakeup_new",
+            STILL,
+        )?);
+        skel.links.on_switch = Some(attach_raw_tracepoint(
+            &progs.on_switch,
+            "sched_switch",
+            STILL,
+        )?);
         Ok(RunqTracer { skel })
     }
 

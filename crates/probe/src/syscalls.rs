@@ -10,7 +10,7 @@ use libbpf_rs::skel::{OpenSkel, SkelBuilder};
 use libbpf_rs::{MapCore, MapFlags, OpenObject};
 use serde::Serialize;
 
-use crate::bpf::{self, attach_error, skel::syscalls::*, Scope};
+use crate::bpf::{self, attach_raw_tracepoint, skel::syscalls::*, Scope};
 use crate::error::{ProbeError, Result};
 use crate::histogram::{counts_since, Log2Histogram, SLOTS};
 use crate::sysnames::{self, MAX_SYSCALLS};
@@ -259,28 +259,23 @@ fn configure(open: &mut OpenSyscallsSkel<'_>, options: &SyscallOptions) -> Resul
 fn attach(skel: &mut SyscallsSkel<'_>, follow_forks: bool) -> Result<()> {
     const STILL: &str = "`probe faults`, `probe runq` and `probe doctor`'s system checks \
                          do not need it";
-    skel.links.on_sys_enter = Some(
-        skel.progs
-            .on_sys_enter
-            .attach_raw_tracepoint("sys_enter")
-            .map_err(attach_error("raw tracepoint sys_enter", STILL))?,
-    );
-    skel.links.on_sys_exit = Some(
-        skel.progs
-            .on_sys_exit
-            .attach_raw_tracepoint("sys_exit")
-            .map_err(attach_error("raw tracepoint sys_exit", STILL))?,
-    );
+    let progs = &skel.progs;
+    skel.links.on_sys_enter = Some(attach_raw_tracepoint(
+        &progs.on_sys_enter,
+        "sys_enter",
+        STILL,
+    )?);
+    skel.links.on_sys_exit = Some(attach_raw_tracepoint(
+        &progs.on_sys_exit,
+        "sys_exit",
+        STILL,
+    )?);
     if follow_forks {
-        skel.links.on_fork = Some(
-            skel.progs
-                .on_fork
-                .attach_raw_tracepoint("sched_process_fork")
-                .map_err(attach_error(
-                    "raw tracepoint sched_process_fork",
-                    "`probe syscalls` without --follow-forks does not need it",
-                ))?,
-        );
+        skel.links.on_fork = Some(attach_raw_tracepoint(
+            &progs.on_fork,
+            "sched_process_fork",
+            "`probe syscalls` without --follow-forks does not need it",
+        )?);
     }
     Ok(())
 }
@@ -348,9 +343,8 @@ impl<'obj> SyscallTracer<'obj> {
         let mut fields = [0u64; 4];
         for nr in 0..MAX_SYSCALLS as u32 {
             bpf::sum_percpu_u64(&maps.stats, "stats", nr, &mut fields)?;
-            let [calls, errors, bytes, total_ns] = fields;
-            if calls == 0 && errors == 0 {
-                continue;
+            if fields[0] == 0 && fields[1] == 0 {
+                continue; // no call and no error
             }
             let latency = if self.latency {
                 let mut slots = vec![0u64; SLOTS];
@@ -364,15 +358,7 @@ impl<'obj> SyscallTracer<'obj> {
             } else {
                 None
             };
-            rows.push(SyscallRow {
-                nr,
-                name: sysnames::name(nr).into_owned(),
-                calls,
-                errors,
-                bytes,
-                total_ns: self.latency.then_some(total_ns),
-                latency,
-            });
+            rows.push(self.row(nr, fields, latency));
         }
         sort_rows(&mut rows);
         let mut clock_ids = vec![0u64; CLOCK_SLOTS];
@@ -396,6 +382,21 @@ impl<'obj> SyscallTracer<'obj> {
         })
     }
 
+    /// The row of syscall `nr` from the fields of a `struct syscall_stats` (calls,
+    /// errors, bytes, total ns; the time only with latency on).
+    fn row(&self, nr: u32, fields: [u64; 4], latency: Option<Log2Histogram>) -> SyscallRow {
+        let [calls, errors, bytes, total_ns] = fields;
+        SyscallRow {
+            nr,
+            name: sysnames::name(nr).into_owned(),
+            calls,
+            errors,
+            bytes,
+            total_ns: self.latency.then_some(total_ns),
+            latency,
+        }
+    }
+
     /// The rows of each task in the (task, syscall) map.
     fn tasks(&self) -> Result<Vec<TaskSyscalls>> {
         let map_error = |map| move |cause| ProbeError::Map { map, cause };
@@ -410,17 +411,12 @@ impl<'obj> SyscallTracer<'obj> {
                 continue; // gone between keys() and lookup()
             };
             let [id, nr] = [0, 4].map(|at| u32::from_ne_bytes(key[at..at + 4].try_into().unwrap()));
-            let [calls, errors, bytes, total_ns] =
+            let fields =
                 [0, 8, 16, 24].map(|at| u64::from_ne_bytes(value[at..at + 8].try_into().unwrap()));
-            tasks.entry(id).or_default().push(SyscallRow {
-                nr,
-                name: sysnames::name(nr).into_owned(),
-                calls,
-                errors,
-                bytes,
-                total_ns: self.latency.then_some(total_ns),
-                latency: None,
-            });
+            tasks
+                .entry(id)
+                .or_default()
+                .push(self.row(nr, fields, None));
         }
         let mut out = Vec::with_capacity(tasks.len());
         for (id, rows) in tasks {
