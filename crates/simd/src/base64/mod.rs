@@ -37,6 +37,11 @@ mod x86_64;
 use core::fmt;
 use core::sync::atomic::{AtomicPtr, Ordering};
 
+#[cfg(target_arch = "aarch64")]
+use crate::dispatch::arm_has;
+#[cfg(target_arch = "x86_64")]
+use crate::dispatch::x86_has;
+use crate::dispatch::Candidate;
 use crate::Implementation;
 pub(crate) use tables::Tables;
 
@@ -429,55 +434,48 @@ pub fn implementation() -> Implementation {
 }
 
 fn choose() -> &'static Kernels {
-    if !crate::dispatch::scalar_forced() {
-        #[cfg(target_arch = "x86_64")]
-        {
-            use crate::dispatch::x86_has;
-            if x86_has!("avx512vbmi") && x86_has!("avx512bw") {
-                return &AVX512_VBMI;
-            }
-            if x86_has!("avx2") {
-                return &AVX2;
-            }
-            if x86_has!("ssse3") {
-                return &SSSE3;
-            }
-        }
-        #[cfg(target_arch = "aarch64")]
-        {
-            use crate::dispatch::arm_has;
-            if arm_has!("neon") {
-                return &NEON;
-            }
-        }
-    }
-    &SCALAR
+    crate::dispatch::first_available(CANDIDATES).0
 }
+
+/// The kernels, fastest first, for the dispatcher and [`implementations`].
+static CANDIDATES: &[Candidate<&Kernels>] = &[
+    #[cfg(target_arch = "x86_64")]
+    Candidate {
+        implementation: Implementation::Avx512Vbmi,
+        available: || x86_has!("avx512vbmi") && x86_has!("avx512bw"),
+        function: &AVX512_VBMI,
+    },
+    #[cfg(target_arch = "x86_64")]
+    Candidate {
+        implementation: Implementation::Avx2,
+        available: || x86_has!("avx2"),
+        function: &AVX2,
+    },
+    #[cfg(target_arch = "x86_64")]
+    Candidate {
+        implementation: Implementation::Ssse3,
+        available: || x86_has!("ssse3"),
+        function: &SSSE3,
+    },
+    #[cfg(target_arch = "aarch64")]
+    Candidate {
+        implementation: Implementation::Neon,
+        available: || arm_has!("neon"),
+        function: &NEON,
+    },
+    Candidate {
+        implementation: Implementation::Scalar,
+        available: || true,
+        function: &SCALAR,
+    },
+];
 
 /// Every implementation this CPU can run, for tests and benches.
 #[doc(hidden)]
 #[cfg(feature = "alloc")]
 pub fn implementations() -> alloc::vec::Vec<&'static Kernels> {
-    let mut all: alloc::vec::Vec<&'static Kernels> = alloc::vec![&SCALAR];
-    #[cfg(target_arch = "x86_64")]
-    {
-        use crate::dispatch::x86_has;
-        if x86_has!("ssse3") {
-            all.push(&SSSE3);
-        }
-        if x86_has!("avx2") {
-            all.push(&AVX2);
-        }
-        if x86_has!("avx512vbmi") && x86_has!("avx512bw") {
-            all.push(&AVX512_VBMI);
-        }
-    }
-    #[cfg(target_arch = "aarch64")]
-    {
-        use crate::dispatch::arm_has;
-        if arm_has!("neon") {
-            all.push(&NEON);
-        }
-    }
-    all
+    crate::dispatch::all_available(CANDIDATES)
+        .into_iter()
+        .map(|(_, kernels)| kernels)
+        .collect()
 }
