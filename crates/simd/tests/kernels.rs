@@ -184,6 +184,15 @@ fn the_dispatched_implementations_are_tested_by_name() {
     let hash: Vec<Implementation> = hash::implementations().iter().map(|(i, _)| *i).collect();
     let count: Vec<Implementation> = count::implementations().iter().map(|(i, _)| *i).collect();
     let adler32: Vec<Implementation> = adler32::implementations().iter().map(|(i, _)| *i).collect();
+    let base64: Vec<Implementation> = ioserve_simd::base64::implementations()
+        .iter()
+        .map(|kernels| kernels.implementation())
+        .collect();
+    assert!(
+        base64.contains(&features.base64),
+        "{} in {base64:?}",
+        features.base64
+    );
     assert!(
         hash.contains(&features.hash),
         "{} in {hash:?}",
