@@ -429,7 +429,7 @@ fn run_miri_tests() -> Result<TestTotals> {
     command.args(MIRI_TESTS);
     run_tests(
         command,
-        "cargo +nightly miri test --package simd (scalar paths)",
+        "cargo +nightly miri test --package ioserve-simd (scalar paths)",
     )
 }
 
