@@ -81,13 +81,14 @@ impl TaskName {
     /// The name as the kernel keeps it (a multi-byte character cut by the 15-byte
     /// limit shows as U+FFFD).
     pub fn to_string_lossy(&self) -> String {
-        let len = self
-            .0
-            .iter()
-            .position(|&b| b == 0)
-            .unwrap_or(Self::CAPACITY);
-        String::from_utf8_lossy(&self.0[..len]).into_owned()
+        comm_text(&self.0)
     }
+}
+
+/// The text of a NUL-padded task name as BPF programs copy it (`bpf_get_current_comm`).
+pub(crate) fn comm_text(bytes: &[u8]) -> String {
+    let len = bytes.iter().position(|&b| b == 0).unwrap_or(bytes.len());
+    String::from_utf8_lossy(&bytes[..len]).into_owned()
 }
 
 /// Routes libbpf's own log to stderr only when PROBE_LIBBPF_LOG is set: its warnings

@@ -115,11 +115,7 @@ impl<'obj> FaultTracer<'obj> {
             // the thread that faulted first, as the BPF program saw it.
             let comm = match std::fs::read_to_string(format!("/proc/{pid}/comm")) {
                 Ok(name) => name.trim_end().to_string(),
-                Err(_) => {
-                    let comm = &value[16..32];
-                    let end = comm.iter().position(|&b| b == 0).unwrap_or(comm.len());
-                    String::from_utf8_lossy(&comm[..end]).into_owned()
-                }
+                Err(_) => bpf::comm_text(&value[16..32]),
             };
             out.push(ProcessFaults {
                 pid,

@@ -2,9 +2,8 @@
 //! tracepoints sys_enter and sys_exit: what syscount and `strace -c` report, without
 //! ptrace's cost.
 
-use std::mem::MaybeUninit;
-
 use std::collections::BTreeMap;
+use std::mem::MaybeUninit;
 
 use libbpf_rs::skel::{OpenSkel, SkelBuilder};
 use libbpf_rs::{MapCore, MapFlags, OpenObject};
@@ -425,7 +424,7 @@ impl<'obj> SyscallTracer<'obj> {
                 .lookup(&id.to_ne_bytes(), MapFlags::ANY)
                 .map_err(map_error("task_names"))?
             {
-                Some(name) => nul_terminated(&name),
+                Some(name) => bpf::comm_text(&name),
                 // The name map was full: the name it has now, if it still runs.
                 None => std::fs::read_to_string(format!("/proc/{id}/comm"))
                     .map_or_else(|_| "?".into(), |name| name.trim_end().to_owned()),
@@ -434,12 +433,6 @@ impl<'obj> SyscallTracer<'obj> {
         }
         Ok(sorted_tasks(out))
     }
-}
-
-/// The text of a NUL-padded kernel string (a comm).
-fn nul_terminated(bytes: &[u8]) -> String {
-    let end = bytes.iter().position(|&b| b == 0).unwrap_or(bytes.len());
-    String::from_utf8_lossy(&bytes[..end]).into_owned()
 }
 
 #[cfg(test)]

@@ -181,31 +181,35 @@ fn dispatch_reports_and_forces_scalar() {
 #[test]
 fn the_dispatched_implementations_are_tested_by_name() {
     let features = ioserve_simd::features();
-    let hash: Vec<Implementation> = hash::implementations().iter().map(|(i, _)| *i).collect();
-    let count: Vec<Implementation> = count::implementations().iter().map(|(i, _)| *i).collect();
-    let adler32: Vec<Implementation> = adler32::implementations().iter().map(|(i, _)| *i).collect();
-    let base64: Vec<Implementation> = ioserve_simd::base64::implementations()
-        .iter()
-        .map(|kernels| kernels.implementation())
-        .collect();
-    assert!(
-        base64.contains(&features.base64),
-        "{} in {base64:?}",
-        features.base64
-    );
-    assert!(
-        hash.contains(&features.hash),
-        "{} in {hash:?}",
-        features.hash
-    );
-    assert!(
-        count.contains(&features.count),
-        "{} in {count:?}",
-        features.count
-    );
-    assert!(
-        adler32.contains(&features.adler32),
-        "{} in {adler32:?}",
-        features.adler32
-    );
+    let listed: [(&str, Implementation, Vec<Implementation>); 4] = [
+        (
+            "base64",
+            features.base64,
+            ioserve_simd::base64::implementations()
+                .iter()
+                .map(|kernels| kernels.implementation())
+                .collect(),
+        ),
+        (
+            "hash",
+            features.hash,
+            hash::implementations().iter().map(|(i, _)| *i).collect(),
+        ),
+        (
+            "count",
+            features.count,
+            count::implementations().iter().map(|(i, _)| *i).collect(),
+        ),
+        (
+            "adler32",
+            features.adler32,
+            adler32::implementations().iter().map(|(i, _)| *i).collect(),
+        ),
+    ];
+    for (kernel, chosen, tested) in listed {
+        assert!(
+            tested.contains(&chosen),
+            "{kernel}: {chosen} not in {tested:?}"
+        );
+    }
 }

@@ -354,6 +354,11 @@ fn system_table(
     table.set_width(0, 16);
     table.set_justify(0, Justify::Left);
     let columns = if legacy { node_count } else { node_count + 1 };
+    let source = NodeFile {
+        name: file_name,
+        name_word,
+        legacy,
+    };
     for column in 0..columns {
         let col = header_cols + column;
         table.set(0, col, Cell::Text(machine.header(column, legacy)));
@@ -365,11 +370,6 @@ fn system_table(
         table.set_justify(col, Justify::Right);
         let Some(&node) = machine.nodes.get(column) else {
             break;
-        };
-        let source = NodeFile {
-            name: file_name,
-            name_word,
-            legacy,
         };
         for (row, value) in source.values(machine, node, &rows, text)? {
             table.set(header_rows + row, col, Cell::Number(value));

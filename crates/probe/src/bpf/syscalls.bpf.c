@@ -5,9 +5,9 @@
  *
  * Everything is indexed by syscall number in per-CPU arrays, so the hot path is one
  * array lookup and plain increments; asked for, a hash keyed by (task, syscall) breaks
- * the counts down by process or thread as well. Counting happens at entry, so syscalls that
- * never return (exit_group, a successful execve's old image) are counted like
- * strace -c counts them.
+ * the counts down by process or thread as well. Counting happens at entry, so
+ * syscalls that never return (exit_group, a successful execve's old image) are counted
+ * like strace -c counts them.
  */
 #include "common.h"
 
