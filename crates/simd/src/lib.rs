@@ -67,6 +67,7 @@ pub mod base64;
 pub mod count;
 mod dispatch;
 pub mod hash;
+mod vector;
 
 pub use dispatch::{force_scalar, Implementation};
 

@@ -29,6 +29,8 @@
 
 #[cfg(target_arch = "aarch64")]
 mod aarch64;
+#[cfg(target_arch = "x86_64")]
+mod lanes;
 mod scalar;
 mod tables;
 #[cfg(target_arch = "x86_64")]

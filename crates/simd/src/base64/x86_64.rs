@@ -1,94 +1,34 @@
-//! x86_64 kernels, after Wojciech Muła and Daniel Lemire's "Faster Base64 Encoding and
-//! Decoding Using AVX2 Instructions" (2018) and "Base64 encoding and decoding at almost
-//! the speed of a memory copy" (AVX-512 VBMI, 2019).
-//!
-//! Encode: spread each 3-byte group over a 32-bit lane (`pshufb`/`vpermb`), cut out the
-//! four 6-bit values (multiplies, or `vpmultishiftqb`), and map them to characters (a
-//! class offset table with `pshufb`, or the whole alphabet with `vpermb`).
-//!
-//! Decode: check every character against nibble-indexed bit tables (or a 128-entry
-//! `vpermi2b` table), add a per-row offset to get the 6-bit values, then merge pairs
-//! with `pmaddubsw`/`pmaddwd` and pack the 3 bytes of each lane.
+//! x86_64 kernels: the SSSE3 and AVX2 instances of `lanes.rs`, and AVX-512 VBMI, a
+//! different algorithm after Wojciech Muła and Daniel Lemire's "Base64 encoding and
+//! decoding at almost the speed of a memory copy" (2019): `vpmultishiftqb` cuts the
+//! 6-bit fields and `vpermb` looks up the whole alphabet when encoding; `vpermi2b`
+//! looks each character up in a 128-entry table when decoding.
 
 use core::arch::x86_64::*;
 
-use super::Tables;
-
-/// Byte `i` of each 32-bit lane after [`encode_sextets_128`]'s shuffle: the group's
-/// bytes as `[b1, b0, b2, b1]`, so that the 16-bit halves hold `b0:b1` and `b1:b2`.
-const SPREAD_GROUPS: [i8; 16] = [1, 0, 2, 1, 4, 3, 5, 4, 7, 6, 8, 7, 10, 9, 11, 10];
-
-/// The 3 output bytes of each 32-bit lane after the decode merge (big-endian order),
-/// then 4 unused bytes.
-const PACK_LANES: [i8; 16] = [2, 1, 0, 6, 5, 4, 10, 9, 8, 14, 13, 12, -1, -1, -1, -1];
-
-/// Loads a 16-byte table.
-#[inline]
-#[target_feature(enable = "sse2")]
-fn load_table(table: &[u8; 16]) -> __m128i {
-    // SAFETY: the table is 16 readable bytes; loadu has no alignment requirement.
-    unsafe { _mm_loadu_si128(table.as_ptr().cast()) }
-}
-
-/// The four 6-bit values of each group in the low 12 bytes of `bytes`, one per byte
-/// of the result, in encoding order.
-#[inline]
-#[target_feature(enable = "ssse3")]
-fn encode_sextets_128(bytes: __m128i) -> __m128i {
-    // SAFETY: SPREAD_GROUPS is 16 readable bytes.
-    let spread = unsafe { _mm_loadu_si128(SPREAD_GROUPS.as_ptr().cast()) };
-    let lanes = _mm_shuffle_epi8(bytes, spread);
-    // Values 0 and 2 of each lane: the top 6 bits of each 16-bit half, moved down by
-    // a high multiply.
-    let high = _mm_mulhi_epu16(
-        _mm_and_si128(lanes, _mm_set1_epi32(0x0FC0_FC00)),
-        _mm_set1_epi32(0x0400_0040),
-    );
-    // Values 1 and 3: the middle bits, moved up by a low multiply into odd bytes.
-    let low = _mm_mullo_epi16(
-        _mm_and_si128(lanes, _mm_set1_epi32(0x003F_03F0)),
-        _mm_set1_epi32(0x0100_0010),
-    );
-    _mm_or_si128(high, low)
-}
-
-/// Characters for 6-bit values: each value's class (see `Tables::encode_offsets`)
-/// picks the offset to add.
-#[inline]
-#[target_feature(enable = "ssse3")]
-fn ascii_from_sextets_128(sextets: __m128i, offsets: __m128i) -> __m128i {
-    let above_51 = _mm_subs_epu8(sextets, _mm_set1_epi8(51));
-    let below_26 = _mm_cmpgt_epi8(_mm_set1_epi8(26), sextets);
-    let classes = _mm_or_si128(above_51, _mm_and_si128(below_26, _mm_set1_epi8(13)));
-    _mm_add_epi8(sextets, _mm_shuffle_epi8(offsets, classes))
-}
+use super::{lanes, Tables};
+use crate::vector::x86_64::{V128, V256};
 
 /// SSSE3: 12 bytes to 16 characters per step.
 ///
+/// Never inlined into the AVX2 kernel: compiled for SSSE3 alone, LLVM keeps its
+/// multiplies as `pmulhuw`/`pmullw` (with AVX2 at hand it rewrote them as 32-bit
+/// variable shifts, several times slower).
+///
 /// # Safety
 /// The CPU must support SSSE3.
+#[inline(never)]
 #[target_feature(enable = "ssse3")]
 pub(super) unsafe fn encode_ssse3(
     input: &[u8],
     output: &mut [u8],
     tables: &Tables,
 ) -> (usize, usize) {
-    let offsets = load_table(&tables.encode_offsets);
-    let (mut read, mut written) = (0, 0);
-    // Each step loads 16 bytes and uses 12.
-    while input.len() - read >= 16 && output.len() - written >= 16 {
-        // SAFETY: 16 readable bytes at `read`, checked above.
-        let bytes = unsafe { _mm_loadu_si128(input.as_ptr().add(read).cast()) };
-        let chars = ascii_from_sextets_128(encode_sextets_128(bytes), offsets);
-        // SAFETY: 16 writable bytes at `written`, checked above.
-        unsafe { _mm_storeu_si128(output.as_mut_ptr().add(written).cast(), chars) };
-        read += 12;
-        written += 16;
-    }
-    (read, written)
+    // SAFETY: this function's target features are V128's.
+    unsafe { lanes::encode::<V128>(input, output, tables) }
 }
 
-/// AVX2: 24 bytes to 32 characters per step, 12 per 128-bit lane.
+/// AVX2: 24 bytes to 32 characters per step, then SSSE3 for what is left.
 ///
 /// # Safety
 /// The CPU must support AVX2.
@@ -98,41 +38,8 @@ pub(super) unsafe fn encode_avx2(
     output: &mut [u8],
     tables: &Tables,
 ) -> (usize, usize) {
-    let offsets = load_table(&tables.encode_offsets);
-    let offsets = _mm256_broadcastsi128_si256(offsets);
-    // SAFETY: SPREAD_GROUPS is 16 readable bytes.
-    let spread =
-        _mm256_broadcastsi128_si256(unsafe { _mm_loadu_si128(SPREAD_GROUPS.as_ptr().cast()) });
-    let (mut read, mut written) = (0, 0);
-    // Each step loads 16 bytes at `read` and at `read + 12`.
-    while input.len() - read >= 28 && output.len() - written >= 32 {
-        // SAFETY: 28 readable bytes at `read`, checked above.
-        let (first, second) = unsafe {
-            let at = input.as_ptr().add(read);
-            (
-                _mm_loadu_si128(at.cast()),
-                _mm_loadu_si128(at.add(12).cast()),
-            )
-        };
-        let lanes = _mm256_shuffle_epi8(_mm256_set_m128i(second, first), spread);
-        let high = _mm256_mulhi_epu16(
-            _mm256_and_si256(lanes, _mm256_set1_epi32(0x0FC0_FC00)),
-            _mm256_set1_epi32(0x0400_0040),
-        );
-        let low = _mm256_mullo_epi16(
-            _mm256_and_si256(lanes, _mm256_set1_epi32(0x003F_03F0)),
-            _mm256_set1_epi32(0x0100_0010),
-        );
-        let sextets = _mm256_or_si256(high, low);
-        let above_51 = _mm256_subs_epu8(sextets, _mm256_set1_epi8(51));
-        let below_26 = _mm256_cmpgt_epi8(_mm256_set1_epi8(26), sextets);
-        let classes = _mm256_or_si256(above_51, _mm256_and_si256(below_26, _mm256_set1_epi8(13)));
-        let chars = _mm256_add_epi8(sextets, _mm256_shuffle_epi8(offsets, classes));
-        // SAFETY: 32 writable bytes at `written`, checked above.
-        unsafe { _mm256_storeu_si256(output.as_mut_ptr().add(written).cast(), chars) };
-        read += 24;
-        written += 32;
-    }
+    // SAFETY: this function's target features are V256's.
+    let (read, written) = unsafe { lanes::encode::<V256>(input, output, tables) };
     // SAFETY: AVX2 implies SSSE3.
     let (more_read, more_written) =
         unsafe { encode_ssse3(&input[read..], &mut output[written..], tables) };
@@ -217,56 +124,6 @@ pub(super) unsafe fn encode_avx512vbmi(
     (read + more_read, written + more_written)
 }
 
-/// The decode tables as vectors.
-#[derive(Clone, Copy)]
-struct DecodeTables128 {
-    invalid_by_low_nibble: __m128i,
-    row_bit_by_high_nibble: __m128i,
-    offsets: __m128i,
-    char_63: __m128i,
-}
-
-impl DecodeTables128 {
-    #[inline]
-    #[target_feature(enable = "sse2")]
-    fn new(tables: &Tables) -> DecodeTables128 {
-        DecodeTables128 {
-            invalid_by_low_nibble: load_table(&tables.invalid_by_low_nibble),
-            row_bit_by_high_nibble: load_table(&tables.row_bit_by_high_nibble),
-            offsets: load_table(&tables.decode_offsets),
-            char_63: _mm_set1_epi8(tables.char_63 as i8),
-        }
-    }
-}
-
-/// 16 characters to their 6-bit values, or `None` if any is outside the alphabet.
-#[inline]
-#[target_feature(enable = "ssse3")]
-fn decode_sextets_128(chars: __m128i, tables: DecodeTables128) -> Option<__m128i> {
-    let nibble = _mm_set1_epi8(0x0F);
-    let low = _mm_and_si128(chars, nibble);
-    let high = _mm_and_si128(_mm_srli_epi32(chars, 4), nibble);
-    let invalid = _mm_and_si128(
-        _mm_shuffle_epi8(tables.invalid_by_low_nibble, low),
-        _mm_shuffle_epi8(tables.row_bit_by_high_nibble, high),
-    );
-    if _mm_movemask_epi8(_mm_cmpeq_epi8(invalid, _mm_setzero_si128())) != 0xFFFF {
-        return None;
-    }
-    let is_63 = _mm_cmpeq_epi8(chars, tables.char_63);
-    let row = _mm_xor_si128(high, _mm_and_si128(is_63, _mm_set1_epi8(8)));
-    Some(_mm_add_epi8(chars, _mm_shuffle_epi8(tables.offsets, row)))
-}
-
-/// Merges the four 6-bit values of each 32-bit lane into its low 24 bits.
-#[inline]
-#[target_feature(enable = "ssse3")]
-fn merge_sextets_128(sextets: __m128i) -> __m128i {
-    // a * 64 + b and c * 64 + d in each 16-bit half, then (ab << 12) + cd.
-    let pairs = _mm_maddubs_epi16(sextets, _mm_set1_epi32(0x0140_0140));
-    _mm_madd_epi16(pairs, _mm_set1_epi32(0x0001_1000))
-}
-
 /// SSSE3: 16 characters to 12 bytes per step.
 ///
 /// # Safety
@@ -277,27 +134,12 @@ pub(super) unsafe fn decode_ssse3(
     output: &mut [u8],
     tables: &Tables,
 ) -> (usize, usize) {
-    let vectors = DecodeTables128::new(tables);
-    // SAFETY: PACK_LANES is 16 readable bytes.
-    let pack = unsafe { _mm_loadu_si128(PACK_LANES.as_ptr().cast()) };
-    let (mut read, mut written) = (0, 0);
-    // Each step stores 16 bytes and keeps 12.
-    while input.len() - read >= 16 && output.len() - written >= 16 {
-        // SAFETY: 16 readable bytes at `read`, checked above.
-        let chars = unsafe { _mm_loadu_si128(input.as_ptr().add(read).cast()) };
-        let Some(sextets) = decode_sextets_128(chars, vectors) else {
-            break;
-        };
-        let bytes = _mm_shuffle_epi8(merge_sextets_128(sextets), pack);
-        // SAFETY: 16 writable bytes at `written`, checked above.
-        unsafe { _mm_storeu_si128(output.as_mut_ptr().add(written).cast(), bytes) };
-        read += 16;
-        written += 12;
-    }
-    (read, written)
+    // SAFETY: this function's target features are V128's.
+    unsafe { lanes::decode::<V128>(input, output, tables) }
 }
 
-/// AVX2: 32 characters to 24 bytes per step.
+/// AVX2: 32 characters to 24 bytes per step, then SSSE3 for what is left (which stops
+/// at once if AVX2 stopped at a character outside the alphabet).
 ///
 /// # Safety
 /// The CPU must support AVX2.
@@ -307,49 +149,12 @@ pub(super) unsafe fn decode_avx2(
     output: &mut [u8],
     tables: &Tables,
 ) -> (usize, usize) {
-    let vectors = DecodeTables128::new(tables);
-    let invalid_by_low_nibble = _mm256_broadcastsi128_si256(vectors.invalid_by_low_nibble);
-    let row_bit_by_high_nibble = _mm256_broadcastsi128_si256(vectors.row_bit_by_high_nibble);
-    let offsets = _mm256_broadcastsi128_si256(vectors.offsets);
-    let char_63 = _mm256_broadcastsi128_si256(vectors.char_63);
-    // SAFETY: PACK_LANES is 16 readable bytes.
-    let pack = _mm256_broadcastsi128_si256(unsafe { _mm_loadu_si128(PACK_LANES.as_ptr().cast()) });
-    let nibble = _mm256_set1_epi8(0x0F);
-    let (mut read, mut written) = (0, 0);
-    // Each step stores 32 bytes and keeps 24.
-    while input.len() - read >= 32 && output.len() - written >= 32 {
-        // SAFETY: 32 readable bytes at `read`, checked above.
-        let chars = unsafe { _mm256_loadu_si256(input.as_ptr().add(read).cast()) };
-        let low = _mm256_and_si256(chars, nibble);
-        let high = _mm256_and_si256(_mm256_srli_epi32(chars, 4), nibble);
-        let invalid = _mm256_and_si256(
-            _mm256_shuffle_epi8(invalid_by_low_nibble, low),
-            _mm256_shuffle_epi8(row_bit_by_high_nibble, high),
-        );
-        if _mm256_testz_si256(invalid, invalid) == 0 {
-            break;
-        }
-        let is_63 = _mm256_cmpeq_epi8(chars, char_63);
-        let row = _mm256_xor_si256(high, _mm256_and_si256(is_63, _mm256_set1_epi8(8)));
-        let sextets = _mm256_add_epi8(chars, _mm256_shuffle_epi8(offsets, row));
-        let pairs = _mm256_maddubs_epi16(sextets, _mm256_set1_epi32(0x0140_0140));
-        let merged = _mm256_madd_epi16(pairs, _mm256_set1_epi32(0x0001_1000));
-        // 12 bytes at the start of each 128-bit lane, then the two lanes joined.
-        let packed = _mm256_shuffle_epi8(merged, pack);
-        let bytes = _mm256_permutevar8x32_epi32(packed, _mm256_setr_epi32(0, 1, 2, 4, 5, 6, 3, 7));
-        // SAFETY: 32 writable bytes at `written`, checked above.
-        unsafe { _mm256_storeu_si256(output.as_mut_ptr().add(written).cast(), bytes) };
-        read += 32;
-        written += 24;
-    }
-    if input.len() - read < 32 {
-        // SAFETY: AVX2 implies SSSE3.
-        let (more_read, more_written) =
-            unsafe { decode_ssse3(&input[read..], &mut output[written..], tables) };
-        return (read + more_read, written + more_written);
-    }
-    // Stopped at an invalid block: the scalar code reports it.
-    (read, written)
+    // SAFETY: this function's target features are V256's.
+    let (read, written) = unsafe { lanes::decode::<V256>(input, output, tables) };
+    // SAFETY: AVX2 implies SSSE3.
+    let (more_read, more_written) =
+        unsafe { decode_ssse3(&input[read..], &mut output[written..], tables) };
+    (read + more_read, written + more_written)
 }
 
 /// AVX-512 VBMI: 64 characters to 48 bytes per step; `vpermi2b` looks each character

@@ -6,6 +6,7 @@
 
 #[cfg(target_arch = "aarch64")]
 mod aarch64;
+mod generic;
 pub mod scalar;
 #[cfg(target_arch = "x86_64")]
 mod x86_64;

@@ -1,0 +1,221 @@
+//! SIMD registers behind small traits, so that `count`, `adler32` and the SSSE3/AVX2
+//! base64 are each written once and instantiated per register width, as `hash` is over
+//! its `Block` (memchr's shape). The traits are layered by what a kernel needs:
+//!
+//! - [`Vector`]: a register of `BYTES` bytes that loads (every instance);
+//! - [`Bytes`]: byte-wise comparison, addition, subtraction and sum (count; SSE2, AVX2,
+//!   NEON);
+//! - `Sums`: widening sums of bytes (adler32; SSSE3, AVX2, AVX-512 BW);
+//! - `Lanes`: byte shuffles and multiplies within 128-bit lanes, and stores (base64;
+//!   SSSE3, AVX2).
+//!
+//! `Sums` and `Lanes` exist on x86_64 only.
+//!
+//! Every method is `unsafe`: the CPU must have the instance's features, which the
+//! kernel's dispatcher checked before calling the `#[target_feature]` function that
+//! instantiates it. Each method carries the instance's features and `#[inline]`, and
+//! the generic kernels are `#[inline(always)]`, so that a whole kernel compiles into
+//! one function with those features. Kernels that are different algorithms (AVX-512
+//! VBMI base64, NEON's `ld3`/`tbl`/`st4` base64 and NEON adler32's column sums) are
+//! written directly against their intrinsics.
+
+#[cfg(target_arch = "aarch64")]
+pub(crate) mod aarch64;
+#[cfg(target_arch = "x86_64")]
+pub(crate) mod x86_64;
+
+/// A register of `BYTES` bytes.
+pub(crate) trait Vector: Copy {
+    /// Bytes in the register.
+    const BYTES: usize;
+
+    /// All bits zero.
+    ///
+    /// # Safety
+    /// The CPU must support the instance's features (as for every method here).
+    unsafe fn zero() -> Self;
+
+    /// `BYTES` bytes from `from`, with no alignment requirement.
+    ///
+    /// # Safety
+    /// As for [`Vector::zero`], and `from` must be valid for reading `BYTES` bytes.
+    unsafe fn load(from: *const u8) -> Self;
+}
+
+/// Byte-wise operations.
+pub(crate) trait Bytes: Vector {
+    /// Every byte `byte`.
+    ///
+    /// # Safety
+    /// As for [`Vector::zero`].
+    unsafe fn splat(byte: u8) -> Self;
+
+    /// 0xFF in each byte where the two are equal, else 0.
+    ///
+    /// # Safety
+    /// As for [`Vector::zero`].
+    unsafe fn eq_u8(self, other: Self) -> Self;
+
+    /// Byte-wise wrapping addition.
+    ///
+    /// # Safety
+    /// As for [`Vector::zero`].
+    unsafe fn add_u8(self, other: Self) -> Self;
+
+    /// Byte-wise wrapping subtraction.
+    ///
+    /// # Safety
+    /// As for [`Vector::zero`].
+    unsafe fn sub_u8(self, other: Self) -> Self;
+
+    /// The sum of all the bytes, as unsigned numbers.
+    ///
+    /// # Safety
+    /// As for [`Vector::zero`].
+    unsafe fn sum_u8(self) -> usize;
+}
+
+/// Widening sums, for checksums.
+#[cfg(target_arch = "x86_64")]
+pub(crate) trait Sums: Vector {
+    /// Lane-wise wrapping addition of 32-bit lanes.
+    ///
+    /// # Safety
+    /// As for [`Vector::zero`].
+    unsafe fn add_u32(self, other: Self) -> Self;
+
+    /// The bytes of each 64-bit lane summed into that lane (x86's `psadbw` against
+    /// zero), so that the 32-bit lanes hold sums of at most 8 × 255.
+    ///
+    /// # Safety
+    /// As for [`Vector::zero`].
+    unsafe fn sum_bytes_u64(self) -> Self;
+
+    /// Each 32-bit lane: the dot product of its 4 bytes (unsigned) with the 4 bytes
+    /// of `weights` in the same positions (signed, below 128), as a 32-bit sum.
+    ///
+    /// # Safety
+    /// As for [`Vector::zero`].
+    unsafe fn dot_u8_i8(self, weights: Self) -> Self;
+
+    /// The sum of the 32-bit lanes, as unsigned numbers, in 64 bits.
+    ///
+    /// # Safety
+    /// As for [`Vector::zero`].
+    unsafe fn sum_u32(self) -> u64;
+}
+
+/// Operations within each 128-bit lane (x86's byte shuffle and 16-bit multiplies), for
+/// base64.
+#[cfg(target_arch = "x86_64")]
+pub(crate) trait Lanes: Bytes {
+    /// The register's bytes to `to`, with no alignment requirement.
+    ///
+    /// # Safety
+    /// As for [`Vector::zero`], and `to` must be valid for writing `BYTES` bytes.
+    unsafe fn store(self, to: *mut u8);
+
+    /// The 16 bytes of `table` in every 128-bit lane.
+    ///
+    /// # Safety
+    /// As for [`Vector::zero`].
+    unsafe fn broadcast(table: &[u8; 16]) -> Self;
+
+    /// Every 32-bit lane `word`.
+    ///
+    /// # Safety
+    /// As for [`Vector::zero`].
+    unsafe fn splat_u32(word: u32) -> Self;
+
+    /// Bytes input to base64's encoder: 12 bytes at the start of each 128-bit lane,
+    /// taken from consecutive 12-byte groups at `from` (the last lane's 4 extra
+    /// bytes are read too, and ignored by the caller).
+    ///
+    /// # Safety
+    /// As for [`Vector::zero`], and `from` must be valid for reading
+    /// [`Lanes::GROUPS_READ`] bytes.
+    unsafe fn load_groups(from: *const u8) -> Self;
+
+    /// How many bytes [`Lanes::load_groups`] reads: 12 per lane, plus 4.
+    const GROUPS_READ: usize = Self::BYTES / 16 * 12 + 4;
+
+    /// The first 12 bytes of each 128-bit lane, moved together to the start.
+    ///
+    /// # Safety
+    /// As for [`Vector::zero`].
+    unsafe fn join_groups(self) -> Self;
+
+    /// Byte `i` of each lane is byte `indices[i] & 15` of `self`'s same lane, or zero
+    /// where the index's top bit is set (`pshufb`).
+    ///
+    /// # Safety
+    /// As for [`Vector::zero`].
+    unsafe fn shuffle(self, indices: Self) -> Self;
+
+    /// Bitwise AND.
+    ///
+    /// # Safety
+    /// As for [`Vector::zero`].
+    unsafe fn and(self, other: Self) -> Self;
+
+    /// Bitwise OR.
+    ///
+    /// # Safety
+    /// As for [`Vector::zero`].
+    unsafe fn or(self, other: Self) -> Self;
+
+    /// Bitwise XOR.
+    ///
+    /// # Safety
+    /// As for [`Vector::zero`].
+    unsafe fn xor(self, other: Self) -> Self;
+
+    /// Byte-wise saturating subtraction of unsigned bytes.
+    ///
+    /// # Safety
+    /// As for [`Vector::zero`].
+    unsafe fn saturating_sub_u8(self, other: Self) -> Self;
+
+    /// 0xFF in each byte where `self > other` as signed bytes, else 0.
+    ///
+    /// # Safety
+    /// As for [`Vector::zero`].
+    unsafe fn gt_i8(self, other: Self) -> Self;
+
+    /// Each 32-bit lane shifted right by 4 bits.
+    ///
+    /// # Safety
+    /// As for [`Vector::zero`].
+    unsafe fn shr4_u32(self) -> Self;
+
+    /// The high 16 bits of each unsigned 16-bit product.
+    ///
+    /// # Safety
+    /// As for [`Vector::zero`].
+    unsafe fn mul_high_u16(self, other: Self) -> Self;
+
+    /// The low 16 bits of each 16-bit product.
+    ///
+    /// # Safety
+    /// As for [`Vector::zero`].
+    unsafe fn mul_low_u16(self, other: Self) -> Self;
+
+    /// Adjacent unsigned bytes times signed bytes of `other`, pairs added into 16-bit
+    /// lanes (saturating; `pmaddubsw`).
+    ///
+    /// # Safety
+    /// As for [`Vector::zero`].
+    unsafe fn mul_add_pairs_u8(self, other: Self) -> Self;
+
+    /// Adjacent signed 16-bit products added into 32-bit lanes (`pmaddwd`).
+    ///
+    /// # Safety
+    /// As for [`Vector::zero`].
+    unsafe fn mul_add_pairs_i16(self, other: Self) -> Self;
+
+    /// Whether every bit is zero.
+    ///
+    /// # Safety
+    /// As for [`Vector::zero`].
+    unsafe fn is_zero(self) -> bool;
+}
