@@ -1,7 +1,13 @@
 //! Seeds 002 and 003: the simd crate's kernels beside the crates a user would pick
-//! instead, at 16 B, 64 B, 1 KiB, 64 KiB and 1 MiB, with a memcpy of the same bytes as
-//! the limit. Throughput counts the binary bytes (the encoder's input, the decoder's
-//! output) so that encode and decode rows compare the same amount of data.
+//! instead, the strongest of each kind included (simdutf for base64, gxhash, xxh3 and
+//! foldhash for the hash, bytecount with runtime dispatch, zlib-rs and simd-adler32 for
+//! adler32), at sizes from 16 B to 1 MiB in steps of 4x, with a memcpy of the same
+//! bytes as the limit. Throughput counts the binary bytes (the encoder's input, the
+//! decoder's output) so that encode and decode rows compare the same amount of data.
+//!
+//! `cargo xtask bench` runs this twice: a portable build and a `-C target-cpu=native`
+//! build, where the peers that decide at compile time (gxhash, ahash's AES path,
+//! zlib-rs's AVX-512 path) get the CPU's features; ours dispatches at run time in both.
 
 #![allow(
     missing_docs,
@@ -15,7 +21,18 @@ use base64::Engine as _;
 use benches::KeyStream;
 use criterion::{criterion_group, criterion_main, BenchmarkId, Criterion, Throughput};
 
-const SIZES: [usize; 5] = [16, 64, 1 << 10, 64 << 10, 1 << 20];
+/// 16 B to 1 MiB in steps of 4x: small keys, a line, a page, a chunk, a file.
+const SIZES: [usize; 9] = [
+    16,
+    64,
+    256,
+    1 << 10,
+    4 << 10,
+    16 << 10,
+    64 << 10,
+    256 << 10,
+    1 << 20,
+];
 
 /// Random bytes, fixed per size.
 fn input(size: usize) -> Vec<u8> {
@@ -68,9 +85,28 @@ fn base64_encode(c: &mut Criterion) {
                     .len()
             })
         });
+        group.bench_function(id("simdutf"), |b| {
+            b.iter(|| {
+                let input = black_box(&bytes);
+                assert!(text.len() >= simdutf::base64_length_from_binary(input.len(), DEFAULT));
+                // SAFETY: input is input.len() readable bytes; text has room for the
+                // encoded length (asserted); the two do not overlap.
+                unsafe {
+                    simdutf::binary_to_base64(
+                        input.as_ptr(),
+                        input.len(),
+                        text.as_mut_ptr(),
+                        DEFAULT,
+                    )
+                }
+            })
+        });
     }
     group.finish();
 }
+
+/// simdutf's standard alphabet with padding, as ours.
+const DEFAULT: simdutf::Base64Options = simdutf::Base64Options::Default;
 
 fn base64_decode(c: &mut Criterion) {
     let mut group = c.benchmark_group("base64_decode");
@@ -102,6 +138,30 @@ fn base64_decode(c: &mut Criterion) {
                     .decode(black_box(&text), base64_simd::Out::from_slice(&mut bytes))
                     .unwrap()
                     .len()
+            })
+        });
+        let mut room = vec![0u8; size + 3];
+        group.bench_function(id("simdutf"), |b| {
+            b.iter(|| {
+                let input = black_box(&text);
+                // SAFETY: input is input.len() readable bytes.
+                let most = unsafe {
+                    simdutf::maximal_binary_length_from_base64(input.as_ptr(), input.len())
+                };
+                assert!(room.len() >= most);
+                // SAFETY: room has the maximal decoded length (asserted); no overlap.
+                // Strict: padding required and unused bits zero, as ours.
+                let result = unsafe {
+                    simdutf::base64_to_binary(
+                        input.as_ptr(),
+                        input.len(),
+                        room.as_mut_ptr(),
+                        DEFAULT,
+                        simdutf::LastChunkHandlingOptions::Strict,
+                    )
+                };
+                assert_eq!(result.error, simdutf::ErrorCode::Success);
+                result.count
             })
         });
     }
@@ -141,6 +201,9 @@ fn hash(c: &mut Criterion) {
         group.bench_function(id("foldhash"), |b| {
             b.iter(|| hash_with(&foldhash, black_box(&bytes)))
         });
+        group.bench_function(id("xxh3"), |b| {
+            b.iter(|| xxhash_rust::xxh3::xxh3_64_with_seed(black_box(&bytes), 42))
+        });
         // gxhash refuses to build without AES enabled at compile time
         // (RUSTFLAGS="-C target-cpu=native"); the row appears when it is.
         #[cfg(all(target_arch = "x86_64", target_feature = "aes"))]
@@ -166,6 +229,9 @@ fn adler32(c: &mut Criterion) {
         });
         group.bench_function(id("simd-adler32"), |b| {
             b.iter(|| simd_adler32::adler32(black_box(&bytes.as_slice())))
+        });
+        group.bench_function(id("zlib-rs"), |b| {
+            b.iter(|| zlib_rs::adler32::adler32(1, black_box(&bytes)))
         });
     }
     group.finish();

@@ -1,8 +1,10 @@
-//! `cargo xtask bench`: runs the criterion benches (and the Go peers), then writes
-//! target/bench-report/report.md (one table per seed's group, with the ratio of ours
-//! to the best peer), results.json (every median behind it) and one SVG bar chart per
-//! group. The numbers are criterion's medians from target/criterion, read back from
-//! its JSON estimates; nothing is computed that criterion did not measure.
+//! `cargo xtask bench`: runs the criterion benches (and the Go peers), then the simd
+//! bench again in a `-C target-cpu=native` build, and writes
+//! target/bench-report/report.md (one table per seed's group and build, with the ratio
+//! of ours to the best peer), results.json (every median behind it) and one SVG chart
+//! per group and build: throughput against input size where a group sweeps sizes, bars
+//! otherwise. The numbers are criterion's medians, read back from its JSON estimates;
+//! nothing is computed that criterion did not measure.
 
 use std::collections::BTreeMap;
 use std::fmt::Write as _;
@@ -13,7 +15,7 @@ use std::process::Command;
 use anyhow::{bail, Context as _, Result};
 use serde::Serialize;
 
-use crate::svg::{Anchor, Svg};
+use crate::svg::{Anchor, Stroke, Svg, PALETTE};
 use crate::{cargo, project_root, step};
 
 /// The command-line options.
@@ -25,6 +27,40 @@ pub(crate) struct Options {
     /// Only the benchmark ids matching this regex, e.g. 'base64|hash'
     #[arg(long, value_name = "REGEX")]
     filter: Option<String>,
+    /// Skip the simd bench's second, `-C target-cpu=native` build
+    #[arg(long)]
+    no_native: bool,
+}
+
+/// The simd bench's groups: the ones run in both builds.
+const SIMD_GROUPS: [&str; 5] = ["base64_encode", "base64_decode", "hash", "adler32", "count"];
+
+/// Which compilation a measurement comes from.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Serialize)]
+#[serde(rename_all = "kebab-case")]
+enum Build {
+    /// The default target (x86-64 baseline: SSE2): peers that choose at compile time
+    /// get no AES or AVX2; ours and the runtime-dispatching peers choose at run time.
+    Portable,
+    /// `RUSTFLAGS="-C target-cpu=native"` (and `CXXFLAGS=-march=native` for simdutf).
+    Native,
+}
+
+impl Build {
+    fn describe(self) -> &'static str {
+        match self {
+            Build::Portable => "portable build",
+            Build::Native => "`-C target-cpu=native` build",
+        }
+    }
+
+    /// The suffix of its chart files.
+    fn file_suffix(self) -> &'static str {
+        match self {
+            Build::Portable => "",
+            Build::Native => "-native",
+        }
+    }
 }
 
 /// What the report knows about a group: its seed, which functions are ours and which
@@ -114,6 +150,7 @@ struct Row {
     /// Elements per iteration, for ns per element.
     elements: Option<u64>,
     source: &'static str,
+    build: Build,
 }
 
 impl Row {
@@ -133,12 +170,78 @@ impl Row {
 }
 
 pub(crate) fn run(options: &Options) -> Result<()> {
+    let out = project_root().join("target/bench-report");
+    let read_strategies = out.join("read_strategies.md");
+    // The read-strategy bench writes its own table (it is not a criterion bench).
+    fs::remove_file(&read_strategies).ok();
+    let mut command = cargo(&bench_args("*", options));
+    if options.quick && std::env::var_os("IOSERVE_BENCH_FILE_GB").is_none() {
+        command.env("IOSERVE_BENCH_FILE_GB", "0.25");
+    }
+    step("cargo bench --package benches", command)?;
+    let mut rows = criterion_rows(&project_root().join("target/criterion"), Build::Portable)?;
+    if !options.no_native && wants(options, &SIMD_GROUPS) {
+        let native_home = project_root().join("target/criterion-native");
+        step(
+            "cargo bench --package benches --bench simd, -C target-cpu=native",
+            native_command(options, &native_home),
+        )?;
+        rows.extend(criterion_rows(&native_home, Build::Native)?);
+    }
+    if let Some(filter) = &options.filter {
+        // Keep this run's benchmarks, not older results of the others: criterion takes
+        // the filter as a regex; here its `|` alternatives are matched as substrings
+        // of the benchmark id, which agrees for plain names.
+        rows.retain(|row| {
+            let id = format!("{}/{}/{}", row.group, row.function, row.value);
+            filter.split('|').any(|part| id.contains(part))
+        });
+    }
+    // Go's sync.Map belongs to the maps groups: run it unless the filter leaves them out.
+    if wants(options, &["maps"]) {
+        match go_sync_map_rows(options.quick) {
+            Ok(go_rows) => rows.extend(go_rows),
+            Err(error) => eprintln!("xtask bench: Go peer skipped: {error:#}"),
+        }
+    }
+    if rows.is_empty() && !read_strategies.exists() {
+        bail!("no results: nothing under target/criterion matched, and no read-strategy table");
+    }
+    fs::create_dir_all(&out)?;
+    fs::write(
+        out.join("results.json"),
+        serde_json::to_string_pretty(&rows)?,
+    )?;
+    let mut report = report(&rows);
+    if let Ok(table) = fs::read_to_string(&read_strategies) {
+        report.push('\n');
+        report.push_str(&table);
+    }
+    fs::write(out.join("report.md"), &report)?;
+    for ((group, build), group_rows) in by_group(&rows) {
+        let file = format!(
+            "{}{}.svg",
+            group.replace(['/', ' '], "_"),
+            build.file_suffix()
+        );
+        fs::write(out.join(file), svg_chart(&group, build, &group_rows))?;
+    }
+    println!("{report}");
+    eprintln!(
+        "xtask bench: wrote {}/report.md, results.json and one SVG per group and build",
+        out.display()
+    );
+    Ok(())
+}
+
+/// `cargo bench` of `bench` ("*" for all) with the options' timing and filter.
+fn bench_args<'a>(bench: &'a str, options: &'a Options) -> Vec<&'a str> {
     let mut args = vec![
         "bench",
         "--package",
         "benches",
         "--bench",
-        "*",
+        bench,
         "--",
         "--noplot",
     ];
@@ -155,65 +258,40 @@ pub(crate) fn run(options: &Options) -> Result<()> {
     if let Some(filter) = &options.filter {
         args.push(filter);
     }
-    let out = project_root().join("target/bench-report");
-    let read_strategies = out.join("read_strategies.md");
-    // The read-strategy bench writes its own table (it is not a criterion bench).
-    fs::remove_file(&read_strategies).ok();
-    let mut command = cargo(&args);
-    if options.quick && std::env::var_os("IOSERVE_BENCH_FILE_GB").is_none() {
-        command.env("IOSERVE_BENCH_FILE_GB", "0.25");
-    }
-    step("cargo bench --package benches", command)?;
-    let mut rows = criterion_rows(&project_root().join("target/criterion"))?;
-    if let Some(filter) = &options.filter {
-        // Keep this run's benchmarks, not older results of the others: criterion takes
-        // the filter as a regex; here its `|` alternatives are matched as substrings
-        // of the benchmark id, which agrees for plain names.
-        rows.retain(|row| {
-            let id = format!("{}/{}/{}", row.group, row.function, row.value);
-            filter.split('|').any(|part| id.contains(part))
-        });
-    }
-    // Go's sync.Map belongs to the maps groups: run it unless the filter leaves them out.
-    let wants_maps = options
-        .filter
-        .as_ref()
-        .is_none_or(|filter| filter.contains("maps"));
-    if wants_maps {
-        match go_sync_map_rows(options.quick) {
-            Ok(go_rows) => rows.extend(go_rows),
-            Err(error) => eprintln!("xtask bench: Go peer skipped: {error:#}"),
-        }
-    }
-    if rows.is_empty() && !read_strategies.exists() {
-        bail!("no results: nothing under target/criterion matched, and no read-strategy table");
-    }
-    let out = project_root().join("target/bench-report");
-    fs::create_dir_all(&out)?;
-    fs::write(
-        out.join("results.json"),
-        serde_json::to_string_pretty(&rows)?,
-    )?;
-    let mut report = report(&rows);
-    if let Ok(table) = fs::read_to_string(&read_strategies) {
-        report.push('\n');
-        report.push_str(&table);
-    }
-    fs::write(out.join("report.md"), &report)?;
-    for (group, group_rows) in by_group(&rows) {
-        let file = format!("{}.svg", group.replace(['/', ' '], "_"));
-        fs::write(out.join(file), svg_chart(&group, &group_rows))?;
-    }
-    println!("{report}");
-    eprintln!(
-        "xtask bench: wrote {}/report.md, results.json and one SVG per group",
-        out.display()
-    );
-    Ok(())
+    args
 }
 
-/// Every benchmark in criterion's output directory (its latest run of each).
-fn criterion_rows(root: &Path) -> Result<Vec<Row>> {
+/// The simd bench built for this CPU, in its own target directory (so that neither
+/// build invalidates the other) and with its own criterion directory.
+fn native_command(options: &Options, criterion_home: &Path) -> Command {
+    let mut command = cargo(&bench_args("simd", options));
+    let append = |name: &str, flag: &str| match std::env::var(name) {
+        Ok(existing) if !existing.trim().is_empty() => format!("{existing} {flag}"),
+        _ => flag.to_owned(),
+    };
+    command
+        .env("RUSTFLAGS", append("RUSTFLAGS", "-C target-cpu=native"))
+        .env("CXXFLAGS", append("CXXFLAGS", "-march=native"))
+        .env("CARGO_TARGET_DIR", project_root().join("target/native"))
+        .env("CRITERION_HOME", criterion_home);
+    command
+}
+
+/// Whether the filter (if any) can select one of `groups`: one of its `|`
+/// alternatives and a group name contains the other.
+fn wants(options: &Options, groups: &[&str]) -> bool {
+    options.filter.as_ref().is_none_or(|filter| {
+        filter.split('|').any(|part| {
+            groups
+                .iter()
+                .any(|group| group.contains(part) || part.contains(group))
+        })
+    })
+}
+
+/// Every benchmark in criterion's output directory (its latest run of each), from
+/// `build`.
+fn criterion_rows(root: &Path, build: Build) -> Result<Vec<Row>> {
     let mut rows = Vec::new();
     let mut stack = vec![root.to_path_buf()];
     while let Some(dir) = stack.pop() {
@@ -224,7 +302,7 @@ fn criterion_rows(root: &Path) -> Result<Vec<Row>> {
             let path = entry.path();
             if path.is_dir() {
                 if path.file_name().is_some_and(|name| name == "new") {
-                    if let Some(row) = read_estimate(&path)? {
+                    if let Some(row) = read_estimate(&path, build)? {
                         rows.push(row);
                     }
                 } else if path
@@ -240,7 +318,7 @@ fn criterion_rows(root: &Path) -> Result<Vec<Row>> {
     Ok(rows)
 }
 
-fn read_estimate(dir: &Path) -> Result<Option<Row>> {
+fn read_estimate(dir: &Path, build: Build) -> Result<Option<Row>> {
     let (Ok(benchmark), Ok(estimates)) = (
         fs::read_to_string(dir.join("benchmark.json")),
         fs::read_to_string(dir.join("estimates.json")),
@@ -271,6 +349,7 @@ fn read_estimate(dir: &Path) -> Result<Option<Row>> {
         bytes: benchmark["throughput"]["Bytes"].as_u64(),
         elements: benchmark["throughput"]["Elements"].as_u64(),
         source: "criterion",
+        build,
     }))
 }
 
@@ -325,16 +404,18 @@ fn go_sync_map_rows(quick: bool) -> Result<Vec<Row>> {
             bytes: None,
             elements: Some(1),
             source: "go test -bench",
+            build: Build::Portable,
         });
     }
     Ok(rows)
 }
 
-fn by_group(rows: &[Row]) -> BTreeMap<String, Vec<Row>> {
-    let mut groups: BTreeMap<String, Vec<Row>> = BTreeMap::new();
+/// The rows of each group and build.
+fn by_group(rows: &[Row]) -> BTreeMap<(String, Build), Vec<Row>> {
+    let mut groups: BTreeMap<(String, Build), Vec<Row>> = BTreeMap::new();
     for row in rows {
         groups
-            .entry(row.group.clone())
+            .entry((row.group.clone(), row.build))
             .or_default()
             .push(row.clone());
     }
@@ -361,21 +442,30 @@ fn report(rows: &[Row]) -> String {
          from `cargo xtask bench`. GB/s where a group counts bytes (higher is better), \
          otherwise ns per operation (lower is better). \"ours / best peer\" is the speed \
          ratio of our best entry to the best peer (above 1: ours is faster); limits such \
-         as memcpy are not peers.\n",
+         as memcpy are not peers. The simd groups appear twice: the portable build and \
+         a `-C target-cpu=native` build (where peers that choose their instructions at \
+         compile time get AES and AVX2; ours chooses at run time in both).\n",
     );
-    for (group, group_rows) in by_group(rows) {
-        let table = GroupTable::new(&group, &group_rows);
+    let groups = by_group(rows);
+    let built_twice = |group: &str| {
+        groups.contains_key(&(group.to_owned(), Build::Portable))
+            && groups.contains_key(&(group.to_owned(), Build::Native))
+    };
+    for ((group, build), group_rows) in &groups {
+        let table = GroupTable::new(group, group_rows);
         let unit = table.unit();
         let seed = table.info.map_or("", |info| info.seed);
-        let _ = write!(
-            out,
-            "\n## {group} ({unit}){}\n\n",
-            if seed.is_empty() {
-                String::new()
-            } else {
-                format!(" — seed {seed}")
-            }
-        );
+        let seed = if seed.is_empty() {
+            String::new()
+        } else {
+            format!(" — seed {seed}")
+        };
+        let build = if built_twice(group) {
+            format!(", {}", build.describe())
+        } else {
+            String::new()
+        };
+        let _ = write!(out, "\n## {group} ({unit}){seed}{build}\n\n");
         let mut values: Vec<String> = group_rows.iter().map(|row| row.value.clone()).collect();
         values.sort_by_key(|value| value_key(value));
         values.dedup();
@@ -492,8 +582,155 @@ impl<'a> GroupTable<'a> {
     }
 }
 
+/// The group's chart: throughput against input size where the group sweeps sizes,
+/// else bars at its largest parameter.
+fn svg_chart(group: &str, build: Build, rows: &[Row]) -> String {
+    let sizes: Vec<u64> = {
+        let mut sizes: Vec<u64> = rows.iter().filter_map(|row| row.bytes).collect();
+        sizes.sort_unstable();
+        sizes.dedup();
+        sizes
+    };
+    let title = format!("{group}, {}", build.describe().replace('`', ""));
+    if sizes.len() >= 3 && rows.iter().all(|row| row.bytes.is_some()) {
+        size_chart(&title, &GroupTable::new(group, rows), &sizes)
+    } else {
+        bar_chart(&title, rows)
+    }
+}
+
+/// Ours bold, peers thin in the palette's colours, limits dashed grey.
+fn stroke_of<'a>(table: &GroupTable<'_>, function: &str, peer_index: usize) -> Stroke<'a> {
+    if table.is_ours(function) {
+        Stroke {
+            colour: "#c00000",
+            width: 3.5,
+            dashed: false,
+        }
+    } else if table.is_limit(function) {
+        Stroke {
+            colour: "#707070",
+            width: 1.5,
+            dashed: true,
+        }
+    } else {
+        // The palette without its red, which is ours.
+        let colours: Vec<&str> = PALETTE
+            .iter()
+            .copied()
+            .filter(|c| *c != "#e15759")
+            .collect();
+        Stroke {
+            colour: colours[peer_index % colours.len()],
+            width: 1.5,
+            dashed: false,
+        }
+    }
+}
+
+/// GB/s against input size, both axes logarithmic: a line per function.
+fn size_chart(title: &str, table: &GroupTable<'_>, sizes: &[u64]) -> String {
+    let (width, height) = (820.0, 440.0);
+    let (left, right, top, bottom) = (64.0, 190.0, 40.0, 48.0);
+    let figures: Vec<f64> = table
+        .rows
+        .iter()
+        .map(Row::figure)
+        .filter(|f| *f > 0.0)
+        .collect();
+    let low = figures
+        .iter()
+        .copied()
+        .fold(f64::MAX, f64::min)
+        .log10()
+        .floor();
+    let high = figures
+        .iter()
+        .copied()
+        .fold(f64::MIN_POSITIVE, f64::max)
+        .log10()
+        .ceil();
+    let high = if high > low { high } else { low + 1.0 };
+    let (first, last) = (
+        (sizes[0] as f64).log2(),
+        (sizes[sizes.len() - 1] as f64).log2(),
+    );
+    let x = |bytes: f64| left + (bytes.log2() - first) / (last - first) * (width - left - right);
+    let y = |gbs: f64| top + (high - gbs.log10()) / (high - low) * (height - top - bottom);
+    let mut svg = Svg::new(width, height, &format!("{title}: GB/s by input size"));
+    for decade in low as i32..=high as i32 {
+        let value = 10f64.powi(decade);
+        svg.line(
+            (left, y(value)),
+            (width - right, y(value)),
+            "#dddddd",
+            false,
+        );
+        svg.text(left - 6.0, y(value) + 4.0, Anchor::End, &format!("{value}"));
+    }
+    for &size in sizes {
+        let at = x(size as f64);
+        svg.line((at, top), (at, height - bottom), "#eeeeee", false);
+        svg.text(
+            at,
+            height - bottom + 16.0,
+            Anchor::Middle,
+            &size_label(size),
+        );
+    }
+    svg.line(
+        (left, height - bottom),
+        (width - right, height - bottom),
+        "black",
+        false,
+    );
+    svg.line((left, top), (left, height - bottom), "black", false);
+    svg.text(
+        (left + width - right) / 2.0,
+        height - 10.0,
+        Anchor::Middle,
+        "input size (log)",
+    );
+    svg.vertical_text(16.0, (top + height - bottom) / 2.0, "GB/s (log)");
+    let mut legend = Vec::new();
+    let mut peers = 0;
+    // Limits and peers first, ours last so that it is drawn on top.
+    for function in table.functions.iter().rev() {
+        let stroke = stroke_of(table, function, peers);
+        if !table.is_ours(function) && !table.is_limit(function) {
+            peers += 1;
+        }
+        let mut points: Vec<(u64, f64)> = table
+            .rows
+            .iter()
+            .filter(|row| &row.function == function)
+            .filter_map(|row| Some((row.bytes?, row.figure())))
+            .filter(|(_, figure)| *figure > 0.0)
+            .collect();
+        points.sort_by_key(|(bytes, _)| *bytes);
+        let line: Vec<(f64, f64)> = points
+            .iter()
+            .map(|&(bytes, figure)| (x(bytes as f64), y(figure)))
+            .collect();
+        svg.stroked_polyline(&line, stroke, function);
+        legend.push((function.as_str(), stroke));
+    }
+    legend.reverse();
+    svg.line_legend(width - right + 14.0, top, &legend);
+    svg.finish()
+}
+
+/// "16 B", "4 KiB", "1 MiB".
+fn size_label(bytes: u64) -> String {
+    match bytes {
+        b if b >= 1 << 20 && b % (1 << 20) == 0 => format!("{} MiB", b >> 20),
+        b if b >= 1 << 10 && b % (1 << 10) == 0 => format!("{} KiB", b >> 10),
+        b => format!("{b} B"),
+    }
+}
+
 /// A horizontal bar chart of each function at the group's largest parameter.
-fn svg_chart(group: &str, rows: &[Row]) -> String {
+fn bar_chart(title: &str, rows: &[Row]) -> String {
     let largest = rows
         .iter()
         .map(|row| value_key(&row.value))
@@ -516,7 +753,7 @@ fn svg_chart(group: &str, rows: &[Row]) -> String {
     let mut svg = Svg::new(
         label_width + bar_width + 90.0,
         50.0 + row_height * bars.len() as f64,
-        &format!("{group} at {largest} ({unit})"),
+        &format!("{title} at {largest} ({unit})"),
     );
     for (i, row) in bars.iter().enumerate() {
         let y = 36.0 + row_height * i as f64;
@@ -546,6 +783,7 @@ mod tests {
             bytes,
             elements: bytes.is_none().then_some(1),
             source: "test",
+            build: Build::Portable,
         }
     }
 
@@ -595,5 +833,57 @@ mod tests {
         );
         assert!(report.contains("| padded | 5.00 | ours |"), "{report}");
         assert!(report.contains("| alone | 4.00 | limit |"), "{report}");
+    }
+
+    #[test]
+    fn groups_built_twice_get_a_table_and_a_size_chart_per_build() {
+        let mut rows = Vec::new();
+        for (build, ours_ns) in [(Build::Portable, 100.0), (Build::Native, 50.0)] {
+            for (size, value) in [(16, "16B"), (1024, "1KiB"), (1 << 20, "1MiB")] {
+                let scale = size as f64 / 16.0;
+                for (function, ns) in [("simd", ours_ns), ("adler2", 80.0), ("memcpy", 10.0)] {
+                    let mut row = row("adler32", function, value, ns * scale, Some(size));
+                    row.build = build;
+                    rows.push(row);
+                }
+            }
+        }
+        let report = report(&rows);
+        assert!(
+            report.contains("## adler32 (GB/s) — seed 003: adler32, portable build"),
+            "{report}"
+        );
+        assert!(
+            report.contains("## adler32 (GB/s) — seed 003: adler32, `-C target-cpu=native` build"),
+            "{report}"
+        );
+        // Portable: ours 100 ns against 80 ns; native: 50 against 80.
+        assert!(
+            report.contains("| 1KiB | 0.16 | 0.20 | 1.60 | 0.80x |"),
+            "{report}"
+        );
+        assert!(
+            report.contains("| 1KiB | 0.32 | 0.20 | 1.60 | 1.60x |"),
+            "{report}"
+        );
+
+        let groups = by_group(&rows);
+        let native = &groups[&("adler32".to_owned(), Build::Native)];
+        let chart = svg_chart("adler32", Build::Native, native);
+        assert!(chart.contains("GB/s by input size"), "{chart}");
+        let lines: Vec<&str> = chart
+            .lines()
+            .filter(|l| l.starts_with("<polyline"))
+            .collect();
+        assert_eq!(lines.len(), 3, "{chart}");
+        // Ours is drawn last (on top) and bold; memcpy dashed.
+        assert!(lines[2].contains("stroke-width=\"3.5\"") && lines[2].contains("<title>simd<"));
+        assert!(lines[0].contains("stroke-dasharray") && lines[0].contains("<title>memcpy<"));
+        for label in ["16 B", "1 KiB", "1 MiB"] {
+            assert!(
+                chart.contains(&format!(">{label}</text>")),
+                "{label}: {chart}"
+            );
+        }
     }
 }

@@ -45,6 +45,7 @@ use clap::{Parser, Subcommand};
 /// Debian packages the checks need, with the command each provides.
 /// probe's build needs clang (its BPF programs), libelf, zlib, pkg-config and make
 /// (the vendored libbpf); its tests compare with strace and list programs with bpftool.
+/// The simd bench's simdutf peer is C++ (g++; clippy builds it with all targets).
 /// timeserve's tests query it with chronyd -Q and ntpdig (the latter inside a network
 /// namespace made with unshare and ip).
 const SYSTEM_PACKAGES: &[(&str, &str)] = &[
@@ -65,6 +66,7 @@ const SYSTEM_PACKAGES: &[(&str, &str)] = &[
     ("zlib1g-dev", "/usr/include/zlib.h"),
     ("pkg-config", "pkg-config"),
     ("make", "make"),
+    ("g++", "g++"),
     ("bpftool", "/usr/sbin/bpftool"),
 ];
 

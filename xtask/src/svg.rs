@@ -9,6 +9,29 @@ pub(crate) const PALETTE: [&str; 8] = [
     "#4e79a7", "#f28e2b", "#e15759", "#76b7b2", "#59a14f", "#edc948", "#b07aa1", "#9c755f",
 ];
 
+/// How a line is drawn: colour, width, dashed or solid.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct Stroke<'a> {
+    pub(crate) colour: &'a str,
+    pub(crate) width: f64,
+    pub(crate) dashed: bool,
+}
+
+impl Stroke<'_> {
+    /// The attributes of an SVG element drawn with this stroke.
+    fn attributes(&self) -> String {
+        let dash = if self.dashed {
+            " stroke-dasharray=\"6 4\""
+        } else {
+            ""
+        };
+        format!(
+            "fill=\"none\" stroke=\"{}\" stroke-width=\"{:.1}\"{dash}",
+            self.colour, self.width
+        )
+    }
+}
+
 /// How text is anchored at its x.
 #[derive(Clone, Copy, Debug)]
 pub(crate) enum Anchor {
@@ -90,17 +113,53 @@ impl Svg {
         );
     }
 
-    /// A line through the points.
-    pub(crate) fn polyline(&mut self, points: &[(f64, f64)], stroke: &str) {
+    /// A line through the points, 2 wide and solid.
+    pub(crate) fn polyline(&mut self, points: &[(f64, f64)], colour: &str) {
+        self.stroked_polyline(
+            points,
+            Stroke {
+                colour,
+                width: 2.0,
+                dashed: false,
+            },
+            "",
+        );
+    }
+
+    /// A line through the points with `stroke`, and a tooltip.
+    pub(crate) fn stroked_polyline(
+        &mut self,
+        points: &[(f64, f64)],
+        stroke: Stroke<'_>,
+        tip: &str,
+    ) {
         let points: Vec<String> = points
             .iter()
             .map(|(x, y)| format!("{x:.1},{y:.1}"))
             .collect();
         let _ = writeln!(
             self.body,
-            "<polyline fill=\"none\" stroke=\"{stroke}\" stroke-width=\"2\" points=\"{}\"/>",
-            points.join(" ")
+            "<polyline {} points=\"{}\"><title>{}</title></polyline>",
+            stroke.attributes(),
+            points.join(" "),
+            escape(tip)
         );
+    }
+
+    /// A legend of lines: one short stroke and name per series, from (x, y) down.
+    pub(crate) fn line_legend(&mut self, x: f64, y: f64, entries: &[(&str, Stroke<'_>)]) {
+        for (i, (name, stroke)) in entries.iter().enumerate() {
+            let row = y + 18.0 * i as f64;
+            let _ = writeln!(
+                self.body,
+                "<line x1=\"{x:.1}\" y1=\"{:.1}\" x2=\"{:.1}\" y2=\"{:.1}\" {}/>",
+                row + 5.0,
+                x + 22.0,
+                row + 5.0,
+                stroke.attributes()
+            );
+            self.text(x + 28.0, row + 10.0, Anchor::Start, name);
+        }
     }
 
     /// A legend: one swatch and name per series, from (x, y) down.
@@ -150,7 +209,7 @@ mod tests {
             text.contains("height=\"0.0\""),
             "negative sizes clamp: {text}"
         );
-        assert!(text.contains("points=\"0.0,1.0 2.0,3.0\""));
+        assert!(text.contains("stroke-width=\"2.0\" points=\"0.0,1.0 2.0,3.0\""));
         assert!(text.ends_with("</svg>\n"));
     }
 }
