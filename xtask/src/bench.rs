@@ -678,20 +678,12 @@ fn size_chart(title: &str, table: &GroupTable<'_>, sizes: &[u64]) -> String {
             &size_label(size),
         );
     }
-    svg.line(
-        (left, height - bottom),
+    svg.axes(
+        (left, top),
         (width - right, height - bottom),
-        "black",
-        false,
-    );
-    svg.line((left, top), (left, height - bottom), "black", false);
-    svg.text(
-        (left + width - right) / 2.0,
-        height - 10.0,
-        Anchor::Middle,
         "input size (log)",
+        "GB/s (log)",
     );
-    svg.vertical_text(16.0, (top + height - bottom) / 2.0, "GB/s (log)");
     let mut legend = Vec::new();
     let mut peers = 0;
     // Limits and peers first, ours last so that it is drawn on top.

@@ -162,6 +162,26 @@ impl Svg {
         }
     }
 
+    /// The axes of a chart whose plot area spans `left..right` and `top..bottom`: the
+    /// two lines, the x label at the foot of the canvas and the y label up its left.
+    pub(crate) fn axes(
+        &mut self,
+        (left, top): (f64, f64),
+        (right, bottom): (f64, f64),
+        x_label: &str,
+        y_label: &str,
+    ) {
+        self.line((left, bottom), (right, bottom), "black", false);
+        self.line((left, top), (left, bottom), "black", false);
+        self.text(
+            (left + right) / 2.0,
+            self.height - 12.0,
+            Anchor::Middle,
+            x_label,
+        );
+        self.vertical_text(14.0, (top + bottom) / 2.0, y_label);
+    }
+
     /// A legend: one swatch and name per series, from (x, y) down.
     pub(crate) fn legend(&mut self, x: f64, y: f64, names: &[&str]) {
         for (i, name) in names.iter().enumerate() {

@@ -530,22 +530,10 @@ fn chart(steps: &[Step], targets: &[Target]) -> String {
         height,
         "Receive-buffer drops against offered load (127.0.0.1)",
     );
-    svg.line(
-        (left, height - bottom),
+    svg.axes(
+        (left, top),
         (width - right, height - bottom),
-        "black",
-        false,
-    );
-    svg.line((left, top), (left, height - bottom), "black", false);
-    svg.text(
-        (left + width - right) / 2.0,
-        height - 12.0,
-        Anchor::Middle,
         "offered requests/s",
-    );
-    svg.vertical_text(
-        14.0,
-        (top + height - bottom) / 2.0,
         "RcvbufErrors per second",
     );
     for i in 0..=4 {
