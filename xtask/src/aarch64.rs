@@ -12,9 +12,11 @@ use crate::{cargo, ensure_packages, project_root, step};
 
 pub(crate) const TARGET: &str = "aarch64-unknown-linux-gnu";
 
-/// The Debian packages for cross-building and running aarch64 code.
+/// The Debian packages for cross-building and running aarch64 code (g++ for the simd
+/// bench's simdutf peer, C++, and its libstdc++).
 const PACKAGES: &[(&str, &str)] = &[
     ("gcc-aarch64-linux-gnu", "aarch64-linux-gnu-gcc"),
+    ("g++-aarch64-linux-gnu", "aarch64-linux-gnu-g++"),
     (
         "libc6-dev-arm64-cross",
         "/usr/aarch64-linux-gnu/lib/libc.so",
