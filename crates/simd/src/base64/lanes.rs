@@ -47,7 +47,8 @@ pub(super) unsafe fn encode<V: Lanes>(
     // The multipliers are powers of two per 16-bit half, which LLVM rewrites as
     // shifts: two and a blend for the low multiply, and for the high one a dozen
     // instructions (SSSE3) or 32-bit variable shifts (AVX2), at up to half the speed.
-    // Hiding them behind `black_box` (once, before the loop) keeps `pmullw`/`pmulhuw`.
+    // Hiding them behind `black_box` (once, before the loop) keeps `pmullw` and
+    // SSSE3's `pmulhuw`; AVX2's `vpmulhuw` also needs `V256::mul_high_u16`'s assembly.
     // SAFETY: as above.
     let [high_multiplier, low_multiplier] =
         core::hint::black_box(unsafe { [V::splat_u32(0x0400_0040), V::splat_u32(0x0100_0010)] });

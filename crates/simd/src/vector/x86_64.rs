@@ -398,7 +398,8 @@ impl Lanes for V256 {
         // a shift for LLVM to match back to `vpmulhuw`: with base64's constant
         // multipliers (powers of two per half) LLVM turned it into 32-bit variable
         // shifts instead, six instructions in place of one, and the encoder ran at
-        // half speed.
+        // half speed; with the multiplier hidden behind `black_box` it still widened
+        // to 32-bit lanes around the multiply (vpmovzxwd, vpackusdw, vpermq).
         let high: __m256i;
         // SAFETY: vpmulhuw (AVX2, enabled here) reads and writes these three
         // registers only.
