@@ -2,17 +2,27 @@
 //!
 //! - Keys: four 128-bit round keys, the seed XORed with constants (digits of π).
 //! - Length: mixed into every lane's starting value, so `b"a"` and `b"a\0"` differ.
-//! - Up to 16 bytes: one block of them without a variable-length copy (8..=16 bytes:
-//!   the first and the last 8, overlapping; 4..=7: the first and last 4; 1..=3: the
-//!   first, middle and last byte; with the length mixed in, distinct keys give
-//!   distinct blocks), XOR key 0, then three rounds (two give full diffusion of a
-//!   16-byte block; the third is for avalanche).
+//! - Up to 16 bytes: the key's bytes as two 64-bit words without a variable-length
+//!   copy (8..=16 bytes: the first and the last 8, overlapping; 4..=7: the first and
+//!   last 4; 1..=3: the first, middle and last byte; with the length mixed in,
+//!   distinct keys give distinct words), then two folded multiplies as in wyhash and
+//!   foldhash: the 128-bit product of the words XOR the seed, and the product of its
+//!   halves XOR the length and constants, folded to 64 bits by XOR. No AES here: three
+//!   dependent rounds plus the call through the dispatcher cost 3-4x foldhash at 16
+//!   bytes, while two multiplies pass the same quality tests and need no CPU feature,
+//!   so [`super::hash_bytes`] takes this path before it dispatches.
 //! - 17 to 64 bytes: two or four 16-byte blocks (the first and last 16/32 bytes,
 //!   overlapping), each absorbed into its own lane.
-//! - Longer: four lanes absorb 64 bytes per step, then the last 64 bytes (overlapping).
-//! - Absorbing a block: `lane = aesenc(aesenc(lane, block), key)`, two rounds.
-//! - Finishing: the lanes are folded into one with a round each, two more rounds, and
-//!   the 128 bits are folded to 64 by XOR.
+//! - 65 to 128 bytes: the first and the last 64 bytes, overlapping, into eight lanes.
+//! - Longer: eight lanes absorb 128 bytes per step, then the last 128 bytes
+//!   (overlapping). Eight independent lanes keep two AES units busy: a round's latency
+//!   is four cycles, and each block costs two dependent rounds (four lanes ran at half
+//!   gxhash's speed, waiting on latency).
+//! - Absorbing a block: `lane = aesenc(aesenc(lane, block), key)`, two rounds: with
+//!   one, the difference one block leaves after a single S-box layer could be cancelled
+//!   by the next block with a guess of a few bits, whatever the key.
+//! - Finishing: the lanes are combined pairwise in a tree with a round per pair, two
+//!   more rounds with keys, and the 128 bits are folded to 64 by XOR.
 //! - A running `Hasher` hashes each write with its state so far XORed into key 0.
 //!
 //! Go's arm64 aeshash lost bytes above 256 (a register reused in the loop); the tests
@@ -86,6 +96,30 @@ fn small_block(bytes: &[u8]) -> (u64, u64) {
     }
 }
 
+/// The hash of a key of at most 16 bytes (see the module docs); the same function for
+/// every implementation.
+///
+/// The seed goes into the first product only: an attacker who does not know it can
+/// make neither factor zero (which would make the key's other word irrelevant) but by
+/// guessing 64 bits.
+#[inline(always)]
+pub(crate) fn hash_short(bytes: &[u8], keys: Keys, tweak: u64) -> u64 {
+    debug_assert!(bytes.len() <= 16);
+    let (low, high) = small_block(bytes);
+    let product = u128::from(low ^ keys.low ^ PI[0] ^ tweak) * u128::from(high ^ keys.high ^ PI[1]);
+    folded_multiply(
+        product as u64 ^ PI[2] ^ bytes.len() as u64,
+        (product >> 64) as u64 ^ PI[3],
+    )
+}
+
+/// The 128-bit product of `a` and `b`, folded to 64 bits by XOR of its halves.
+#[inline(always)]
+fn folded_multiply(a: u64, b: u64) -> u64 {
+    let product = u128::from(a) * u128::from(b);
+    product as u64 ^ (product >> 64) as u64
+}
+
 /// The 16 bytes at `offset` (which must leave 16 in `bytes`).
 #[inline(always)]
 fn block_at(bytes: &[u8], offset: usize) -> &[u8; 16] {
@@ -99,6 +133,10 @@ fn block_at(bytes: &[u8], offset: usize) -> &[u8; 16] {
 /// The CPU must support `B`'s instructions.
 #[inline(always)]
 pub(crate) unsafe fn hash<B: Block>(bytes: &[u8], keys: Keys, tweak: u64) -> u64 {
+    let len = bytes.len();
+    if len <= 16 {
+        return hash_short(bytes, keys, tweak);
+    }
     // SAFETY: the caller guarantees B's instructions exist; every other operation in
     // this block is safe Rust.
     unsafe {
@@ -108,49 +146,57 @@ pub(crate) unsafe fn hash<B: Block>(bytes: &[u8], keys: Keys, tweak: u64) -> u64
             keys.key(2, 0),
             keys.key(3, 0),
         ];
-        let len = bytes.len();
-        let length = B::from_halves(len as u64, 0);
-        if len <= 16 {
-            let (low, high) = small_block(bytes);
-            let s = B::from_halves(low, high).xor(k[0]).aesenc(k[1].xor(length));
-            return fold(s.aesenc(k[2]).aesenc(k[3]));
-        }
-        let mut lanes = [
-            k[0].xor(length),
-            k[1].xor(length),
-            k[2].xor(length),
-            k[3].xor(length),
-        ];
+        // The length in the low half for lanes 0-3, in the high half for 4-7, so that
+        // lanes sharing a key start apart.
+        let length = [B::from_halves(len as u64, 0), B::from_halves(0, len as u64)];
+        let mut lanes: [B; 8] = core::array::from_fn(|i| k[i % 4].xor(length[i / 4]));
         let absorb = |lane: B, block: &[u8; 16], key: B| lane.aesenc(B::load(block)).aesenc(key);
-        if len <= 32 {
+        let s = if len <= 32 {
             lanes[0] = absorb(lanes[0], block_at(bytes, 0), k[0]);
             lanes[1] = absorb(lanes[1], block_at(bytes, len - 16), k[1]);
+            lanes[0].aesenc(lanes[1])
         } else if len <= 64 {
             lanes[0] = absorb(lanes[0], block_at(bytes, 0), k[0]);
             lanes[1] = absorb(lanes[1], block_at(bytes, 16), k[1]);
             lanes[2] = absorb(lanes[2], block_at(bytes, len - 32), k[2]);
             lanes[3] = absorb(lanes[3], block_at(bytes, len - 16), k[3]);
+            combine4(&[lanes[0], lanes[1], lanes[2], lanes[3]])
         } else {
-            // Every whole 64-byte step but the last, then the last 64 bytes.
-            let steps = (len - 1) / 64;
-            for step in bytes[..steps * 64].chunks_exact(64) {
-                for (i, lane) in lanes.iter_mut().enumerate() {
-                    *lane = absorb(*lane, block_at(step, 16 * i), k[i]);
+            if len <= 128 {
+                // The first 64 bytes into lanes 0-3, the last 64 into lanes 4-7.
+                for i in 0..4 {
+                    lanes[i] = absorb(lanes[i], block_at(bytes, 16 * i), k[i]);
+                    lanes[i + 4] = absorb(lanes[i + 4], block_at(bytes, len - 64 + 16 * i), k[i]);
                 }
+            } else {
+                // Every whole 128-byte step but the last, then the last 128 bytes.
+                let steps = (len - 1) / 128;
+                let mut absorb_step = |step: &[u8]| {
+                    for (i, lane) in lanes.iter_mut().enumerate() {
+                        *lane = absorb(*lane, block_at(step, 16 * i), k[i % 4]);
+                    }
+                };
+                for step in bytes[..steps * 128].chunks_exact(128) {
+                    absorb_step(step);
+                }
+                absorb_step(&bytes[len - 128..]);
             }
-            let last = &bytes[len - 64..];
-            for (i, lane) in lanes.iter_mut().enumerate() {
-                *lane = absorb(*lane, block_at(last, 16 * i), k[i]);
-            }
-        }
-        let s = lanes[0]
-            .aesenc(lanes[1])
-            .aesenc(lanes[2])
-            .aesenc(lanes[3])
-            .aesenc(k[0])
-            .aesenc(k[1]);
-        fold(s)
+            combine4(&[lanes[0], lanes[1], lanes[2], lanes[3]])
+                .aesenc(combine4(&[lanes[4], lanes[5], lanes[6], lanes[7]]))
+        };
+        fold(s.aesenc(k[0]).aesenc(k[1]))
     }
+}
+
+/// Four lanes combined pairwise, a round per pair: two rounds deep where a chain
+/// would be three.
+///
+/// # Safety
+/// The CPU must support `B`'s instructions.
+#[inline(always)]
+unsafe fn combine4<B: Block>(lanes: &[B; 4]) -> B {
+    // SAFETY: the caller guarantees B's instructions exist.
+    unsafe { lanes[0].aesenc(lanes[1]).aesenc(lanes[2].aesenc(lanes[3])) }
 }
 
 /// 128 bits to 64 by XOR of the halves.

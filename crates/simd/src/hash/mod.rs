@@ -1,6 +1,8 @@
 //! A fast keyed hash for hash tables, built on AES rounds like Go's runtime aeshash:
 //! AES-NI on x86_64, AESE/AESMC on aarch64, and a software AES round elsewhere (the
-//! specification; all three give the same values).
+//! specification; all three give the same values). Keys of up to 16 bytes are hashed
+//! with two 64-bit multiplies instead (wyhash's and foldhash's folded multiply), in
+//! line, without dispatch.
 //!
 //! ```
 //! use std::collections::HashMap;
@@ -41,6 +43,10 @@ use block::Soft;
 /// The hash of `bytes` under `seed`.
 #[inline]
 pub fn hash_bytes(bytes: &[u8], seed: u64) -> u64 {
+    if bytes.len() <= 16 {
+        // Short keys need no CPU feature: no dispatch (see `algorithm`).
+        return algorithm::hash_short(bytes, Keys::new([seed, 0]), 0);
+    }
     let function = selected();
     // SAFETY: `choose` only picks a function whose CPU features are present.
     unsafe { function(bytes, Keys::new([seed, 0]), 0) }
@@ -106,6 +112,10 @@ pub struct AesHasher {
 impl AesHasher {
     #[inline]
     fn absorb(&mut self, bytes: &[u8]) {
+        if bytes.len() <= 16 {
+            self.state = algorithm::hash_short(bytes, self.keys, self.state);
+            return;
+        }
         let function = selected();
         // SAFETY: `choose` only picks a function whose CPU features are present.
         self.state = unsafe { function(bytes, self.keys, self.state) };
