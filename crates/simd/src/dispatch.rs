@@ -30,6 +30,8 @@ pub enum Implementation {
     /// x86_64 AES-NI in its VEX encoding (with AVX): no moves to keep a source
     /// register.
     AesNiAvx,
+    /// x86_64 AES-NI with VAES (256-bit AES rounds, two 128-bit lanes per instruction).
+    AesNiVaes,
     /// aarch64 Advanced SIMD (NEON).
     Neon,
     /// aarch64 AES instructions (AESE/AESMC).
@@ -38,7 +40,7 @@ pub enum Implementation {
 
 impl Implementation {
     /// Every implementation, in discriminant order.
-    const ALL: [Implementation; 10] = [
+    const ALL: [Implementation; 11] = [
         Implementation::Scalar,
         Implementation::Sse2,
         Implementation::Ssse3,
@@ -47,6 +49,7 @@ impl Implementation {
         Implementation::Avx512Vbmi,
         Implementation::AesNi,
         Implementation::AesNiAvx,
+        Implementation::AesNiVaes,
         Implementation::Neon,
         Implementation::ArmAes,
     ];
@@ -67,6 +70,7 @@ impl Implementation {
             Implementation::Avx512Vbmi => "avx512vbmi",
             Implementation::AesNi => "aes-ni",
             Implementation::AesNiAvx => "aes-ni+avx",
+            Implementation::AesNiVaes => "aes-ni+vaes",
             Implementation::Neon => "neon",
             Implementation::ArmAes => "arm-aes",
         }

@@ -3,7 +3,7 @@
 
 use core::arch::aarch64::*;
 
-use super::algorithm::{self, Keys};
+use super::algorithm::{self, EachLane, Keys};
 use super::block::Block;
 
 #[derive(Clone, Copy)]
@@ -56,5 +56,16 @@ impl Block for ArmAes {
 #[target_feature(enable = "neon,aes")]
 pub(super) unsafe fn hash_arm_aes(bytes: &[u8], keys: Keys, tweak: u64) -> u64 {
     // SAFETY: this function's target features are the ones ArmAes needs.
-    unsafe { algorithm::hash::<ArmAes>(bytes, keys, tweak) }
+    unsafe { algorithm::hash::<ArmAes, EachLane>(bytes, keys, tweak) }
+}
+
+/// The hash with the AES extension, for builds that enable it at compile time
+/// (`-C target-cpu=native`, Apple targets): in line, without the dispatcher's
+/// indirect call.
+#[cfg(target_feature = "aes")]
+#[inline(always)]
+pub(super) fn hash_compiled(bytes: &[u8], keys: Keys, tweak: u64) -> u64 {
+    // SAFETY: the build enables NEON and AES in every function, so the program only
+    // runs on CPUs that have them.
+    unsafe { algorithm::hash::<ArmAes, EachLane>(bytes, keys, tweak) }
 }

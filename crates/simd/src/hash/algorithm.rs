@@ -1,4 +1,4 @@
-//! The hash, written once over [`Block`].
+//! The hash, written once over [`Block`] (and [`Steps`] for its long loop).
 //!
 //! - Keys: four 128-bit round keys, the seed XORed with constants (digits of π).
 //! - Length: mixed into every lane's starting value, so `b"a"` and `b"a\0"` differ.
@@ -13,11 +13,13 @@
 //!   so [`super::hash_bytes`] takes this path before it dispatches.
 //! - 17 to 64 bytes: two or four 16-byte blocks (the first and last 16/32 bytes,
 //!   overlapping), each absorbed into its own lane.
-//! - 65 to 128 bytes: the first and the last 64 bytes, overlapping, into eight lanes.
-//! - Longer: eight lanes absorb 128 bytes per step, then the last 128 bytes
-//!   (overlapping). Eight independent lanes keep two AES units busy: a round's latency
-//!   is four cycles, and each block costs two dependent rounds (four lanes ran at half
-//!   gxhash's speed, waiting on latency).
+//! - 65 to 128 bytes: the first and the last 64 bytes, overlapping, into eight lanes;
+//!   129 to 256: the first and the last 128 into sixteen.
+//! - Longer: sixteen lanes absorb 256 bytes per step, then the last 256 bytes
+//!   (overlapping). A round's latency is four cycles and a block costs two dependent
+//!   rounds, so independent lanes are what keeps the AES units busy: four lanes ran at
+//!   half gxhash's speed; eight fill two 128-bit units; sixteen fill them with VAES's
+//!   256-bit rounds (two lanes per instruction, [`Steps`]), twice as fast again.
 //! - Absorbing a block: `lane = aesenc(aesenc(lane, block), key)`, two rounds: with
 //!   one, the difference one block leaves after a single S-box layer could be cancelled
 //!   by the next block with a guess of a few bits, whatever the key.
@@ -126,19 +128,53 @@ fn block_at(bytes: &[u8], offset: usize) -> &[u8; 16] {
     bytes[offset..offset + 16].try_into().expect("16 bytes")
 }
 
+/// Lanes of the long loop, each a chain of AES rounds independent of the others.
+pub(crate) const LANES: usize = 16;
+
+/// Bytes one step of the long loop absorbs: a block per lane.
+pub(crate) const STEP: usize = 16 * LANES;
+
+/// How whole steps are absorbed into the lanes: lane `i` takes the 16 bytes at `16·i`
+/// of each step with key `k[i % 4]` (see [`absorb`]). [`EachLane`] does it with one
+/// `B` per lane; an implementation with wider AES instructions may do two lanes per
+/// instruction, with the same values.
+pub(crate) trait Steps<B: Block> {
+    /// Absorbs every step of `steps` (a multiple of [`STEP`] bytes) into `lanes`.
+    ///
+    /// # Safety
+    /// The CPU must support `B`'s instructions and the implementation's.
+    unsafe fn absorb(lanes: &mut [B; LANES], steps: &[u8], k: &[B; 4]);
+}
+
+/// [`Steps`] one lane at a time: the definition.
+pub(crate) struct EachLane;
+
+impl<B: Block> Steps<B> for EachLane {
+    #[inline(always)]
+    unsafe fn absorb(lanes: &mut [B; LANES], steps: &[u8], k: &[B; 4]) {
+        for step in steps.chunks_exact(STEP) {
+            for (i, lane) in lanes.iter_mut().enumerate() {
+                // SAFETY: the caller guarantees B's instructions exist.
+                *lane = unsafe { absorb(*lane, block_at(step, 16 * i), k[i % 4]) };
+            }
+        }
+    }
+}
+
 /// The hash of `bytes` with `keys`, with `tweak` XORed into key 0 (how a running
-/// `Hasher` chains its writes), for any [`Block`].
+/// `Hasher` chains its writes), for any [`Block`], with `S` absorbing the long
+/// loop's steps.
 ///
 /// # Safety
-/// The CPU must support `B`'s instructions.
+/// The CPU must support `B`'s and `S`'s instructions.
 #[inline(always)]
-pub(crate) unsafe fn hash<B: Block>(bytes: &[u8], keys: Keys, tweak: u64) -> u64 {
+pub(crate) unsafe fn hash<B: Block, S: Steps<B>>(bytes: &[u8], keys: Keys, tweak: u64) -> u64 {
     let len = bytes.len();
     if len <= 16 {
         return hash_short(bytes, keys, tweak);
     }
-    // SAFETY: the caller guarantees B's instructions exist; every other operation in
-    // this block is safe Rust.
+    // SAFETY: the caller guarantees B's and S's instructions exist; every other
+    // operation in this block is safe Rust.
     unsafe {
         let k: [B; 4] = [
             keys.key(0, tweak),
@@ -146,57 +182,146 @@ pub(crate) unsafe fn hash<B: Block>(bytes: &[u8], keys: Keys, tweak: u64) -> u64
             keys.key(2, 0),
             keys.key(3, 0),
         ];
-        // The length in the low half for lanes 0-3, in the high half for 4-7, so that
-        // lanes sharing a key start apart.
-        let length = [B::from_halves(len as u64, 0), B::from_halves(0, len as u64)];
-        let mut lanes: [B; 8] = core::array::from_fn(|i| k[i % 4].xor(length[i / 4]));
-        let absorb = |lane: B, block: &[u8; 16], key: B| lane.aesenc(B::load(block)).aesenc(key);
         let s = if len <= 32 {
-            lanes[0] = absorb(lanes[0], block_at(bytes, 0), k[0]);
-            lanes[1] = absorb(lanes[1], block_at(bytes, len - 16), k[1]);
-            lanes[0].aesenc(lanes[1])
+            combine2([
+                one_block(bytes, &k, 0, 0),
+                one_block(bytes, &k, 1, len - 16),
+            ])
         } else if len <= 64 {
-            lanes[0] = absorb(lanes[0], block_at(bytes, 0), k[0]);
-            lanes[1] = absorb(lanes[1], block_at(bytes, 16), k[1]);
-            lanes[2] = absorb(lanes[2], block_at(bytes, len - 32), k[2]);
-            lanes[3] = absorb(lanes[3], block_at(bytes, len - 16), k[3]);
-            combine4(&[lanes[0], lanes[1], lanes[2], lanes[3]])
+            // The first 32 bytes and the last 32, overlapping.
+            combine4([
+                one_block(bytes, &k, 0, 0),
+                one_block(bytes, &k, 1, 16),
+                one_block(bytes, &k, 2, len - 32),
+                one_block(bytes, &k, 3, len - 16),
+            ])
+        } else if len <= 128 {
+            // The first 64 bytes into lanes 0-3, the last 64 into 4-7.
+            let tail = len - 128;
+            combine8([
+                one_block(bytes, &k, 0, 0),
+                one_block(bytes, &k, 1, 16),
+                one_block(bytes, &k, 2, 32),
+                one_block(bytes, &k, 3, 48),
+                one_block(bytes, &k, 4, tail + 64),
+                one_block(bytes, &k, 5, tail + 80),
+                one_block(bytes, &k, 6, tail + 96),
+                one_block(bytes, &k, 7, tail + 112),
+            ])
         } else {
-            if len <= 128 {
-                // The first 64 bytes into lanes 0-3, the last 64 into lanes 4-7.
-                for i in 0..4 {
-                    lanes[i] = absorb(lanes[i], block_at(bytes, 16 * i), k[i]);
-                    lanes[i + 4] = absorb(lanes[i + 4], block_at(bytes, len - 64 + 16 * i), k[i]);
+            let mut lanes = [k[0]; LANES];
+            for (i, start) in lanes.iter_mut().enumerate() {
+                *start = lane_start(&k, i, len);
+            }
+            if len <= STEP {
+                // 129 to 256 bytes: the first 128 into lanes 0-7, the last 128 into 8-15.
+                let halves = [&bytes[..STEP / 2], &bytes[len - STEP / 2..]];
+                for (half, lanes) in halves.into_iter().zip(lanes.chunks_exact_mut(8)) {
+                    for (i, lane) in lanes.iter_mut().enumerate() {
+                        *lane = absorb(*lane, block_at(half, 16 * i), k[i % 4]);
+                    }
                 }
             } else {
-                // Every whole 128-byte step but the last, then the last 128 bytes.
-                let steps = (len - 1) / 128;
-                let mut absorb_step = |step: &[u8]| {
-                    for (i, lane) in lanes.iter_mut().enumerate() {
-                        *lane = absorb(*lane, block_at(step, 16 * i), k[i % 4]);
-                    }
-                };
-                for step in bytes[..steps * 128].chunks_exact(128) {
-                    absorb_step(step);
-                }
-                absorb_step(&bytes[len - 128..]);
+                // Every whole step but the last, then the last STEP bytes.
+                let steps = (len - 1) / STEP;
+                S::absorb(&mut lanes, &bytes[..steps * STEP], &k);
+                S::absorb(&mut lanes, &bytes[len - STEP..], &k);
             }
-            combine4(&[lanes[0], lanes[1], lanes[2], lanes[3]])
-                .aesenc(combine4(&[lanes[4], lanes[5], lanes[6], lanes[7]]))
+            combine16(lanes)
         };
         fold(s.aesenc(k[0]).aesenc(k[1]))
     }
 }
 
-/// Four lanes combined pairwise, a round per pair: two rounds deep where a chain
-/// would be three.
+/// Lane `i`'s starting value: key `i % 4` XOR the length (low half) and the lane's
+/// group `i / 4` (high half), so that lanes sharing a key start apart.
 ///
 /// # Safety
 /// The CPU must support `B`'s instructions.
 #[inline(always)]
-unsafe fn combine4<B: Block>(lanes: &[B; 4]) -> B {
+unsafe fn lane_start<B: Block>(k: &[B; 4], i: usize, len: usize) -> B {
     // SAFETY: the caller guarantees B's instructions exist.
-    unsafe { lanes[0].aesenc(lanes[1]).aesenc(lanes[2].aesenc(lanes[3])) }
+    unsafe { k[i % 4].xor(B::from_halves(len as u64, (i / 4) as u64)) }
+}
+
+/// Lane `i` of a hash of `bytes` after absorbing its one block, the 16 bytes at `at`.
+///
+/// # Safety
+/// The CPU must support `B`'s instructions.
+#[inline(always)]
+unsafe fn one_block<B: Block>(bytes: &[u8], k: &[B; 4], i: usize, at: usize) -> B {
+    // SAFETY: the caller guarantees B's instructions exist.
+    unsafe { absorb(lane_start(k, i, bytes.len()), block_at(bytes, at), k[i % 4]) }
+}
+
+/// Absorbs a block into a lane: `aesenc(aesenc(lane, block), key)`.
+///
+/// # Safety
+/// The CPU must support `B`'s instructions.
+#[inline(always)]
+pub(crate) unsafe fn absorb<B: Block>(lane: B, block: &[u8; 16], key: B) -> B {
+    // SAFETY: the caller guarantees B's instructions exist.
+    unsafe { lane.aesenc(B::load(block)).aesenc(key) }
+}
+
+/// Lanes combined pairwise in a tree, a round per pair: log2(n) rounds deep where a
+/// chain would be n - 1. One function per count, spelled out: a loop over an array
+/// of lanes was left as a loop through memory, five times slower at 256 bytes.
+///
+/// # Safety
+/// The CPU must support `B`'s instructions.
+#[inline(always)]
+unsafe fn combine2<B: Block>([a, b]: [B; 2]) -> B {
+    // SAFETY: the caller guarantees B's instructions exist.
+    unsafe { a.aesenc(b) }
+}
+
+/// Four lanes combined as [`combine2`] says.
+///
+/// # Safety
+/// As for [`combine2`].
+#[inline(always)]
+unsafe fn combine4<B: Block>([a, b, c, d]: [B; 4]) -> B {
+    // SAFETY: the caller guarantees B's instructions exist.
+    unsafe { combine2([combine2([a, b]), combine2([c, d])]) }
+}
+
+/// Eight lanes combined as [`combine2`] says.
+///
+/// # Safety
+/// As for [`combine2`].
+#[inline(always)]
+unsafe fn combine8<B: Block>(l: [B; 8]) -> B {
+    // SAFETY: the caller guarantees B's instructions exist.
+    unsafe {
+        combine4([
+            combine2([l[0], l[1]]),
+            combine2([l[2], l[3]]),
+            combine2([l[4], l[5]]),
+            combine2([l[6], l[7]]),
+        ])
+    }
+}
+
+/// Sixteen lanes combined as [`combine2`] says.
+///
+/// # Safety
+/// As for [`combine2`].
+#[inline(always)]
+unsafe fn combine16<B: Block>(l: [B; 16]) -> B {
+    // SAFETY: the caller guarantees B's instructions exist.
+    unsafe {
+        combine8([
+            combine2([l[0], l[1]]),
+            combine2([l[2], l[3]]),
+            combine2([l[4], l[5]]),
+            combine2([l[6], l[7]]),
+            combine2([l[8], l[9]]),
+            combine2([l[10], l[11]]),
+            combine2([l[12], l[13]]),
+            combine2([l[14], l[15]]),
+        ])
+    }
 }
 
 /// 128 bits to 64 by XOR of the halves.

@@ -2,7 +2,10 @@
 //! AES-NI on x86_64, AESE/AESMC on aarch64, and a software AES round elsewhere (the
 //! specification; all three give the same values). Keys of up to 16 bytes are hashed
 //! with two 64-bit multiplies instead (wyhash's and foldhash's folded multiply), in
-//! line, without dispatch.
+//! line, without dispatch. Builds that enable AES at compile time (`-C
+//! target-cpu=native`) call the AES instructions in line too, whatever
+//! [`crate::force_scalar`] says: every implementation gives the same values, and such
+//! a build only runs on CPUs with AES.
 //!
 //! ```
 //! use std::collections::HashMap;
@@ -37,8 +40,12 @@ use crate::dispatch::arm_has;
 use crate::dispatch::x86_has;
 use crate::dispatch::{cached_choice, Candidate};
 use crate::Implementation;
-use algorithm::Keys;
+#[cfg(all(target_arch = "aarch64", target_feature = "aes"))]
+use aarch64 as compiled;
+use algorithm::{EachLane, Keys};
 use block::Soft;
+#[cfg(all(target_arch = "x86_64", target_feature = "aes"))]
+use x86_64 as compiled;
 
 /// The hash of `bytes` under `seed`.
 #[inline]
@@ -47,6 +54,12 @@ pub fn hash_bytes(bytes: &[u8], seed: u64) -> u64 {
         // Short keys need no CPU feature: no dispatch (see `algorithm`).
         return algorithm::hash_short(bytes, Keys::new([seed, 0]), 0);
     }
+    #[cfg(all(
+        any(target_arch = "x86_64", target_arch = "aarch64"),
+        target_feature = "aes"
+    ))]
+    return compiled::hash_compiled(bytes, Keys::new([seed, 0]), 0);
+    #[allow(unreachable_code, reason = "unreachable in builds with AES")]
     let function = selected();
     // SAFETY: `choose` only picks a function whose CPU features are present.
     unsafe { function(bytes, Keys::new([seed, 0]), 0) }
@@ -116,6 +129,15 @@ impl AesHasher {
             self.state = algorithm::hash_short(bytes, self.keys, self.state);
             return;
         }
+        #[cfg(all(
+            any(target_arch = "x86_64", target_arch = "aarch64"),
+            target_feature = "aes"
+        ))]
+        {
+            self.state = compiled::hash_compiled(bytes, self.keys, self.state);
+            return;
+        }
+        #[allow(unreachable_code, reason = "unreachable in builds with AES")]
         let function = selected();
         // SAFETY: `choose` only picks a function whose CPU features are present.
         self.state = unsafe { function(bytes, self.keys, self.state) };
@@ -179,6 +201,15 @@ fn choose() -> (HashFn, Implementation) {
 static CANDIDATES: &[Candidate<(HashFn, SeededHashFn)>] = &[
     #[cfg(target_arch = "x86_64")]
     Candidate {
+        implementation: Implementation::AesNiVaes,
+        available: || x86_has!("aes") && x86_has!("avx2") && x86_has!("vaes"),
+        function: (x86_64::hash_aesni_vaes, |bytes, seed| {
+            // SAFETY: called only through a table entry whose CPU features are present.
+            unsafe { x86_64::hash_aesni_vaes(bytes, Keys::new([seed, 0]), 0) }
+        }),
+    },
+    #[cfg(target_arch = "x86_64")]
+    Candidate {
         implementation: Implementation::AesNiAvx,
         available: || x86_has!("aes") && x86_has!("avx"),
         function: (x86_64::hash_aesni_avx, |bytes, seed| {
@@ -217,7 +248,7 @@ static CANDIDATES: &[Candidate<(HashFn, SeededHashFn)>] = &[
 /// The software AES round: the specification and the fallback.
 unsafe fn hash_soft(bytes: &[u8], keys: Keys, tweak: u64) -> u64 {
     // SAFETY: Soft needs no CPU feature.
-    unsafe { algorithm::hash::<Soft>(bytes, keys, tweak) }
+    unsafe { algorithm::hash::<Soft, EachLane>(bytes, keys, tweak) }
 }
 
 /// A hash of (bytes, seed), as [`hash_bytes`].

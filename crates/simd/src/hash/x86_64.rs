@@ -1,8 +1,9 @@
-//! AES-NI: the block is an `__m128i`, the round `aesenc`.
+//! AES-NI: the block is an `__m128i`, the round `aesenc`; with VAES, the long loop
+//! runs two lanes per 256-bit `vaesenc`.
 
 use core::arch::x86_64::*;
 
-use super::algorithm::{self, Keys};
+use super::algorithm::{self, EachLane, Keys, Steps, LANES, STEP};
 use super::block::Block;
 
 #[derive(Clone, Copy)]
@@ -55,7 +56,7 @@ impl Block for AesNi {
 #[target_feature(enable = "aes,sse2")]
 pub(super) unsafe fn hash_aesni(bytes: &[u8], keys: Keys, tweak: u64) -> u64 {
     // SAFETY: this function's target features are the ones AesNi needs.
-    unsafe { algorithm::hash::<AesNi>(bytes, keys, tweak) }
+    unsafe { algorithm::hash::<AesNi, EachLane>(bytes, keys, tweak) }
 }
 
 /// The hash with AES-NI in VEX encoding: the same instructions, but no SSE/AVX
@@ -67,5 +68,67 @@ pub(super) unsafe fn hash_aesni(bytes: &[u8], keys: Keys, tweak: u64) -> u64 {
 #[target_feature(enable = "aes,avx")]
 pub(super) unsafe fn hash_aesni_avx(bytes: &[u8], keys: Keys, tweak: u64) -> u64 {
     // SAFETY: this function's target features include the ones AesNi needs.
-    unsafe { algorithm::hash::<AesNi>(bytes, keys, tweak) }
+    unsafe { algorithm::hash::<AesNi, EachLane>(bytes, keys, tweak) }
+}
+
+/// The hash with AES-NI and VAES: the long loop's lanes in pairs, a 256-bit
+/// `vaesenc` doing two lanes' rounds at once.
+///
+/// # Safety
+/// The CPU must support AES-NI, AVX2 and VAES.
+#[target_feature(enable = "aes,avx2,vaes")]
+pub(super) unsafe fn hash_aesni_vaes(bytes: &[u8], keys: Keys, tweak: u64) -> u64 {
+    // SAFETY: this function's target features include AesNi's and VaesPairs'.
+    unsafe { algorithm::hash::<AesNi, VaesPairs>(bytes, keys, tweak) }
+}
+
+/// [`Steps`] with VAES: lanes `2m` and `2m + 1` in one `__m256i` (low and high half),
+/// so each instruction does the round of two lanes; their blocks are the 32 bytes at
+/// `32·m` and their keys `k[2m % 4]`, `k[(2m + 1) % 4]`, as [`EachLane`] has them.
+struct VaesPairs;
+
+impl Steps<AesNi> for VaesPairs {
+    #[inline(always)]
+    unsafe fn absorb(lanes: &mut [AesNi; LANES], steps: &[u8], k: &[AesNi; 4]) {
+        // SAFETY: the caller guarantees AVX2 and VAES; every load reads 32 bytes of a
+        // STEP-byte chunk at 32·m < STEP (loadu has no alignment requirement).
+        unsafe {
+            let keys = [
+                _mm256_set_m128i(k[1].0, k[0].0),
+                _mm256_set_m128i(k[3].0, k[2].0),
+            ];
+            let mut pairs = [_mm256_setzero_si256(); LANES / 2];
+            for (m, pair) in pairs.iter_mut().enumerate() {
+                *pair = _mm256_set_m128i(lanes[2 * m + 1].0, lanes[2 * m].0);
+            }
+            for step in steps.chunks_exact(STEP) {
+                for (m, pair) in pairs.iter_mut().enumerate() {
+                    let blocks = _mm256_loadu_si256(step[32 * m..].as_ptr().cast());
+                    let round = _mm256_aesenc_epi128(*pair, blocks);
+                    *pair = _mm256_aesenc_epi128(round, keys[m % 2]);
+                }
+            }
+            for (m, pair) in pairs.iter().enumerate() {
+                lanes[2 * m] = AesNi(_mm256_castsi256_si128(*pair));
+                lanes[2 * m + 1] = AesNi(_mm256_extracti128_si256::<1>(*pair));
+            }
+        }
+    }
+}
+
+/// The hash with AES-NI, for builds that enable AES at compile time
+/// (`-C target-cpu=native`, `-C target-feature=+aes`): in line, without the
+/// dispatcher's indirect call, which at 17-64 bytes costs as much as the hashing.
+#[cfg(target_feature = "aes")]
+#[inline(always)]
+pub(super) fn hash_compiled(bytes: &[u8], keys: Keys, tweak: u64) -> u64 {
+    // SAFETY: the build enables AES-NI (and SSE2, x86_64's baseline; AVX2 and VAES
+    // where VaesPairs is used) in every function, so the program only runs on CPUs
+    // that have them.
+    unsafe {
+        #[cfg(all(target_feature = "avx2", target_feature = "vaes"))]
+        return algorithm::hash::<AesNi, VaesPairs>(bytes, keys, tweak);
+        #[allow(unreachable_code, reason = "unreachable in builds with VAES")]
+        algorithm::hash::<AesNi, EachLane>(bytes, keys, tweak)
+    }
 }
