@@ -197,16 +197,16 @@ pub(crate) unsafe fn hash<B: Block, S: Steps<B>>(bytes: &[u8], keys: Keys, tweak
             ])
         } else if len <= 128 {
             // The first 64 bytes into lanes 0-3, the last 64 into 4-7.
-            let tail = len - 128;
+            let last = len - 64;
             combine8([
                 one_block(bytes, &k, 0, 0),
                 one_block(bytes, &k, 1, 16),
                 one_block(bytes, &k, 2, 32),
                 one_block(bytes, &k, 3, 48),
-                one_block(bytes, &k, 4, tail + 64),
-                one_block(bytes, &k, 5, tail + 80),
-                one_block(bytes, &k, 6, tail + 96),
-                one_block(bytes, &k, 7, tail + 112),
+                one_block(bytes, &k, 4, last),
+                one_block(bytes, &k, 5, last + 16),
+                one_block(bytes, &k, 6, last + 32),
+                one_block(bytes, &k, 7, last + 48),
             ])
         } else {
             let mut lanes = [k[0]; LANES];
