@@ -8,9 +8,10 @@
 //!   distinct keys give distinct words), then two folded multiplies as in wyhash and
 //!   foldhash: the 128-bit product of the words XOR the seed, and the product of its
 //!   halves XOR the length and constants, folded to 64 bits by XOR. No AES here: three
-//!   dependent rounds plus the call through the dispatcher cost 3-4x foldhash at 16
-//!   bytes, while two multiplies pass the same quality tests and need no CPU feature,
-//!   so [`super::hash_bytes`] takes this path before it dispatches.
+//!   dependent rounds plus the call through the dispatcher took 2-4x foldhash's time
+//!   at 16 bytes, while two multiplies pass the same quality tests and need no CPU
+//!   feature, so [`super::hash_bytes`] takes this path before it dispatches. (One
+//!   multiply, as `foldhash::fast` does, fails them: avalanche and seed bias 0.5.)
 //! - 17 to 64 bytes: two or four 16-byte blocks (the first and last 16/32 bytes,
 //!   overlapping), each absorbed into its own lane.
 //! - 65 to 128 bytes: the first and the last 64 bytes, overlapping, into eight lanes;
