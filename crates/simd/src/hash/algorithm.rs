@@ -260,7 +260,7 @@ unsafe fn one_block<B: Block>(bytes: &[u8], k: &[B; 4], i: usize, at: usize) -> 
 /// # Safety
 /// The CPU must support `B`'s instructions.
 #[inline(always)]
-pub(crate) unsafe fn absorb<B: Block>(lane: B, block: &[u8; 16], key: B) -> B {
+unsafe fn absorb<B: Block>(lane: B, block: &[u8; 16], key: B) -> B {
     // SAFETY: the caller guarantees B's instructions exist.
     unsafe { lane.aesenc(B::load(block)).aesenc(key) }
 }

@@ -50,19 +50,33 @@ use x86_64 as compiled;
 /// The hash of `bytes` under `seed`.
 #[inline]
 pub fn hash_bytes(bytes: &[u8], seed: u64) -> u64 {
+    hash_keyed(bytes, Keys::new([seed, 0]), 0)
+}
+
+/// The hash of `bytes` with `keys` and `tweak`, by the cheapest way this build and
+/// CPU allow: short keys in line (they need no CPU feature), the AES path in line in
+/// builds that enable AES, else the dispatched implementation.
+#[inline]
+fn hash_keyed(bytes: &[u8], keys: Keys, tweak: u64) -> u64 {
     if bytes.len() <= 16 {
-        // Short keys need no CPU feature: no dispatch (see `algorithm`).
-        return algorithm::hash_short(bytes, Keys::new([seed, 0]), 0);
+        return algorithm::hash_short(bytes, keys, tweak);
     }
     #[cfg(all(
         any(target_arch = "x86_64", target_arch = "aarch64"),
         target_feature = "aes"
     ))]
-    return compiled::hash_compiled(bytes, Keys::new([seed, 0]), 0);
-    #[allow(unreachable_code, reason = "unreachable in builds with AES")]
-    let function = selected();
-    // SAFETY: `choose` only picks a function whose CPU features are present.
-    unsafe { function(bytes, Keys::new([seed, 0]), 0) }
+    {
+        compiled::hash_compiled(bytes, keys, tweak)
+    }
+    #[cfg(not(all(
+        any(target_arch = "x86_64", target_arch = "aarch64"),
+        target_feature = "aes"
+    )))]
+    {
+        let function = selected();
+        // SAFETY: `choose` only picks a function whose CPU features are present.
+        unsafe { function(bytes, keys, tweak) }
+    }
 }
 
 /// A [`BuildHasher`] for `HashMap`/`HashSet`: random keys per process (and per
@@ -125,22 +139,7 @@ pub struct AesHasher {
 impl AesHasher {
     #[inline]
     fn absorb(&mut self, bytes: &[u8]) {
-        if bytes.len() <= 16 {
-            self.state = algorithm::hash_short(bytes, self.keys, self.state);
-            return;
-        }
-        #[cfg(all(
-            any(target_arch = "x86_64", target_arch = "aarch64"),
-            target_feature = "aes"
-        ))]
-        {
-            self.state = compiled::hash_compiled(bytes, self.keys, self.state);
-            return;
-        }
-        #[allow(unreachable_code, reason = "unreachable in builds with AES")]
-        let function = selected();
-        // SAFETY: `choose` only picks a function whose CPU features are present.
-        self.state = unsafe { function(bytes, self.keys, self.state) };
+        self.state = hash_keyed(bytes, self.keys, self.state);
     }
 }
 

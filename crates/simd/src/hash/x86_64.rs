@@ -123,12 +123,21 @@ impl Steps<AesNi> for VaesPairs {
 #[inline(always)]
 pub(super) fn hash_compiled(bytes: &[u8], keys: Keys, tweak: u64) -> u64 {
     // SAFETY: the build enables AES-NI (and SSE2, x86_64's baseline; AVX2 and VAES
-    // where VaesPairs is used) in every function, so the program only runs on CPUs
-    // that have them.
-    unsafe {
-        #[cfg(all(target_feature = "avx2", target_feature = "vaes"))]
-        return algorithm::hash::<AesNi, VaesPairs>(bytes, keys, tweak);
-        #[allow(unreachable_code, reason = "unreachable in builds with VAES")]
-        algorithm::hash::<AesNi, EachLane>(bytes, keys, tweak)
-    }
+    // where CompiledSteps is VaesPairs) in every function, so the program only runs on
+    // CPUs that have them.
+    unsafe { algorithm::hash::<AesNi, CompiledSteps>(bytes, keys, tweak) }
 }
+
+/// The long loop of builds with AES: two lanes per instruction where the build also
+/// enables AVX2 and VAES.
+#[cfg(all(
+    target_feature = "aes",
+    target_feature = "avx2",
+    target_feature = "vaes"
+))]
+type CompiledSteps = VaesPairs;
+#[cfg(all(
+    target_feature = "aes",
+    not(all(target_feature = "avx2", target_feature = "vaes"))
+))]
+type CompiledSteps = EachLane;
