@@ -6,9 +6,9 @@
 
 use core::arch::aarch64::*;
 
-use super::Tables;
+use super::{scalar, DecodeError, Padding, Tables};
 
-/// NEON: 48 bytes to 64 characters per step.
+/// NEON: 48 bytes to 64 characters per step, then the scalar code.
 ///
 /// # Safety
 /// The CPU must support NEON (every aarch64 Linux CPU does).
@@ -17,7 +17,8 @@ pub(super) unsafe fn encode_neon(
     input: &[u8],
     output: &mut [u8],
     tables: &Tables,
-) -> (usize, usize) {
+    padding: Padding,
+) {
     // SAFETY: the alphabet is 64 readable bytes.
     let alphabet = unsafe { vld1q_u8_x4(tables.encode.as_ptr()) };
     let six_bits = vdupq_n_u8(63);
@@ -46,7 +47,7 @@ pub(super) unsafe fn encode_neon(
         read += 48;
         written += 64;
     }
-    (read, written)
+    scalar::encode(&input[read..], &mut output[written..], tables, padding);
 }
 
 /// The 6-bit values of 16 characters: entries below 64 from the first four table
@@ -60,7 +61,8 @@ fn sextets(chars: uint8x16_t, ascii_low: uint8x16x4_t, ascii_high: uint8x16x4_t)
     vqtbx4q_u8(low, ascii_high, vsubq_u8(chars, vdupq_n_u8(64)))
 }
 
-/// NEON: 64 characters to 48 bytes per step.
+/// NEON: 64 characters to 48 bytes per step, then the scalar code (which also reports
+/// a step with an invalid character).
 ///
 /// # Safety
 /// The CPU must support NEON.
@@ -69,7 +71,7 @@ pub(super) unsafe fn decode_neon(
     input: &[u8],
     output: &mut [u8],
     tables: &Tables,
-) -> (usize, usize) {
+) -> Result<(), DecodeError> {
     // SAFETY: the decode table has 256 readable bytes.
     let (ascii_low, ascii_high) = unsafe {
         (
@@ -104,5 +106,5 @@ pub(super) unsafe fn decode_neon(
         read += 64;
         written += 48;
     }
-    (read, written)
+    scalar::decode(&input[read..], &mut output[written..], tables, read)
 }

@@ -24,9 +24,16 @@ const PACK_LANES: [u8; 16] = [
     2, 1, 0, 6, 5, 4, 10, 9, 8, 14, 13, 12, 0x80, 0x80, 0x80, 0x80,
 ];
 
-/// Encodes whole steps (3/4 of `V::BYTES` bytes to `V::BYTES` characters) from the
-/// start of `input` into `output`, while both have room for a step; returns the bytes
-/// read and the characters written.
+/// Encodes every whole 3-byte group of `input` into `output` (exactly the encoded
+/// length) and returns the bytes read and the characters written: the rest, 0 to 2
+/// bytes and the padding, is the scalar code's. Inputs shorter than
+/// [`Lanes::GROUPS_READ`] are left to the caller whole.
+///
+/// Whole steps run from the start; the groups they leave (up to one step and one
+/// group) come from one more load of the input's last `GROUPS_READ` bytes, shuffled so
+/// that a step ends at the last whole group, rewriting characters already written
+/// with the same values (and, when a step and a group are left, a second step from
+/// the same load starting where the steps stopped).
 ///
 /// # Safety
 /// The CPU must support `V`'s instructions.
@@ -36,44 +43,131 @@ pub(super) unsafe fn encode<V: Lanes>(
     output: &mut [u8],
     tables: &Tables,
 ) -> (usize, usize) {
-    // SAFETY: the caller guarantees V's instructions (for every V operation in this
-    // function, too); the loads and stores are checked where they happen.
-    let (offsets, spread) = unsafe {
-        (
-            V::broadcast(&tables.encode_offsets),
-            V::broadcast(&SPREAD_GROUPS),
-        )
+    let step = V::BYTES / 4 * 3;
+    let groups_end = input.len() / 3 * 3;
+    let Some(output) = output.get_mut(..groups_end / 3 * 4) else {
+        return (0, 0);
     };
-    // The multipliers are powers of two per 16-bit half, which LLVM rewrites as
-    // shifts: two and a blend for the low multiply, and for the high one a dozen
-    // instructions (SSSE3) or 32-bit variable shifts (AVX2), at up to half the speed.
-    // Hiding them behind `black_box` (once, before the loop) keeps `pmullw` and
-    // SSSE3's `pmulhuw`; AVX2's `vpmulhuw` also needs `V256::mul_high_u16`'s assembly.
-    // SAFETY: as above.
-    let [high_multiplier, low_multiplier] =
-        core::hint::black_box(unsafe { [V::splat_u32(0x0400_0040), V::splat_u32(0x0100_0010)] });
+    if input.len() < V::GROUPS_READ {
+        return (0, 0);
+    }
+    // SAFETY: the caller guarantees V's instructions (for every V operation in this
+    // function, too).
+    let encoder = unsafe { Encoder::<V>::new(tables) };
     let (mut read, mut written) = (0, 0);
-    while input.len() - read >= V::GROUPS_READ && output.len() - written >= V::BYTES {
-        // SAFETY: as above; GROUPS_READ readable bytes at `read` and `V::BYTES`
-        // writable bytes at `written`, checked above.
+    // Four steps at a time while they fit (a quarter of the loop's own instructions),
+    // then one.
+    while input.len() - read >= 3 * step + V::GROUPS_READ {
+        // SAFETY: as for the single steps below, for each of the four.
         unsafe {
-            let lanes = V::load_groups(input.as_ptr().add(read)).shuffle(spread);
+            encoder.step(input, output, read, written);
+            encoder.step(input, output, read + step, written + V::BYTES);
+            encoder.step(input, output, read + 2 * step, written + 2 * V::BYTES);
+            encoder.step(input, output, read + 3 * step, written + 3 * V::BYTES);
+        }
+        read += 4 * step;
+        written += 4 * V::BYTES;
+    }
+    while input.len() - read >= V::GROUPS_READ {
+        // SAFETY: GROUPS_READ readable bytes at `read`, checked above; the step's
+        // V::BYTES characters at `written` end at (read + step) / 3 * 4 <=
+        // output.len(), as read + step < input.len() - 4 and output holds every
+        // whole group.
+        unsafe { encoder.step(input, output, read, written) };
+        read += step;
+        written += V::BYTES;
+    }
+    if read < groups_end {
+        // The last GROUPS_READ bytes start at `base`; a step from `start` takes its
+        // groups `start - base` bytes into each lane: 1 to 4 (the steps stopped with
+        // fewer than GROUPS_READ bytes left, and the last step starts at
+        // groups_end - step >= input.len() - 2 - step = base + 2).
+        let base = input.len() - V::GROUPS_READ;
+        let last = groups_end - step;
+        // SAFETY: GROUPS_READ readable bytes at `base`; the steps' characters end at
+        // or before output.len() = groups_end / 3 * 4.
+        unsafe {
+            let lanes = V::load_groups(input.as_ptr().add(base));
+            if read < last {
+                let chars = encoder.chars(lanes, (read - base) as u8);
+                chars.store(output.as_mut_ptr().add(written));
+            }
+            let chars = encoder.chars(lanes, (last - base) as u8);
+            chars.store(output.as_mut_ptr().add(output.len() - V::BYTES));
+        }
+    }
+    (groups_end, output.len())
+}
+
+/// The encoder's constants at one width.
+struct Encoder<V> {
+    offsets: V,
+    spread: V,
+    high_multiplier: V,
+    low_multiplier: V,
+}
+
+impl<V: Lanes> Encoder<V> {
+    /// # Safety
+    /// The CPU must support `V`'s instructions.
+    #[inline(always)]
+    unsafe fn new(tables: &Tables) -> Encoder<V> {
+        // The multipliers are powers of two per 16-bit half, which LLVM rewrites as
+        // shifts: two and a blend for the low multiply, and for the high one a dozen
+        // instructions (SSSE3) or 32-bit variable shifts (AVX2), at up to half the
+        // speed. Hiding their values (`opaque`) keeps `pmullw` and SSSE3's
+        // `pmulhuw`; AVX2's `vpmulhuw` also needs `V256::mul_high_u16`'s assembly.
+        // (`black_box` hid them too, through a store and a load on the way to the
+        // first multiply.)
+        // SAFETY: the caller guarantees V's instructions.
+        unsafe {
+            Encoder {
+                offsets: V::broadcast(&tables.encode_offsets),
+                spread: V::broadcast(&SPREAD_GROUPS),
+                high_multiplier: V::splat_u32(0x0400_0040).opaque(),
+                low_multiplier: V::splat_u32(0x0100_0010).opaque(),
+            }
+        }
+    }
+
+    /// One step: the groups at `read` to the characters at `written`.
+    ///
+    /// # Safety
+    /// The CPU must support `V`'s instructions; `input` must have `V::GROUPS_READ`
+    /// bytes at `read` and `output` `V::BYTES` at `written`.
+    #[inline(always)]
+    unsafe fn step(&self, input: &[u8], output: &mut [u8], read: usize, written: usize) {
+        debug_assert!(read + V::GROUPS_READ <= input.len() && written + V::BYTES <= output.len());
+        // SAFETY: the caller guarantees V's instructions and the room.
+        unsafe {
+            let chars = self.chars(V::load_groups(input.as_ptr().add(read)), 0);
+            chars.store(output.as_mut_ptr().add(written));
+        }
+    }
+
+    /// The characters of the four 3-byte groups starting `skip` bytes into each lane
+    /// of `lanes` (`skip` at most 4).
+    ///
+    /// # Safety
+    /// The CPU must support `V`'s instructions.
+    #[inline(always)]
+    unsafe fn chars(&self, lanes: V, skip: u8) -> V {
+        debug_assert!(skip <= 4, "a lane has 16 bytes");
+        // SAFETY: the caller guarantees V's instructions.
+        unsafe {
+            let lanes = lanes.shuffle(self.spread.add_u8(V::splat(skip)));
             // Values 0 and 2 of each lane: the top 6 bits of each 16-bit half, moved
             // down by a high multiply. Values 1 and 3: the middle bits, moved up by a
             // low multiply into the odd bytes.
             let high = lanes
                 .and(V::splat_u32(0x0FC0_FC00))
-                .mul_high_u16(high_multiplier);
+                .mul_high_u16(self.high_multiplier);
             let low = lanes
                 .and(V::splat_u32(0x003F_03F0))
-                .mul_low_u16(low_multiplier);
-            let chars = ascii(high.or(low), offsets);
-            chars.store(output.as_mut_ptr().add(written));
+                .mul_low_u16(self.low_multiplier);
+            ascii(high.or(low), self.offsets)
         }
-        read += V::BYTES / 4 * 3;
-        written += V::BYTES;
     }
-    (read, written)
 }
 
 /// Characters for 6-bit values: each value's class (see `Tables::encode_offsets`)
@@ -92,10 +186,16 @@ unsafe fn ascii<V: Lanes>(sextets: V, offsets: V) -> V {
     }
 }
 
-/// Decodes whole steps (`V::BYTES` characters to 3/4 as many bytes) from the start of
-/// `input` into `output`, while both have room for a step and up to the first step
-/// with a character outside the alphabet (left for the scalar code to report);
-/// returns the characters read and the bytes written.
+/// Decodes every whole 4-character group of `input` (padding removed) into `output`
+/// (exactly the decoded length) and returns the characters read and the bytes
+/// written, up to the first step with a character outside the alphabet (left for the
+/// scalar code to report, with the 2 or 3 characters of a partial group). Inputs
+/// shorter than `V::BYTES` are left to the caller whole.
+///
+/// Whole steps run from the start while the output has room for a full-width store;
+/// the groups they leave (at most a step and a quarter) come from a step at the start
+/// of what is left, if needed, and one ending at the last whole group, each stored
+/// through a buffer so that only its bytes reach the output.
 ///
 /// # Safety
 /// The CPU must support `V`'s instructions.
@@ -105,45 +205,168 @@ pub(super) unsafe fn decode<V: Lanes>(
     output: &mut [u8],
     tables: &Tables,
 ) -> (usize, usize) {
-    // SAFETY: the caller guarantees V's instructions (for every V operation in this
-    // function, too); the loads and stores are checked where they happen.
-    let (invalid_by_low_nibble, row_bit_by_high_nibble, offsets, char_63, pack) = unsafe {
-        (
-            V::broadcast(&tables.invalid_by_low_nibble),
-            V::broadcast(&tables.row_bit_by_high_nibble),
-            V::broadcast(&tables.decode_offsets),
-            V::splat(tables.char_63),
-            V::broadcast(&PACK_LANES),
-        )
+    const { assert!(V::BYTES <= 32, "the buffer below holds one step") };
+    let step = V::BYTES / 4 * 3;
+    let groups_end = input.len() / 4 * 4;
+    let Some(output) = output.get_mut(..groups_end / 4 * 3) else {
+        return (0, 0);
     };
+    if input.len() < V::BYTES {
+        return (0, 0);
+    }
+    // SAFETY: the caller guarantees V's instructions (for every V operation in this
+    // function, too).
+    let decoder = unsafe { Decoder::<V>::new(tables) };
     let (mut read, mut written) = (0, 0);
-    // Each step stores V::BYTES bytes and keeps 3/4 of them.
-    while input.len() - read >= V::BYTES && output.len() - written >= V::BYTES {
-        // SAFETY: as above; V::BYTES readable bytes at `read` and writable bytes at
-        // `written`, checked above.
+    // Four steps at a time while they fit, with one test for invalid characters; a
+    // block of four with one goes to the single steps, which stop at its step.
+    while groups_end - read >= 4 * V::BYTES && output.len() - written >= 3 * step + V::BYTES {
+        // SAFETY: 4 * V::BYTES readable bytes at `read`, and 3 * step + V::BYTES
+        // writable bytes at `written` (the last step's store), checked above.
         unsafe {
-            let chars = V::load(input.as_ptr().add(read));
+            let from = input.as_ptr().add(read);
+            let chars_0 = V::load(from);
+            let chars_1 = V::load(from.add(V::BYTES));
+            let chars_2 = V::load(from.add(2 * V::BYTES));
+            let chars_3 = V::load(from.add(3 * V::BYTES));
+            let (invalid_0, high_0) = decoder.classify(chars_0);
+            let (invalid_1, high_1) = decoder.classify(chars_1);
+            let (invalid_2, high_2) = decoder.classify(chars_2);
+            let (invalid_3, high_3) = decoder.classify(chars_3);
+            if !invalid_0
+                .or(invalid_1)
+                .or(invalid_2.or(invalid_3))
+                .is_zero()
+            {
+                break;
+            }
+            let to = output.as_mut_ptr().add(written);
+            decoder.convert(chars_0, high_0).store(to);
+            decoder.convert(chars_1, high_1).store(to.add(step));
+            decoder.convert(chars_2, high_2).store(to.add(2 * step));
+            decoder.convert(chars_3, high_3).store(to.add(3 * step));
+        }
+        read += 4 * V::BYTES;
+        written += 4 * step;
+    }
+    while groups_end - read >= V::BYTES && output.len() - written >= V::BYTES {
+        // SAFETY: V::BYTES readable bytes at `read` and writable bytes at `written`,
+        // checked above.
+        unsafe {
+            let Some(bytes) = decoder.bytes(V::load(input.as_ptr().add(read))) else {
+                return (read, written);
+            };
+            bytes.store(output.as_mut_ptr().add(written));
+        }
+        read += V::BYTES;
+        written += step;
+    }
+    if read < groups_end {
+        // Fewer than V::BYTES bytes of output are left, so fewer than V::BYTES * 4 / 3
+        // characters: a step from `read` and one ending at groups_end cover them.
+        let last = groups_end - V::BYTES;
+        let mut buffer = [0u8; 32];
+        // SAFETY: V::BYTES readable bytes at `read` (when read < last) and at `last`;
+        // `buffer` has room for V::BYTES.
+        unsafe {
+            if read < last {
+                let Some(bytes) = decoder.bytes(V::load(input.as_ptr().add(read))) else {
+                    return (read, written);
+                };
+                bytes.store(buffer.as_mut_ptr());
+                output[written..][..step].copy_from_slice(&buffer[..step]);
+            }
+            let Some(bytes) = decoder.bytes(V::load(input.as_ptr().add(last))) else {
+                return (read, written);
+            };
+            bytes.store(buffer.as_mut_ptr());
+        }
+        let end = output.len();
+        output[end - step..].copy_from_slice(&buffer[..step]);
+    }
+    (groups_end, output.len())
+}
+
+/// The decoder's constants at one width.
+struct Decoder<V> {
+    invalid_by_low_nibble: V,
+    row_bit_by_high_nibble: V,
+    offsets: V,
+    char_63: V,
+    pack: V,
+}
+
+impl<V: Lanes> Decoder<V> {
+    /// # Safety
+    /// The CPU must support `V`'s instructions.
+    #[inline(always)]
+    unsafe fn new(tables: &Tables) -> Decoder<V> {
+        // SAFETY: the caller guarantees V's instructions.
+        unsafe {
+            Decoder {
+                invalid_by_low_nibble: V::broadcast(&tables.invalid_by_low_nibble),
+                row_bit_by_high_nibble: V::broadcast(&tables.row_bit_by_high_nibble),
+                offsets: V::broadcast(&tables.decode_offsets),
+                char_63: V::splat(tables.char_63),
+                pack: V::broadcast(&PACK_LANES),
+            }
+        }
+    }
+
+    /// The bytes of `chars` (3/4 of `V::BYTES` at the start), or `None` if any is
+    /// outside the alphabet.
+    ///
+    /// # Safety
+    /// The CPU must support `V`'s instructions.
+    #[inline(always)]
+    unsafe fn bytes(&self, chars: V) -> Option<V> {
+        // SAFETY: the caller guarantees V's instructions.
+        unsafe {
+            let (invalid, high) = self.classify(chars);
+            if !invalid.is_zero() {
+                return None;
+            }
+            Some(self.convert(chars, high))
+        }
+    }
+
+    /// Nonzero bytes where `chars` has a character outside the alphabet, and each
+    /// character's high nibble.
+    ///
+    /// # Safety
+    /// The CPU must support `V`'s instructions.
+    #[inline(always)]
+    unsafe fn classify(&self, chars: V) -> (V, V) {
+        // SAFETY: the caller guarantees V's instructions.
+        unsafe {
             let nibble = V::splat(0x0F);
             let low = chars.and(nibble);
             let high = chars.shr4_u32().and(nibble);
-            let invalid = invalid_by_low_nibble
+            let invalid = self
+                .invalid_by_low_nibble
                 .shuffle(low)
-                .and(row_bit_by_high_nibble.shuffle(high));
-            if !invalid.is_zero() {
-                break;
-            }
-            let is_63 = chars.eq_u8(char_63);
+                .and(self.row_bit_by_high_nibble.shuffle(high));
+            (invalid, high)
+        }
+    }
+
+    /// The bytes of `chars`, all in the alphabet, whose high nibbles are `high` (3/4
+    /// of `V::BYTES` at the start).
+    ///
+    /// # Safety
+    /// The CPU must support `V`'s instructions.
+    #[inline(always)]
+    unsafe fn convert(&self, chars: V, high: V) -> V {
+        // SAFETY: the caller guarantees V's instructions.
+        unsafe {
+            let is_63 = chars.eq_u8(self.char_63);
             let row = high.xor(is_63.and(V::splat(8)));
-            let sextets = chars.add_u8(offsets.shuffle(row));
+            let sextets = chars.add_u8(self.offsets.shuffle(row));
             // a * 64 + b and c * 64 + d in each 16-bit half, then (ab << 12) + cd.
             let merged = sextets
                 .mul_add_pairs_u8(V::splat_u32(0x0140_0140))
                 .mul_add_pairs_i16(V::splat_u32(0x0001_1000));
-            let bytes = merged.shuffle(pack).join_groups();
-            bytes.store(output.as_mut_ptr().add(written));
+            merged.shuffle(self.pack).join_groups()
         }
-        read += V::BYTES;
-        written += V::BYTES / 4 * 3;
     }
-    (read, written)
 }

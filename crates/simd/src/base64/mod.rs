@@ -23,9 +23,11 @@
 //! last full byte ("QR==" decodes to the same byte as "QQ==" in lax decoders). Each
 //! [`DecodeError`] gives the byte position in the input.
 //!
-//! The SIMD kernels convert whole blocks (12 to 48 input bytes per step) and leave the
-//! last partial block to the scalar code; a block with any invalid character is handed
-//! to the scalar code too, which finds and reports the exact position.
+//! The SIMD kernels convert whole blocks (12 to 48 input bytes per step), the last
+//! one overlapping the one before where the input is not a whole number of blocks,
+//! and leave the last partial group (and the padding) to the scalar code; a block with
+//! any invalid character is handed to the scalar code too, which finds and reports
+//! the exact position.
 
 #[cfg(target_arch = "aarch64")]
 mod aarch64;
@@ -162,6 +164,28 @@ impl fmt::Display for DecodeError {
 
 impl core::error::Error for DecodeError {}
 
+impl DecodeError {
+    /// The same error for an input that starts `offset` bytes earlier.
+    #[cfg(target_arch = "x86_64")]
+    fn shifted(self, offset: usize) -> DecodeError {
+        match self {
+            DecodeError::InvalidByte { position, byte } => DecodeError::InvalidByte {
+                position: position + offset,
+                byte,
+            },
+            DecodeError::InvalidPadding { position } => DecodeError::InvalidPadding {
+                position: position + offset,
+            },
+            DecodeError::NonCanonicalTrailingBits { position } => {
+                DecodeError::NonCanonicalTrailingBits {
+                    position: position + offset,
+                }
+            }
+            DecodeError::InvalidLength { .. } | DecodeError::OutputTooSmall { .. } => self,
+        }
+    }
+}
+
 /// The output slice given to [`Base64::encode_to_slice`] is too short.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub struct OutputTooSmall {
@@ -257,15 +281,9 @@ impl Base64 {
                 available: output.len(),
             });
         };
-        let tables = self.alphabet.tables();
-        let (read, written) = if input.len() >= MIN_BULK {
-            // SAFETY: `kernels` is one of the statics of this module, which only hold
-            // functions whose CPU features `choose`/`implementations` checked.
-            unsafe { (kernels.encode)(input, output, tables) }
-        } else {
-            (0, 0)
-        };
-        scalar::encode(&input[read..], &mut output[written..], tables, self.padding);
+        // SAFETY: `kernels` is one of the statics of this module, which only hold
+        // functions whose CPU features `choose`/`implementations` checked.
+        unsafe { (kernels.encode)(input, output, self.alphabet.tables(), self.padding) };
         Ok(needed)
     }
 
@@ -286,14 +304,8 @@ impl Base64 {
                 available: output.len(),
             });
         };
-        let tables = self.alphabet.tables();
-        let (read, written) = if body.len() >= MIN_BULK {
-            // SAFETY: as in `encode_to_slice_with`.
-            unsafe { (kernels.decode)(body, output, tables) }
-        } else {
-            (0, 0)
-        };
-        scalar::decode(&body[read..], &mut output[written..], tables, read)?;
+        // SAFETY: as in `encode_to_slice_with`.
+        unsafe { (kernels.decode)(body, output, self.alphabet.tables()) }?;
         Ok(needed)
     }
 
@@ -348,16 +360,17 @@ impl Base64 {
     }
 }
 
-/// One implementation's bulk kernels. Each converts whole blocks from the start of its
-/// input, only while the output has room for the block's full-width store, and
-/// returns `(bytes read, bytes written)`; the scalar code finishes the rest. A decode
-/// kernel stops before a block with an invalid character. Inputs shorter than
-/// [`MIN_BULK`] skip the kernels (no block of any kernel fits).
+/// One implementation's kernels. An encode kernel fills `output`, exactly the encoded
+/// length of `input` under the padding given; a decode kernel fills `output`, exactly
+/// the decoded length of `body` (the input without its padding, of a length some
+/// encoding has), or reports the first error with its position in `body`. The SIMD
+/// kernels convert whole blocks and leave the partial group to the scalar code, and a
+/// block with an invalid character too, which finds and reports the exact position.
 #[doc(hidden)]
 pub struct Kernels {
     implementation: Implementation,
-    encode: BulkFn,
-    decode: BulkFn,
+    encode: EncodeFn,
+    decode: DecodeFn,
 }
 
 impl Kernels {
@@ -367,20 +380,13 @@ impl Kernels {
     }
 }
 
-/// The smallest input any bulk kernel converts a block of (SSSE3: 16 bytes read).
-const MIN_BULK: usize = 16;
-
-type BulkFn = unsafe fn(&[u8], &mut [u8], &Tables) -> (usize, usize);
-
-/// The scalar implementation: no bulk step, the scalar code does everything.
-unsafe fn no_bulk(_: &[u8], _: &mut [u8], _: &Tables) -> (usize, usize) {
-    (0, 0)
-}
+type EncodeFn = unsafe fn(&[u8], &mut [u8], &Tables, Padding);
+type DecodeFn = unsafe fn(&[u8], &mut [u8], &Tables) -> Result<(), DecodeError>;
 
 static SCALAR: Kernels = Kernels {
     implementation: Implementation::Scalar,
-    encode: no_bulk,
-    decode: no_bulk,
+    encode: scalar::encode,
+    decode: scalar::decode_body,
 };
 #[cfg(target_arch = "x86_64")]
 static SSSE3: Kernels = Kernels {

@@ -1,38 +1,74 @@
 //! The portable code: the specification the SIMD kernels are tested against, and what
-//! finishes the partial block they leave.
+//! finishes the partial group they leave (all of inputs too short for a step).
 
 use super::tables::{Tables, INVALID};
 use super::{DecodeError, Padding};
 
 /// Encodes `input` into `output`, which is exactly the encoded length under `padding`.
+#[inline]
 pub(super) fn encode(input: &[u8], output: &mut [u8], tables: &Tables, padding: Padding) {
     let alphabet = &tables.encode;
-    let mut groups = input.chunks_exact(3);
-    for (group, slot) in groups.by_ref().zip(output.chunks_exact_mut(4)) {
-        let bits = u32::from(group[0]) << 16 | u32::from(group[1]) << 8 | u32::from(group[2]);
-        slot[0] = alphabet[(bits >> 18) as usize];
-        slot[1] = alphabet[(bits >> 12 & 63) as usize];
-        slot[2] = alphabet[(bits >> 6 & 63) as usize];
-        slot[3] = alphabet[(bits & 63) as usize];
+    let char_at = |bits: u64, shift: u32| u64::from(alphabet[(bits >> shift & 63) as usize]);
+    let (mut read, mut written) = (0, 0);
+    // Two groups from one 8-byte load (its top 48 bits) while 8 bytes remain, their 8
+    // characters in one store.
+    while let (Some(chunk), Some(slot)) = (
+        input.get(read..read + 8),
+        output.get_mut(written..written + 8),
+    ) {
+        let bits = u64::from_be_bytes(chunk.try_into().expect("8 bytes"));
+        let chars = (0..8).fold(0, |chars, i| chars | char_at(bits, 58 - 6 * i) << (8 * i));
+        slot.copy_from_slice(&chars.to_le_bytes());
+        read += 6;
+        written += 8;
     }
-    let rest = groups.remainder();
-    if rest.is_empty() {
-        return;
+    while let (Some(group), Some(slot)) = (
+        input.get(read..read + 3),
+        output.get_mut(written..written + 4),
+    ) {
+        let bits = u64::from(group[0]) << 16 | u64::from(group[1]) << 8 | u64::from(group[2]);
+        let chars = (0..4).fold(0, |chars, i| chars | char_at(bits, 18 - 6 * i) << (8 * i));
+        slot.copy_from_slice(&(chars as u32).to_le_bytes());
+        read += 3;
+        written += 4;
     }
-    let tail = &mut output[input.len() / 3 * 4..];
-    let bits = u32::from(rest[0]) << 16 | u32::from(rest.get(1).copied().unwrap_or(0)) << 8;
-    tail[0] = alphabet[(bits >> 18) as usize];
-    tail[1] = alphabet[(bits >> 12 & 63) as usize];
-    if rest.len() == 2 {
-        tail[2] = alphabet[(bits >> 6 & 63) as usize];
-    }
-    if padding == Padding::Padded {
-        // Explicit stores: a fill() of one or two bytes becomes a call to memset.
-        tail[3] = b'=';
-        if rest.len() == 1 {
-            tail[2] = b'=';
+    encode_partial(&input[read..], &mut output[written..], tables, padding);
+}
+
+/// Encodes the last partial group, `rest` (0 to 2 bytes), into `tail` (exactly its
+/// encoded length under `padding`: 4, or 2 or 3 unpadded).
+#[inline(always)]
+pub(super) fn encode_partial(rest: &[u8], tail: &mut [u8], tables: &Tables, padding: Padding) {
+    let (first, second) = match *rest {
+        [] => return,
+        [first] => (first, None),
+        [first, second, ..] => (first, Some(second)),
+    };
+    let bits = u32::from(first) << 16 | u32::from(second.unwrap_or(0)) << 8;
+    let char_at = |shift: u32| tables.encode[(bits >> shift & 63) as usize];
+    let third = if second.is_some() { char_at(6) } else { b'=' };
+    let chars = [char_at(18), char_at(12), third, b'='];
+    match padding {
+        // One 4-byte store.
+        Padding::Padded => tail[..4].copy_from_slice(&chars),
+        // Explicit stores: a copy of 2 or 3 bytes becomes a call to memcpy.
+        Padding::Unpadded => {
+            tail[0] = chars[0];
+            tail[1] = chars[1];
+            if second.is_some() {
+                tail[2] = chars[2];
+            }
         }
     }
+}
+
+/// The scalar decode kernel: [`decode`] from the start of the input.
+pub(super) fn decode_body(
+    body: &[u8],
+    output: &mut [u8],
+    tables: &Tables,
+) -> Result<(), DecodeError> {
+    decode(body, output, tables, 0)
 }
 
 /// Decodes `body` (the input without its padding, whose length is not a multiple of

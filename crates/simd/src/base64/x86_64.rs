@@ -6,14 +6,14 @@
 
 use core::arch::x86_64::*;
 
-use super::{lanes, Tables};
+use super::{lanes, scalar, DecodeError, Padding, Tables};
 use crate::vector::x86_64::{V128, V256};
+use crate::vector::{Lanes, Vector};
 
 /// SSSE3: 12 bytes to 16 characters per step.
 ///
-/// Never inlined into the AVX2 kernel: compiled for SSSE3 alone, LLVM keeps its
-/// multiplies as `pmulhuw`/`pmullw` (with AVX2 at hand it rewrote them as 32-bit
-/// variable shifts, several times slower).
+/// Never inlined into the AVX2 kernel (which has its own SSSE3 steps): compiled for
+/// SSSE3 alone, LLVM keeps its multiplies as `pmulhuw`/`pmullw`.
 ///
 /// # Safety
 /// The CPU must support SSSE3.
@@ -23,12 +23,14 @@ pub(super) unsafe fn encode_ssse3(
     input: &[u8],
     output: &mut [u8],
     tables: &Tables,
-) -> (usize, usize) {
+    padding: Padding,
+) {
     // SAFETY: this function's target features are V128's.
-    unsafe { lanes::encode::<V128>(input, output, tables) }
+    let (read, written) = unsafe { lanes::encode::<V128>(input, output, tables) };
+    scalar::encode(&input[read..], &mut output[written..], tables, padding);
 }
 
-/// AVX2: 24 bytes to 32 characters per step, then SSSE3 for what is left.
+/// AVX2: 24 bytes to 32 characters per step; SSSE3's 12 for inputs too short for one.
 ///
 /// # Safety
 /// The CPU must support AVX2.
@@ -37,13 +39,19 @@ pub(super) unsafe fn encode_avx2(
     input: &[u8],
     output: &mut [u8],
     tables: &Tables,
-) -> (usize, usize) {
-    // SAFETY: this function's target features are V256's.
-    let (read, written) = unsafe { lanes::encode::<V256>(input, output, tables) };
-    // SAFETY: AVX2 implies SSSE3.
-    let (more_read, more_written) =
-        unsafe { encode_ssse3(&input[read..], &mut output[written..], tables) };
-    (read + more_read, written + more_written)
+    padding: Padding,
+) {
+    if input.len() < V128::GROUPS_READ {
+        return scalar::encode(input, output, tables, padding);
+    }
+    let (read, written) = if input.len() < V256::GROUPS_READ {
+        // SAFETY: AVX2 implies V128's SSSE3.
+        unsafe { lanes::encode::<V128>(input, output, tables) }
+    } else {
+        // SAFETY: this function's target features are V256's.
+        unsafe { lanes::encode::<V256>(input, output, tables) }
+    };
+    scalar::encode_partial(&input[read..], &mut output[written..], tables, padding);
 }
 
 /// `vpermb` indices spreading 48 bytes into 16 lanes of `[b1, b0, b2, b1]`.
@@ -89,11 +97,8 @@ pub(super) unsafe fn encode_avx512vbmi(
     input: &[u8],
     output: &mut [u8],
     tables: &Tables,
-) -> (usize, usize) {
-    if input.len() < 48 {
-        // SAFETY: AVX-512 implies AVX2.
-        return unsafe { encode_avx2(input, output, tables) };
-    }
+    padding: Padding,
+) {
     // SAFETY: both tables are 64 readable bytes.
     let (alphabet, spread) = unsafe {
         (
@@ -119,9 +124,7 @@ pub(super) unsafe fn encode_avx512vbmi(
         written += 64;
     }
     // SAFETY: AVX-512 implies AVX2.
-    let (more_read, more_written) =
-        unsafe { encode_avx2(&input[read..], &mut output[written..], tables) };
-    (read + more_read, written + more_written)
+    unsafe { encode_avx2(&input[read..], &mut output[written..], tables, padding) }
 }
 
 /// SSSE3: 16 characters to 12 bytes per step.
@@ -130,31 +133,33 @@ pub(super) unsafe fn encode_avx512vbmi(
 /// The CPU must support SSSE3.
 #[target_feature(enable = "ssse3")]
 pub(super) unsafe fn decode_ssse3(
-    input: &[u8],
+    body: &[u8],
     output: &mut [u8],
     tables: &Tables,
-) -> (usize, usize) {
+) -> Result<(), DecodeError> {
     // SAFETY: this function's target features are V128's.
-    unsafe { lanes::decode::<V128>(input, output, tables) }
+    let (read, written) = unsafe { lanes::decode::<V128>(body, output, tables) };
+    scalar::decode(&body[read..], &mut output[written..], tables, read)
 }
 
-/// AVX2: 32 characters to 24 bytes per step, then SSSE3 for what is left (which stops
-/// at once if AVX2 stopped at a character outside the alphabet).
+/// AVX2: 32 characters to 24 bytes per step; SSSE3's 16 for inputs too short for one.
 ///
 /// # Safety
 /// The CPU must support AVX2.
 #[target_feature(enable = "avx2")]
 pub(super) unsafe fn decode_avx2(
-    input: &[u8],
+    body: &[u8],
     output: &mut [u8],
     tables: &Tables,
-) -> (usize, usize) {
-    // SAFETY: this function's target features are V256's.
-    let (read, written) = unsafe { lanes::decode::<V256>(input, output, tables) };
-    // SAFETY: AVX2 implies SSSE3.
-    let (more_read, more_written) =
-        unsafe { decode_ssse3(&input[read..], &mut output[written..], tables) };
-    (read + more_read, written + more_written)
+) -> Result<(), DecodeError> {
+    let (read, written) = if body.len() < V256::BYTES {
+        // SAFETY: AVX2 implies V128's SSSE3.
+        unsafe { lanes::decode::<V128>(body, output, tables) }
+    } else {
+        // SAFETY: this function's target features are V256's.
+        unsafe { lanes::decode::<V256>(body, output, tables) }
+    };
+    scalar::decode(&body[read..], &mut output[written..], tables, read)
 }
 
 /// AVX-512 VBMI: 64 characters to 48 bytes per step; `vpermi2b` looks each character
@@ -167,11 +172,7 @@ pub(super) unsafe fn decode_avx512vbmi(
     input: &[u8],
     output: &mut [u8],
     tables: &Tables,
-) -> (usize, usize) {
-    if input.len() < 64 {
-        // SAFETY: AVX-512 implies AVX2.
-        return unsafe { decode_avx2(input, output, tables) };
-    }
+) -> Result<(), DecodeError> {
     // SAFETY: the decode table has 256 bytes and PACK_LANES_512 64.
     let (ascii_low, ascii_high, pack) = unsafe {
         (
@@ -200,10 +201,9 @@ pub(super) unsafe fn decode_avx512vbmi(
     }
     if input.len() - read < 64 {
         // SAFETY: AVX-512 implies AVX2.
-        let (more_read, more_written) =
-            unsafe { decode_avx2(&input[read..], &mut output[written..], tables) };
-        return (read + more_read, written + more_written);
+        return unsafe { decode_avx2(&input[read..], &mut output[written..], tables) }
+            .map_err(|error| error.shifted(read));
     }
     // Stopped at an invalid block: the scalar code reports it.
-    (read, written)
+    scalar::decode(&input[read..], &mut output[written..], tables, read)
 }

@@ -218,4 +218,12 @@ pub(crate) trait Lanes: Bytes {
     /// # Safety
     /// As for [`Vector::zero`].
     unsafe fn is_zero(self) -> bool;
+
+    /// `self`, through an empty assembly block: the compiler no longer knows the
+    /// value, so it cannot rewrite an operation on it for that value (no
+    /// instruction is emitted, and the value stays in its register).
+    ///
+    /// # Safety
+    /// As for [`Vector::zero`].
+    unsafe fn opaque(self) -> Self;
 }

@@ -214,6 +214,20 @@ impl Lanes for V128 {
         // SSE4.1's ptest is not in SSSE3: compare with zero and gather the bytes.
         _mm_movemask_epi8(_mm_cmpeq_epi8(self.0, _mm_setzero_si128())) == 0xFFFF
     }
+
+    #[inline]
+    #[target_feature(enable = "ssse3")]
+    unsafe fn opaque(mut self) -> V128 {
+        // SAFETY: the block is empty: it reads and writes nothing but this register.
+        unsafe {
+            asm!(
+                "/* {0} */",
+                inout(xmm_reg) self.0,
+                options(pure, nomem, nostack, preserves_flags),
+            );
+        }
+        self
+    }
 }
 
 impl Vector for V256 {
@@ -437,6 +451,20 @@ impl Lanes for V256 {
     #[target_feature(enable = "avx2")]
     unsafe fn is_zero(self) -> bool {
         _mm256_testz_si256(self.0, self.0) == 1
+    }
+
+    #[inline]
+    #[target_feature(enable = "avx2")]
+    unsafe fn opaque(mut self) -> V256 {
+        // SAFETY: the block is empty: it reads and writes nothing but this register.
+        unsafe {
+            asm!(
+                "/* {0} */",
+                inout(ymm_reg) self.0,
+                options(pure, nomem, nostack, preserves_flags),
+            );
+        }
+        self
     }
 }
 
