@@ -205,7 +205,7 @@ pub(super) unsafe fn decode<V: Lanes>(
     output: &mut [u8],
     tables: &Tables,
 ) -> (usize, usize) {
-    const { assert!(V::BYTES <= 32, "the buffer below holds one step") };
+    const { assert!(V::GROUPS_READ <= 32, "the buffer below holds one step") };
     let step = V::BYTES / 4 * 3;
     let groups_end = input.len() / 4 * 4;
     let Some(output) = output.get_mut(..groups_end / 4 * 3) else {
@@ -218,68 +218,59 @@ pub(super) unsafe fn decode<V: Lanes>(
     // function, too).
     let decoder = unsafe { Decoder::<V>::new(tables) };
     let (mut read, mut written) = (0, 0);
-    // Four steps at a time while they fit, with one test for invalid characters; a
-    // block of four with one goes to the single steps, which stop at its step.
-    while groups_end - read >= 4 * V::BYTES && output.len() - written >= 3 * step + V::BYTES {
-        // SAFETY: 4 * V::BYTES readable bytes at `read`, and 3 * step + V::BYTES
-        // writable bytes at `written` (the last step's store), checked above.
+    // Two steps at a time while they fit, with one test for invalid characters; a
+    // pair with one goes to the single steps, which stop at its step. (Four at a
+    // time ran out of registers: constants reloaded in the loop.)
+    while groups_end - read >= 2 * V::BYTES && output.len() - written >= step + V::GROUPS_READ {
+        // SAFETY: 2 * V::BYTES readable bytes at `read`, and step + GROUPS_READ
+        // writable bytes at `written` (the second step's store), checked above.
         unsafe {
             let from = input.as_ptr().add(read);
             let chars_0 = V::load(from);
             let chars_1 = V::load(from.add(V::BYTES));
-            let chars_2 = V::load(from.add(2 * V::BYTES));
-            let chars_3 = V::load(from.add(3 * V::BYTES));
             let (invalid_0, high_0) = decoder.classify(chars_0);
             let (invalid_1, high_1) = decoder.classify(chars_1);
-            let (invalid_2, high_2) = decoder.classify(chars_2);
-            let (invalid_3, high_3) = decoder.classify(chars_3);
-            if !invalid_0
-                .or(invalid_1)
-                .or(invalid_2.or(invalid_3))
-                .is_zero()
-            {
+            if !invalid_0.or(invalid_1).is_zero() {
                 break;
             }
             let to = output.as_mut_ptr().add(written);
-            decoder.convert(chars_0, high_0).store(to);
-            decoder.convert(chars_1, high_1).store(to.add(step));
-            decoder.convert(chars_2, high_2).store(to.add(2 * step));
-            decoder.convert(chars_3, high_3).store(to.add(3 * step));
+            decoder.convert(chars_0, high_0).store_groups(to);
+            decoder.convert(chars_1, high_1).store_groups(to.add(step));
         }
-        read += 4 * V::BYTES;
-        written += 4 * step;
+        read += 2 * V::BYTES;
+        written += 2 * step;
     }
-    while groups_end - read >= V::BYTES && output.len() - written >= V::BYTES {
-        // SAFETY: V::BYTES readable bytes at `read` and writable bytes at `written`,
-        // checked above.
+    while groups_end - read >= V::BYTES && output.len() - written >= V::GROUPS_READ {
+        // SAFETY: V::BYTES readable bytes at `read` and GROUPS_READ writable bytes at
+        // `written`, checked above.
         unsafe {
             let Some(bytes) = decoder.bytes(V::load(input.as_ptr().add(read))) else {
                 return (read, written);
             };
-            bytes.store(output.as_mut_ptr().add(written));
+            bytes.store_groups(output.as_mut_ptr().add(written));
         }
         read += V::BYTES;
         written += step;
     }
     if read < groups_end {
-        // Fewer than V::BYTES bytes of output are left, so fewer than V::BYTES * 4 / 3
+        // Fewer than GROUPS_READ bytes of output are left, so at most V::BYTES + 4
         // characters: a step from `read` and one ending at groups_end cover them.
         let last = groups_end - V::BYTES;
         let mut buffer = [0u8; 32];
         // SAFETY: V::BYTES readable bytes at `read` (when read < last) and at `last`;
-        // `buffer` has room for V::BYTES.
+        // `buffer` has room for GROUPS_READ.
         unsafe {
             if read < last {
                 let Some(bytes) = decoder.bytes(V::load(input.as_ptr().add(read))) else {
                     return (read, written);
                 };
-                bytes.store(buffer.as_mut_ptr());
+                bytes.store_groups(buffer.as_mut_ptr());
                 output[written..][..step].copy_from_slice(&buffer[..step]);
             }
             let Some(bytes) = decoder.bytes(V::load(input.as_ptr().add(last))) else {
                 return (read, written);
             };
-            bytes.store(buffer.as_mut_ptr());
+            bytes.store_groups(buffer.as_mut_ptr());
         }
         let end = output.len();
         output[end - step..].copy_from_slice(&buffer[..step]);
@@ -313,7 +304,7 @@ impl<V: Lanes> Decoder<V> {
         }
     }
 
-    /// The bytes of `chars` (3/4 of `V::BYTES` at the start), or `None` if any is
+    /// The bytes of `chars` (the first 12 bytes of each lane), or `None` if any is
     /// outside the alphabet.
     ///
     /// # Safety
@@ -350,8 +341,8 @@ impl<V: Lanes> Decoder<V> {
         }
     }
 
-    /// The bytes of `chars`, all in the alphabet, whose high nibbles are `high` (3/4
-    /// of `V::BYTES` at the start).
+    /// The bytes of `chars`, all in the alphabet, whose high nibbles are `high`: the
+    /// first 12 bytes of each lane (for [`Lanes::store_groups`]).
     ///
     /// # Safety
     /// The CPU must support `V`'s instructions.
@@ -366,7 +357,7 @@ impl<V: Lanes> Decoder<V> {
             let merged = sextets
                 .mul_add_pairs_u8(V::splat_u32(0x0140_0140))
                 .mul_add_pairs_i16(V::splat_u32(0x0001_1000));
-            merged.shuffle(self.pack).join_groups()
+            merged.shuffle(self.pack)
         }
     }
 }

@@ -136,14 +136,18 @@ pub(crate) trait Lanes: Bytes {
     /// [`Lanes::GROUPS_READ`] bytes.
     unsafe fn load_groups(from: *const u8) -> Self;
 
-    /// How many bytes [`Lanes::load_groups`] reads: 12 per lane, plus 4.
+    /// How many bytes [`Lanes::load_groups`] reads and [`Lanes::store_groups`]
+    /// writes: 12 per lane, plus 4.
     const GROUPS_READ: usize = Self::BYTES / 16 * 12 + 4;
 
-    /// The first 12 bytes of each 128-bit lane, moved together to the start.
+    /// Stores the first 12 bytes of each 128-bit lane as consecutive 12-byte groups
+    /// at `to`, the inverse of [`Lanes::load_groups`] (the last lane's 4 other
+    /// bytes are written too, after the groups).
     ///
     /// # Safety
-    /// As for [`Vector::zero`].
-    unsafe fn join_groups(self) -> Self;
+    /// As for [`Vector::zero`], and `to` must be valid for writing
+    /// [`Lanes::GROUPS_READ`] bytes.
+    unsafe fn store_groups(self, to: *mut u8);
 
     /// Byte `i` of each lane is byte `indices[i] & 15` of `self`'s same lane, or zero
     /// where the index's top bit is set (`pshufb`).

@@ -137,9 +137,9 @@ impl Lanes for V128 {
 
     #[inline]
     #[target_feature(enable = "ssse3")]
-    unsafe fn join_groups(self) -> V128 {
-        // One lane: its 12 bytes are already at the start.
-        self
+    unsafe fn store_groups(self, to: *mut u8) {
+        // SAFETY: the caller guarantees GROUPS_READ (16) writable bytes.
+        unsafe { self.store(to) }
     }
 
     #[inline]
@@ -355,12 +355,15 @@ impl Lanes for V256 {
 
     #[inline]
     #[target_feature(enable = "avx2")]
-    unsafe fn join_groups(self) -> V256 {
-        // 32-bit words 0-2 and 4-6 hold the two lanes' 12 bytes.
-        V256(_mm256_permutevar8x32_epi32(
-            self.0,
-            _mm256_setr_epi32(0, 1, 2, 4, 5, 6, 3, 7),
-        ))
+    unsafe fn store_groups(self, to: *mut u8) {
+        // Two 16-byte stores, 12 bytes apart (a cross-lane permute to one store was
+        // slower: vpermd, and a blend LLVM added to zero its top).
+        // SAFETY: the caller guarantees GROUPS_READ (28) writable bytes: 16 at `to`
+        // and 16 at `to + 12`.
+        unsafe {
+            _mm_storeu_si128(to.cast(), _mm256_castsi256_si128(self.0));
+            _mm_storeu_si128(to.add(12).cast(), _mm256_extracti128_si256::<1>(self.0));
+        }
     }
 
     #[inline]
