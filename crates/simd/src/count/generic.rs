@@ -4,7 +4,9 @@
 //! counters are added into one (each byte at most 4 × 63 = 252, so nothing overflows)
 //! and its bytes summed: one horizontal sum per batch. The loop is a plain counted
 //! loop over an offset: an iterator of chunks cost a bounds check and a counter per
-//! vector, which halved the throughput.
+//! vector, which halved the throughput. The bytes after the last whole vector are
+//! counted by one more vector ending at the haystack's end, with the bytes already
+//! counted masked off (as bytecount does), rather than by a scalar loop.
 
 use crate::vector::Bytes;
 
@@ -12,16 +14,30 @@ use crate::vector::Bytes;
 /// 252, within a byte.
 const BATCH: usize = 63;
 
-/// Counts `needle` in the whole vectors at the start of `haystack`: returns the count
-/// and how many bytes it covered (the rest, fewer than `V::BYTES`, is the caller's).
+/// `TAIL_MASK[32 - V::BYTES + rest..]` is a vector of `V::BYTES - rest` zero bytes
+/// then `rest` bytes of 0xFF: it keeps the last `rest` bytes of a vector.
+static TAIL_MASK: [u8; 64] = {
+    let mut mask = [0u8; 64];
+    let mut i = 32;
+    while i < 64 {
+        mask[i] = 0xFF;
+        i += 1;
+    }
+    mask
+};
+
+/// How many bytes of `haystack` equal `needle`; `haystack` has at least `V::BYTES`
+/// bytes.
 ///
 /// # Safety
 /// The CPU must support `V`'s instructions.
 #[inline(always)]
-pub(super) unsafe fn count<V: Bytes>(haystack: &[u8], needle: u8) -> (usize, usize) {
-    if haystack.len() < V::BYTES {
-        return (0, 0);
-    }
+pub(super) unsafe fn count<V: Bytes>(haystack: &[u8], needle: u8) -> usize {
+    const { assert!(V::BYTES <= 32, "TAIL_MASK covers vectors of up to 32 bytes") };
+    assert!(
+        haystack.len() >= V::BYTES,
+        "the caller counts shorter haystacks"
+    );
     let start = haystack.as_ptr();
     // SAFETY: the caller guarantees V's instructions (for every V operation below,
     // too).
@@ -50,17 +66,27 @@ pub(super) unsafe fn count<V: Bytes>(haystack: &[u8], needle: u8) -> (usize, usi
             a.add_u8(b).add_u8(c.add_u8(d)).sum_u8()
         };
     }
-    if haystack.len() - offset >= V::BYTES {
-        // One to three vectors are left: one counter holds them.
-        // SAFETY: as above.
-        let mut counter = unsafe { V::zero() };
-        while haystack.len() - offset >= V::BYTES {
-            // SAFETY: as above; offset + V::BYTES <= haystack.len().
-            counter = unsafe { counter.sub_u8(matches(offset)) };
-            offset += V::BYTES;
-        }
-        // SAFETY: as above.
-        total += unsafe { counter.sum_u8() };
+    if offset == haystack.len() {
+        return total;
     }
-    (total, offset)
+    // Up to three whole vectors and a partial one are left: one counter holds them
+    // (at most 4 per byte).
+    // SAFETY: as above.
+    let mut counter = unsafe { V::zero() };
+    while haystack.len() - offset >= V::BYTES {
+        // SAFETY: as above; offset + V::BYTES <= haystack.len().
+        counter = unsafe { counter.sub_u8(matches(offset)) };
+        offset += V::BYTES;
+    }
+    let rest = haystack.len() - offset;
+    if rest > 0 {
+        // SAFETY: as above; the vector ends at haystack.len() >= V::BYTES, and the
+        // mask's V::BYTES bytes start at most at 31 of its 64.
+        counter = unsafe {
+            let mask = V::load(TAIL_MASK.as_ptr().add(32 - V::BYTES + rest));
+            counter.sub_u8(matches(haystack.len() - V::BYTES).and(mask))
+        };
+    }
+    // SAFETY: as above.
+    total + unsafe { counter.sum_u8() }
 }

@@ -54,6 +54,12 @@ impl Bytes for Neon {
 
     #[inline]
     #[target_feature(enable = "neon")]
+    unsafe fn and(self, other: Neon) -> Neon {
+        Neon(vandq_u8(self.0, other.0))
+    }
+
+    #[inline]
+    #[target_feature(enable = "neon")]
     unsafe fn sum_u8(self) -> usize {
         usize::from(vaddlvq_u8(self.0))
     }

@@ -68,6 +68,12 @@ pub(crate) trait Bytes: Vector {
     /// As for [`Vector::zero`].
     unsafe fn sub_u8(self, other: Self) -> Self;
 
+    /// Bitwise AND.
+    ///
+    /// # Safety
+    /// As for [`Vector::zero`].
+    unsafe fn and(self, other: Self) -> Self;
+
     /// The sum of all the bytes, as unsigned numbers.
     ///
     /// # Safety
@@ -155,12 +161,6 @@ pub(crate) trait Lanes: Bytes {
     /// # Safety
     /// As for [`Vector::zero`].
     unsafe fn shuffle(self, indices: Self) -> Self;
-
-    /// Bitwise AND.
-    ///
-    /// # Safety
-    /// As for [`Vector::zero`].
-    unsafe fn and(self, other: Self) -> Self;
 
     /// Bitwise OR.
     ///

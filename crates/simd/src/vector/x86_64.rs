@@ -72,6 +72,12 @@ impl Bytes for V128 {
 
     #[inline]
     #[target_feature(enable = "sse2")]
+    unsafe fn and(self, other: V128) -> V128 {
+        V128(_mm_and_si128(self.0, other.0))
+    }
+
+    #[inline]
+    #[target_feature(enable = "sse2")]
     unsafe fn sum_u8(self) -> usize {
         // Two 64-bit sums of 8 bytes each (at most 2040, so 16 bits suffice).
         let sums = _mm_sad_epu8(self.0, _mm_setzero_si128());
@@ -146,12 +152,6 @@ impl Lanes for V128 {
     #[target_feature(enable = "ssse3")]
     unsafe fn shuffle(self, indices: V128) -> V128 {
         V128(_mm_shuffle_epi8(self.0, indices.0))
-    }
-
-    #[inline]
-    #[target_feature(enable = "ssse3")]
-    unsafe fn and(self, other: V128) -> V128 {
-        V128(_mm_and_si128(self.0, other.0))
     }
 
     #[inline]
@@ -275,6 +275,12 @@ impl Bytes for V256 {
 
     #[inline]
     #[target_feature(enable = "avx2")]
+    unsafe fn and(self, other: V256) -> V256 {
+        V256(_mm256_and_si256(self.0, other.0))
+    }
+
+    #[inline]
+    #[target_feature(enable = "avx2")]
     unsafe fn sum_u8(self) -> usize {
         // Four 64-bit sums of 8 bytes each, the two halves added.
         let sums = _mm256_sad_epu8(self.0, _mm256_setzero_si256());
@@ -370,12 +376,6 @@ impl Lanes for V256 {
     #[target_feature(enable = "avx2")]
     unsafe fn shuffle(self, indices: V256) -> V256 {
         V256(_mm256_shuffle_epi8(self.0, indices.0))
-    }
-
-    #[inline]
-    #[target_feature(enable = "avx2")]
-    unsafe fn and(self, other: V256) -> V256 {
-        V256(_mm256_and_si256(self.0, other.0))
     }
 
     #[inline]
