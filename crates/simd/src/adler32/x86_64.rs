@@ -4,15 +4,18 @@
 //! `s1` before each chunk, so `W·prefix` is what earlier chunks add to `b`) and `s2`
 //! (each chunk's bytes weighted W..1 with `pmaddubsw` + `pmaddwd`). Then
 //! `a' = a + Σs1` and `b' = b + n·a + W·Σprefix + Σs2` (see `fold_block`), exactly
-//! the scalar recurrence unrolled over the block. Each width hands what is left (less
-//! than a chunk) to the next narrower one, and SSSE3 to the scalar loop.
+//! the scalar recurrence unrolled over the block. The bytes after the last whole chunk
+//! (fewer than W) are one more chunk ending at the input's end, its bytes already
+//! taken zeroed: weighted W..1, its last `r` bytes get r..1, as a chunk of `r` bytes
+//! would. Inputs shorter than a chunk take a narrower width (AVX2 runs SSSE3 chunks in
+//! line), and those shorter than 16 bytes the scalar loop.
 //!
 //! Lane bounds for blocks of at most 5552 bytes: `s1` ≤ 347·2040 and `prefix` ≤
 //! 347·708 000 < 2^31 with 16-byte chunks (wider chunks give smaller bounds).
 
 use super::fold_block;
 use crate::vector::x86_64::{V128, V256, V512};
-use crate::vector::Sums;
+use crate::vector::{keep_last, Bytes, Sums};
 
 /// Bytes per block before folding, as in zlib (NMAX).
 const BLOCK: usize = 5552;
@@ -53,34 +56,74 @@ unsafe fn update<V: Sums>(mut a: u32, mut b: u32, bytes: &[u8]) -> (u32, u32, us
                 s2 = s2.add_u32(v.dot_u8_i8(weights));
             }
         }
+        // W·prefix + s2, what the block adds to b besides n·a, is below 2^32 in
+        // every lane and in their sum, as NMAX (BLOCK) is chosen for: one horizontal
+        // sum for it.
         // SAFETY: as above.
-        let (s1, prefix, s2) = unsafe { (s1.sum_u32(), prefix.sum_u32(), s2.sum_u32()) };
-        (a, b) = fold_block(a, b, block.len(), s1, width as u64 * prefix + s2);
+        let (s1, s2) = unsafe {
+            let scaled = prefix.shl_u32(width.trailing_zeros()).add_u32(s2);
+            (s1.sum_u32(), scaled.sum_u32())
+        };
+        (a, b) = fold_block(a, b, block.len(), s1, s2);
     }
     (a, b, whole)
 }
 
-/// SSSE3, 16-byte chunks.
+/// Adds all of `bytes`, at least `V::BYTES` of them, to (a, b): the whole chunks,
+/// then the rest as one masked chunk.
+///
+/// # Safety
+/// The CPU must support `V`'s instructions.
+#[inline(always)]
+unsafe fn update_all<V: Sums + Bytes>(a: u32, b: u32, bytes: &[u8]) -> (u32, u32) {
+    assert!(bytes.len() >= V::BYTES, "the caller takes shorter inputs");
+    // SAFETY: the caller guarantees V's instructions.
+    let (a, b, whole) = unsafe { update::<V>(a, b, bytes) };
+    let rest = bytes.len() - whole;
+    if rest == 0 {
+        return (a, b);
+    }
+    // SAFETY: as above; V::BYTES readable bytes end at bytes.len() >= V::BYTES, and
+    // WEIGHTS[64 - V::BYTES..] is V::BYTES readable bytes.
+    let (s1, s2) = unsafe {
+        let last = V::load(bytes.as_ptr().add(bytes.len() - V::BYTES));
+        let chunk = keep_last(last, rest);
+        let weights = V::load(WEIGHTS[64 - V::BYTES..].as_ptr());
+        (
+            chunk.sum_bytes_u64().sum_u32(),
+            chunk.dot_u8_i8(weights).sum_u32(),
+        )
+    };
+    fold_block(a, b, rest, s1, s2)
+}
+
+/// SSSE3, 16-byte chunks; the scalar loop for inputs shorter than one.
 ///
 /// # Safety
 /// The CPU must support SSSE3.
 #[target_feature(enable = "ssse3")]
 pub(super) unsafe fn update_ssse3(a: u32, b: u32, bytes: &[u8]) -> (u32, u32) {
+    if bytes.len() < 16 {
+        return super::scalar::update(a, b, bytes);
+    }
     // SAFETY: this function's target features are V128's.
-    let (a, b, done) = unsafe { update::<V128>(a, b, bytes) };
-    super::scalar::update(a, b, &bytes[done..])
+    unsafe { update_all::<V128>(a, b, bytes) }
 }
 
-/// AVX2, 32-byte chunks.
+/// AVX2, 32-byte chunks; SSSE3's 16 for inputs shorter than one, and the scalar loop
+/// for those shorter than that.
 ///
 /// # Safety
 /// The CPU must support AVX2.
 #[target_feature(enable = "avx2")]
 pub(super) unsafe fn update_avx2(a: u32, b: u32, bytes: &[u8]) -> (u32, u32) {
-    // SAFETY: this function's target features are V256's.
-    let (a, b, done) = unsafe { update::<V256>(a, b, bytes) };
-    // SAFETY: AVX2 implies SSSE3.
-    unsafe { update_ssse3(a, b, &bytes[done..]) }
+    match bytes.len() {
+        0..16 => super::scalar::update(a, b, bytes),
+        // SAFETY: AVX2 implies V128's SSSE3.
+        16..32 => unsafe { update_all::<V128>(a, b, bytes) },
+        // SAFETY: this function's target features are V256's.
+        _ => unsafe { update_all::<V256>(a, b, bytes) },
+    }
 }
 
 /// AVX-512 BW, 64-byte chunks.

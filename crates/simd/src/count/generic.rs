@@ -8,23 +8,11 @@
 //! counted by one more vector ending at the haystack's end, with the bytes already
 //! counted masked off (as bytecount does), rather than by a scalar loop.
 
-use crate::vector::Bytes;
+use crate::vector::{keep_last, Bytes};
 
 /// Steps of four vectors per batch: four counters of at most 63 add up to at most
 /// 252, within a byte.
 const BATCH: usize = 63;
-
-/// `TAIL_MASK[32 - V::BYTES + rest..]` is a vector of `V::BYTES - rest` zero bytes
-/// then `rest` bytes of 0xFF: it keeps the last `rest` bytes of a vector.
-static TAIL_MASK: [u8; 64] = {
-    let mut mask = [0u8; 64];
-    let mut i = 32;
-    while i < 64 {
-        mask[i] = 0xFF;
-        i += 1;
-    }
-    mask
-};
 
 /// How many bytes of `haystack` equal `needle`; `haystack` has at least `V::BYTES`
 /// bytes.
@@ -33,7 +21,6 @@ static TAIL_MASK: [u8; 64] = {
 /// The CPU must support `V`'s instructions.
 #[inline(always)]
 pub(super) unsafe fn count<V: Bytes>(haystack: &[u8], needle: u8) -> usize {
-    const { assert!(V::BYTES <= 32, "TAIL_MASK covers vectors of up to 32 bytes") };
     assert!(
         haystack.len() >= V::BYTES,
         "the caller counts shorter haystacks"
@@ -80,12 +67,8 @@ pub(super) unsafe fn count<V: Bytes>(haystack: &[u8], needle: u8) -> usize {
     }
     let rest = haystack.len() - offset;
     if rest > 0 {
-        // SAFETY: as above; the vector ends at haystack.len() >= V::BYTES, and the
-        // mask's V::BYTES bytes start at most at 31 of its 64.
-        counter = unsafe {
-            let mask = V::load(TAIL_MASK.as_ptr().add(32 - V::BYTES + rest));
-            counter.sub_u8(matches(haystack.len() - V::BYTES).and(mask))
-        };
+        // SAFETY: as above; the vector ends at haystack.len() >= V::BYTES.
+        counter = unsafe { counter.sub_u8(keep_last(matches(haystack.len() - V::BYTES), rest)) };
     }
     // SAFETY: as above.
     total + unsafe { counter.sum_u8() }

@@ -81,6 +81,35 @@ pub(crate) trait Bytes: Vector {
     unsafe fn sum_u8(self) -> usize;
 }
 
+/// 32 zero bytes then 32 bytes of 0xFF, for [`keep_last`].
+static LAST_BYTES_MASK: [u8; 64] = {
+    let mut mask = [0u8; 64];
+    let mut i = 32;
+    while i < 64 {
+        mask[i] = 0xFF;
+        i += 1;
+    }
+    mask
+};
+
+/// `vector` with all but its last `n` bytes (0 to `V::BYTES`) zero: for one more
+/// vector ending at the end of an input, whose first bytes an earlier vector has
+/// already taken.
+///
+/// # Safety
+/// As for [`Vector::zero`].
+#[inline(always)]
+pub(crate) unsafe fn keep_last<V: Bytes>(vector: V, n: usize) -> V {
+    const { assert!(V::BYTES <= 32, "the mask covers vectors of up to 32 bytes") };
+    assert!(n <= V::BYTES, "a vector has V::BYTES bytes");
+    // SAFETY: the caller guarantees V's instructions; the window of V::BYTES bytes
+    // starts at 32 - V::BYTES + n <= 32, within the mask's 64.
+    unsafe {
+        let mask = V::load(LAST_BYTES_MASK.as_ptr().add(32 - V::BYTES + n));
+        vector.and(mask)
+    }
+}
+
 /// Widening sums, for checksums.
 #[cfg(target_arch = "x86_64")]
 pub(crate) trait Sums: Vector {
@@ -89,6 +118,12 @@ pub(crate) trait Sums: Vector {
     /// # Safety
     /// As for [`Vector::zero`].
     unsafe fn add_u32(self, other: Self) -> Self;
+
+    /// Each 32-bit lane shifted left by `bits` (below 32).
+    ///
+    /// # Safety
+    /// As for [`Vector::zero`].
+    unsafe fn shl_u32(self, bits: u32) -> Self;
 
     /// The bytes of each 64-bit lane summed into that lane (x86's `psadbw` against
     /// zero), so that the 32-bit lanes hold sums of at most 8 × 255.

@@ -93,6 +93,12 @@ impl Sums for V128 {
     }
 
     #[inline]
+    #[target_feature(enable = "sse2")]
+    unsafe fn shl_u32(self, bits: u32) -> V128 {
+        V128(_mm_sll_epi32(self.0, _mm_cvtsi32_si128(bits as i32)))
+    }
+
+    #[inline]
     #[target_feature(enable = "ssse3")]
     unsafe fn sum_bytes_u64(self) -> V128 {
         V128(_mm_sad_epu8(self.0, _mm_setzero_si128()))
@@ -301,6 +307,12 @@ impl Sums for V256 {
 
     #[inline]
     #[target_feature(enable = "avx2")]
+    unsafe fn shl_u32(self, bits: u32) -> V256 {
+        V256(_mm256_sll_epi32(self.0, _mm_cvtsi32_si128(bits as i32)))
+    }
+
+    #[inline]
+    #[target_feature(enable = "avx2")]
     unsafe fn sum_bytes_u64(self) -> V256 {
         V256(_mm256_sad_epu8(self.0, _mm256_setzero_si256()))
     }
@@ -494,6 +506,12 @@ impl Sums for V512 {
     #[target_feature(enable = "avx512f,avx512bw")]
     unsafe fn add_u32(self, other: V512) -> V512 {
         V512(_mm512_add_epi32(self.0, other.0))
+    }
+
+    #[inline]
+    #[target_feature(enable = "avx512f,avx512bw")]
+    unsafe fn shl_u32(self, bits: u32) -> V512 {
+        V512(_mm512_sll_epi32(self.0, _mm_cvtsi32_si128(bits as i32)))
     }
 
     #[inline]
