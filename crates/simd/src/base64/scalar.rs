@@ -39,6 +39,7 @@ pub(super) fn encode(input: &[u8], output: &mut [u8], tables: &Tables, padding: 
 /// encoded length under `padding`: 4, or 2 or 3 unpadded).
 #[inline(always)]
 pub(super) fn encode_partial(rest: &[u8], tail: &mut [u8], tables: &Tables, padding: Padding) {
+    debug_assert!(rest.len() < 3, "whole groups are the caller's");
     let (first, second) = match *rest {
         [] => return,
         [first] => (first, None),
