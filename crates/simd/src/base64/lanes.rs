@@ -192,10 +192,11 @@ unsafe fn ascii<V: Lanes>(sextets: V, offsets: V) -> V {
 /// scalar code to report, with the 2 or 3 characters of a partial group). Inputs
 /// shorter than `V::BYTES` are left to the caller whole.
 ///
-/// Whole steps run from the start while the output has room for a full-width store;
-/// the groups they leave (at most a step and a quarter) come from a step at the start
-/// of what is left, if needed, and one ending at the last whole group, each stored
-/// through a buffer so that only its bytes reach the output.
+/// Whole steps run from the start while the output has room for their
+/// [`Lanes::store_groups`] (`GROUPS_READ` bytes); the groups they leave (at most
+/// `V::BYTES + 4` characters) come from a step at the start of what is left, if
+/// needed, and one ending at the last whole group, each stored through a buffer so
+/// that only its bytes reach the output.
 ///
 /// # Safety
 /// The CPU must support `V`'s instructions.

@@ -10,7 +10,8 @@ use super::{lanes, scalar, DecodeError, Padding, Tables};
 use crate::vector::x86_64::{V128, V256};
 use crate::vector::{Lanes, Vector};
 
-/// SSSE3: 12 bytes to 16 characters per step.
+/// SSSE3: 12 bytes to 16 characters per step; the scalar code for inputs too short
+/// for one.
 ///
 /// Never inlined into the AVX2 kernel (which has its own SSSE3 steps): compiled for
 /// SSSE3 alone, LLVM keeps its multiplies as `pmulhuw`/`pmullw`.
@@ -25,9 +26,12 @@ pub(super) unsafe fn encode_ssse3(
     tables: &Tables,
     padding: Padding,
 ) {
+    if input.len() < V128::GROUPS_READ {
+        return scalar::encode(input, output, tables, padding);
+    }
     // SAFETY: this function's target features are V128's.
     let (read, written) = unsafe { lanes::encode::<V128>(input, output, tables) };
-    scalar::encode(&input[read..], &mut output[written..], tables, padding);
+    scalar::encode_partial(&input[read..], &mut output[written..], tables, padding);
 }
 
 /// AVX2: 24 bytes to 32 characters per step; SSSE3's 12 for inputs too short for one.
