@@ -39,7 +39,7 @@ pub struct Options {
     pub duration: u64,
     /// Rounds over all servers and workloads.
     pub rounds: usize,
-    /// Only the servers whose name contains one of these.
+    /// Only these servers: exact names, or text in their names.
     pub only: Vec<String>,
     /// Clients of the memory-per-connection measurement.
     pub connections: usize,
@@ -58,7 +58,8 @@ pub struct Args {
     /// Rounds over all servers and workloads [default: 3; --quick: 1]
     #[arg(long, value_name = "N", value_parser = clap::value_parser!(u64).range(1..=20))]
     rounds: Option<u64>,
-    /// Only the servers whose name contains one of these (comma-separated)
+    /// Only these servers (comma-separated): an exact name picks that server alone,
+    /// other text every server whose name contains it
     #[arg(long, value_name = "NAMES", value_delimiter = ',')]
     only: Vec<String>,
     /// Clients of the memory-per-connection measurement [default: 10000; --quick: 2000]

@@ -87,13 +87,19 @@ pub(super) fn cold_servers() -> Vec<ServerSpec> {
     ]
 }
 
-/// The servers of `all` whose name contains one of `only` (all of them when `only` is
-/// empty); an error that names the servers when none matches.
+/// The servers of `all` that one of `only` names (all of them when `only` is empty): a
+/// server's exact name picks that server alone, other text every server whose name
+/// contains it (`nginx` is nginx, `aio` nginx-aio-threads, `ioserve` every ioserve);
+/// an error that names the servers when none matches.
 pub(super) fn select(all: Vec<ServerSpec>, only: &[String]) -> Result<Vec<ServerSpec>> {
     let names: Vec<String> = all.iter().map(|s| s.name.clone()).collect();
+    let picks = |name: &str, wanted: &str| match names.iter().any(|n| n == wanted) {
+        true => name == wanted,
+        false => name.contains(wanted),
+    };
     let chosen: Vec<ServerSpec> = all
         .into_iter()
-        .filter(|s| only.is_empty() || only.iter().any(|o| s.name.contains(o.as_str())))
+        .filter(|s| only.is_empty() || only.iter().any(|o| picks(&s.name, o)))
         .collect();
     if chosen.is_empty() {
         bail!("--only matches no server; servers: {}", names.join(", "));
@@ -263,4 +269,34 @@ pub(super) fn children_of(parent: u32) -> Vec<u32> {
                 == Some(parent)
         })
         .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn chosen(only: &[&str]) -> Result<Vec<String>> {
+        let only: Vec<String> = only.iter().map(|o| o.to_string()).collect();
+        Ok(select(cold_servers(), &only)?
+            .into_iter()
+            .map(|s| s.name)
+            .collect())
+    }
+
+    #[test]
+    fn an_exact_name_picks_one_server_and_other_text_every_server_containing_it() {
+        assert_eq!(chosen(&[]).unwrap().len(), 4, "all without --only");
+        assert_eq!(chosen(&["nginx"]).unwrap(), ["nginx"]);
+        assert_eq!(chosen(&["ioserve-sendfile"]).unwrap(), ["ioserve-sendfile"]);
+        assert_eq!(
+            chosen(&["ioserve"]).unwrap(),
+            ["ioserve-sendfile", "ioserve-sendfile-inline"]
+        );
+        assert_eq!(
+            chosen(&["ioserve-sendfile", "aio"]).unwrap(),
+            ["ioserve-sendfile", "nginx-aio-threads"]
+        );
+        let error = chosen(&["caddy"]).unwrap_err().to_string();
+        assert!(error.contains("nginx-aio-threads"), "{error}");
+    }
 }
