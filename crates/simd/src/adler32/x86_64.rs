@@ -2,9 +2,10 @@
 //! chunks), AVX2 (32) and AVX-512 BW (64). For each block of W-byte chunks they keep,
 //! per vector lane: `s1` (bytes summed with `psadbw`), `prefix` (the running sum of
 //! `s1` before each chunk, so `W·prefix` is what earlier chunks add to `b`) and `s2`
-//! (each chunk's bytes weighted W..1 with `pmaddubsw` + `pmaddwd`). Then
-//! `a' = a + Σs1` and `b' = b + n·a + W·Σprefix + Σs2` (see `fold_block`), exactly
-//! the scalar recurrence unrolled over the block. The bytes after the last whole chunk
+//! (each chunk's bytes weighted W..1 with `pmaddubsw`; the 16-bit results of up to
+//! 4 chunks, as many as cannot overflow, are added before one `pmaddwd` widens them).
+//! Then `a' = a + Σs1` and `b' = b + n·a + W·Σprefix + Σs2` (see `fold_block`),
+//! exactly the scalar recurrence unrolled over the block. The bytes after the last whole chunk
 //! (fewer than W) are one more chunk ending at the input's end, its bytes already
 //! taken zeroed: weighted W..1, its last `r` bytes get r..1, as a chunk of `r` bytes
 //! would. Inputs shorter than a chunk take a narrower width (AVX2 runs SSSE3 chunks in
@@ -32,6 +33,19 @@ const WEIGHTS: [u8; 64] = {
     weights
 };
 
+/// Chunks whose weighted pair sums (`pmaddubsw`) can be added in 16 bits before they
+/// are widened to 32 (`pmaddwd`, the second multiply): a 16-bit lane of one chunk is at
+/// most (W + W-1)·255, and the sum of `n` must stay below 2^15. 4 for SSSE3's 16-byte
+/// chunks, 2 for AVX2's 32, 1 for AVX-512's 64.
+const fn chunks_per_widening(width: usize) -> usize {
+    let most = 32767 / ((2 * width - 1) * 255);
+    if most == 0 {
+        1
+    } else {
+        most
+    }
+}
+
 /// Adds the whole chunks at the start of `bytes` to (a, b): returns the new (a, b)
 /// and how many bytes that was (the rest, less than `V::BYTES`, is the caller's).
 ///
@@ -40,21 +54,37 @@ const WEIGHTS: [u8; 64] = {
 #[inline(always)]
 unsafe fn update<V: Sums>(mut a: u32, mut b: u32, bytes: &[u8]) -> (u32, u32, usize) {
     let width = V::BYTES;
+    let group = chunks_per_widening(width) * width;
     // SAFETY: the caller guarantees V's instructions (for every V operation below,
     // too); WEIGHTS[64 - width..] is `width` readable bytes.
     let weights = unsafe { V::load(WEIGHTS[64 - width..].as_ptr()) };
     let whole = bytes.len() / width * width;
-    for block in bytes[..whole].chunks(BLOCK / width * width) {
+    for block in bytes[..whole].chunks(BLOCK / group * group) {
         // SAFETY: as above.
         let (mut s1, mut prefix, mut s2) = unsafe { (V::zero(), V::zero(), V::zero()) };
-        for chunk in block.chunks_exact(width) {
+        let mut add_chunk = |chunk: &[u8]| {
             // SAFETY: as above; chunk is `width` readable bytes.
             unsafe {
                 let v = V::load(chunk.as_ptr());
                 prefix = prefix.add_u32(s1);
                 s1 = s1.add_u32(v.sum_bytes_u64());
-                s2 = s2.add_u32(v.dot_u8_i8(weights));
+                v.dot_u8_i8_pairs(weights)
             }
+        };
+        let mut groups = block.chunks_exact(group);
+        for chunks in &mut groups {
+            // SAFETY: as above.
+            let mut pairs = unsafe { V::zero() };
+            for chunk in chunks.chunks_exact(width) {
+                // SAFETY: as above; below 2^15 per lane by `chunks_per_widening`.
+                pairs = unsafe { pairs.add_u16(add_chunk(chunk)) };
+            }
+            // SAFETY: as above.
+            s2 = unsafe { s2.add_u32(pairs.widen_i16_pairs()) };
+        }
+        for chunk in groups.remainder().chunks_exact(width) {
+            // SAFETY: as above.
+            s2 = unsafe { s2.add_u32(add_chunk(chunk).widen_i16_pairs()) };
         }
         // W·prefix + s2, what the block adds to b besides n·a, is below 2^32 in
         // every lane and in their sum, as NMAX (BLOCK) is chosen for: one horizontal

@@ -132,12 +132,38 @@ pub(crate) trait Sums: Vector {
     /// As for [`Vector::zero`].
     unsafe fn sum_bytes_u64(self) -> Self;
 
-    /// Each 32-bit lane: the dot product of its 4 bytes (unsigned) with the 4 bytes
-    /// of `weights` in the same positions (signed, below 128), as a 32-bit sum.
+    /// Lane-wise wrapping addition of 16-bit lanes.
     ///
     /// # Safety
     /// As for [`Vector::zero`].
-    unsafe fn dot_u8_i8(self, weights: Self) -> Self;
+    unsafe fn add_u16(self, other: Self) -> Self;
+
+    /// Each 16-bit lane: the dot product of its 2 bytes (unsigned) with the 2 bytes of
+    /// `weights` in the same positions (signed), saturated to 16 signed bits (x86's
+    /// `pmaddubsw`; with weights below 128 and `w0 + w1` below 129 it never saturates).
+    ///
+    /// # Safety
+    /// As for [`Vector::zero`].
+    unsafe fn dot_u8_i8_pairs(self, weights: Self) -> Self;
+
+    /// Each 32-bit lane: the sum of its two 16-bit lanes, as signed numbers (x86's
+    /// `pmaddwd` against ones).
+    ///
+    /// # Safety
+    /// As for [`Vector::zero`].
+    unsafe fn widen_i16_pairs(self) -> Self;
+
+    /// Each 32-bit lane: the dot product of its 4 bytes (unsigned) with the 4 bytes
+    /// of `weights` in the same positions (signed, below 128, adjacent pairs summing
+    /// to at most 128), as a 32-bit sum.
+    ///
+    /// # Safety
+    /// As for [`Vector::zero`].
+    #[inline(always)]
+    unsafe fn dot_u8_i8(self, weights: Self) -> Self {
+        // SAFETY: the caller guarantees V's instructions.
+        unsafe { self.dot_u8_i8_pairs(weights).widen_i16_pairs() }
+    }
 
     /// The sum of the 32-bit lanes, as unsigned numbers, in 64 bits.
     ///

@@ -106,9 +106,20 @@ impl Sums for V128 {
 
     #[inline]
     #[target_feature(enable = "ssse3")]
-    unsafe fn dot_u8_i8(self, weights: V128) -> V128 {
-        let pairs = _mm_maddubs_epi16(self.0, weights.0);
-        V128(_mm_madd_epi16(pairs, _mm_set1_epi16(1)))
+    unsafe fn add_u16(self, other: V128) -> V128 {
+        V128(_mm_add_epi16(self.0, other.0))
+    }
+
+    #[inline]
+    #[target_feature(enable = "ssse3")]
+    unsafe fn dot_u8_i8_pairs(self, weights: V128) -> V128 {
+        V128(_mm_maddubs_epi16(self.0, weights.0))
+    }
+
+    #[inline]
+    #[target_feature(enable = "ssse3")]
+    unsafe fn widen_i16_pairs(self) -> V128 {
+        V128(_mm_madd_epi16(self.0, _mm_set1_epi16(1)))
     }
 
     #[inline]
@@ -319,9 +330,20 @@ impl Sums for V256 {
 
     #[inline]
     #[target_feature(enable = "avx2")]
-    unsafe fn dot_u8_i8(self, weights: V256) -> V256 {
-        let pairs = _mm256_maddubs_epi16(self.0, weights.0);
-        V256(_mm256_madd_epi16(pairs, _mm256_set1_epi16(1)))
+    unsafe fn add_u16(self, other: V256) -> V256 {
+        V256(_mm256_add_epi16(self.0, other.0))
+    }
+
+    #[inline]
+    #[target_feature(enable = "avx2")]
+    unsafe fn dot_u8_i8_pairs(self, weights: V256) -> V256 {
+        V256(_mm256_maddubs_epi16(self.0, weights.0))
+    }
+
+    #[inline]
+    #[target_feature(enable = "avx2")]
+    unsafe fn widen_i16_pairs(self) -> V256 {
+        V256(_mm256_madd_epi16(self.0, _mm256_set1_epi16(1)))
     }
 
     #[inline]
@@ -522,9 +544,20 @@ impl Sums for V512 {
 
     #[inline]
     #[target_feature(enable = "avx512f,avx512bw")]
-    unsafe fn dot_u8_i8(self, weights: V512) -> V512 {
-        let pairs = _mm512_maddubs_epi16(self.0, weights.0);
-        V512(_mm512_madd_epi16(pairs, _mm512_set1_epi16(1)))
+    unsafe fn add_u16(self, other: V512) -> V512 {
+        V512(_mm512_add_epi16(self.0, other.0))
+    }
+
+    #[inline]
+    #[target_feature(enable = "avx512f,avx512bw")]
+    unsafe fn dot_u8_i8_pairs(self, weights: V512) -> V512 {
+        V512(_mm512_maddubs_epi16(self.0, weights.0))
+    }
+
+    #[inline]
+    #[target_feature(enable = "avx512f,avx512bw")]
+    unsafe fn widen_i16_pairs(self) -> V512 {
+        V512(_mm512_madd_epi16(self.0, _mm512_set1_epi16(1)))
     }
 
     #[inline]
