@@ -34,9 +34,10 @@ const VDSO_CLOCKS: &[&str] = &[
     "CLOCK_TAI",
 ];
 
-/// Seconds the Go program runs and probe traces it (from its middle).
-const GO_SECONDS: u32 = 4;
+/// Seconds probe traces the Go program, which runs from a second before probe starts
+/// until SIGTERM after probe ends (GO_MAX_SECONDS at most, should the kill not come).
 const GO_TRACE_SECONDS: u32 = 2;
+const GO_MAX_SECONDS: u32 = 120;
 
 /// Boots one guest per clocksource and checks each.
 pub(crate) fn run() -> Result<()> {
@@ -88,12 +89,13 @@ pub(crate) fn run() -> Result<()> {
         if let Ok(costs) = clock_costs(&sections) {
             checks.measured(&guest, &format!("per read: {costs}"));
         }
-        if let Ok((syscalls, calls)) = go_counts(&sections) {
+        if let Ok(go) = go_counts(&sections) {
             checks.measured(
                 &guest,
                 &format!(
-                    "Go: {calls} time.Now calls in {GO_SECONDS} s; {syscalls} clock_gettime \
-                     syscalls in the {GO_TRACE_SECONDS} s traced"
+                    "Go: {} time.Now calls in {} s; {} clock_gettime syscalls in the \
+                     {GO_TRACE_SECONDS} s traced",
+                    go.calls, go.seconds, go.clock_gettime
                 ),
             );
         }
@@ -178,13 +180,15 @@ fn add_clock_commands(script: &mut Script) {
         .run("clock-table", "probe clock --calls 20000")
         .run("doctor", "probe doctor --json")
         .run("doctor-text", "probe doctor")
-        .shell(&format!("gotime {GO_SECONDS} > /tmp/gotime.out 2>&1 &"))
+        .shell(&format!("gotime {GO_MAX_SECONDS} > /tmp/gotime.out 2>&1 &"))
+        .shell("GOTIME=$!")
         .shell("sleep 1")
         .run(
             "go-traced",
             &format!("probe syscalls --comm gotime --duration {GO_TRACE_SECONDS} --json"),
         )
-        .shell("wait")
+        .shell("kill -TERM $GOTIME")
+        .shell("wait $GOTIME")
         .run("go-calls", "cat /tmp/gotime.out")
         .run("clock-cost", "clock_cost 100000");
 }
@@ -261,31 +265,63 @@ fn check_doctor(report: &Value, fallback: bool) -> Outcome {
     )
 }
 
-/// The Go program's clock_gettime syscalls while traced, and its time.Now calls.
-fn go_counts(s: &Sections) -> Result<(u64, u64), String> {
+/// What the Go program did: its clock_gettime syscalls while traced, its time.Now
+/// calls and the seconds it ran.
+struct GoRun {
+    clock_gettime: u64,
+    calls: u64,
+    seconds: f64,
+}
+
+fn go_counts(s: &Sections) -> Result<GoRun, String> {
     let report = s.json("go-traced")?;
     let clock_gettime = report["syscalls"]
         .as_array()
         .and_then(|rows| rows.iter().find(|r| r["name"] == "clock_gettime"))
         .and_then(|r| r["calls"].as_u64())
         .unwrap_or(0);
-    let calls: u64 = s
-        .ok("go-calls")?
-        .iter()
-        .find_map(|l| l.strip_prefix("calls "))
-        .and_then(|n| n.trim().parse().ok())
-        .ok_or("gotime printed no call count")?;
-    Ok((clock_gettime, calls))
+    let lines = s.ok("go-calls")?;
+    let value = |key: &str| {
+        lines
+            .iter()
+            .find_map(|l| l.strip_prefix(key))
+            .map(str::trim)
+            .ok_or(format!("gotime printed no {key}line: {lines:?}"))
+    };
+    let calls = value("calls ")?;
+    let seconds = value("seconds ")?;
+    Ok(GoRun {
+        clock_gettime,
+        calls: calls
+            .parse()
+            .map_err(|_| format!("gotime's calls {calls:?}"))?,
+        seconds: seconds
+            .parse()
+            .map_err(|_| format!("gotime's seconds {seconds:?}"))?,
+    })
 }
 
 fn check_go(s: &Sections, fallback: bool) -> Outcome {
-    let (clock_gettime, calls) = go_counts(s)?;
+    let go = go_counts(s)?;
+    let GoRun {
+        clock_gettime,
+        calls,
+        seconds,
+    } = go;
+    // The kill after the trace ended it: it ran through the whole trace.
+    expect(
+        seconds > f64::from(GO_TRACE_SECONDS) && seconds < f64::from(GO_MAX_SECONDS),
+        format!("gotime ran {seconds} s, want it stopped after the {GO_TRACE_SECONDS} s trace"),
+    )?;
     let per_second = clock_gettime as f64 / f64::from(GO_TRACE_SECONDS);
     if fallback {
         // time.Now reads the wall and the monotonic clock: two syscalls per call.
         expect(
             per_second > 10_000.0,
-            format!("{clock_gettime} clock_gettime syscalls in {GO_TRACE_SECONDS} s ({calls} time.Now calls in all)"),
+            format!(
+                "{clock_gettime} clock_gettime syscalls in {GO_TRACE_SECONDS} s \
+                 ({calls} time.Now calls in {seconds} s)"
+            ),
         )
     } else {
         expect(

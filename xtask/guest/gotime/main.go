@@ -1,13 +1,18 @@
-// gotime calls time.Now in a loop for the given number of seconds and prints how many
-// calls it made: seed 004's Go service, whose clock reads leave the vDSO when the
-// clocksource has no vDSO mode. `cargo xtask clock-vm` builds it with CGO_ENABLED=0
-// and traces it with `probe syscalls --comm gotime`.
+// gotime calls time.Now in a loop until the given number of seconds pass or it is sent
+// SIGTERM, then prints how many calls it made: seed 004's Go service, whose clock
+// reads leave the vDSO when the clocksource has no vDSO mode. `cargo xtask clock-vm`
+// builds it with CGO_ENABLED=0, traces it with `probe syscalls --comm gotime` and
+// stops it with SIGTERM once the trace is over, so that it runs through the whole
+// trace however long probe takes to load in a slow guest.
 package main
 
 import (
 	"fmt"
 	"os"
+	"os/signal"
 	"strconv"
+	"sync/atomic"
+	"syscall"
 	"time"
 )
 
@@ -21,13 +26,21 @@ func main() {
 		fmt.Fprintf(os.Stderr, "gotime: SECONDS %q: want a positive number\n", os.Args[1])
 		os.Exit(2)
 	}
-	deadline := time.Now().Add(time.Duration(seconds * float64(time.Second)))
+	var stop int32
+	terms := make(chan os.Signal, 1)
+	signal.Notify(terms, syscall.SIGTERM, syscall.SIGINT)
+	go func() {
+		<-terms
+		atomic.StoreInt32(&stop, 1)
+	}()
+	start := time.Now()
+	deadline := start.Add(time.Duration(seconds * float64(time.Second)))
 	calls := 0
-	for {
+	for atomic.LoadInt32(&stop) == 0 {
 		calls++
 		if time.Now().After(deadline) {
 			break
 		}
 	}
-	fmt.Printf("calls %d\n", calls)
+	fmt.Printf("calls %d\nseconds %.2f\n", calls, time.Since(start).Seconds())
 }
