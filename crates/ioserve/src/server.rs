@@ -10,7 +10,10 @@
 //!
 //! Shutdown (SIGTERM, SIGINT, or [`Server::shutdown_token`]): every worker stops
 //! accepting and closes its listener, idle keep-alive connections close, responses in
-//! flight go on for at most `--shutdown-timeout`, then the process exits.
+//! flight go on for at most `--shutdown-timeout`, then the process exits. The signal
+//! handlers are installed by [`Server::bind`], before the listeners are bound: a signal
+//! that comes as soon as the address is printed (or a client is answered) is handled,
+//! never the default action that ends the process at once.
 
 use std::io;
 use std::net::SocketAddr;
@@ -83,6 +86,58 @@ pub struct Server {
     pin: bool,
     numa: Option<Vec<WorkerPlace>>,
     reload: Reload,
+    control: Control,
+}
+
+/// The control thread's runtime and the operator's signals, caught from
+/// [`Server::bind`] on.
+#[derive(Debug)]
+struct Control {
+    runtime: tokio::runtime::Runtime,
+    /// None when the handlers could not be installed (logged).
+    signals: Option<OperatorSignals>,
+}
+
+/// SIGTERM, SIGINT, SIGHUP and SIGUSR1 as streams of the control runtime.
+#[derive(Debug)]
+struct OperatorSignals {
+    term: tokio::signal::unix::Signal,
+    int: tokio::signal::unix::Signal,
+    hup: tokio::signal::unix::Signal,
+    usr1: tokio::signal::unix::Signal,
+}
+
+impl Control {
+    /// The runtime, with the signal handlers installed: from here on these signals no
+    /// longer end the process, they wait in the streams until the control loop runs.
+    fn start() -> Result<Control, ServerError> {
+        use tokio::signal::unix::{signal, SignalKind};
+        let runtime = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .map_err(ServerError::Worker)?;
+        let signals = {
+            let _context = runtime.enter();
+            match (
+                signal(SignalKind::terminate()),
+                signal(SignalKind::interrupt()),
+                signal(SignalKind::hangup()),
+                signal(SignalKind::user_defined1()),
+            ) {
+                (Ok(term), Ok(int), Ok(hup), Ok(usr1)) => Some(OperatorSignals {
+                    term,
+                    int,
+                    hup,
+                    usr1,
+                }),
+                _ => {
+                    tracing::error!("cannot install signal handlers; stop the server with SIGKILL");
+                    None
+                }
+            }
+        };
+        Ok(Control { runtime, signals })
+    }
 }
 
 /// Where a reload gets its configuration, and what it needs to keep.
@@ -113,7 +168,12 @@ impl std::fmt::Debug for Reload {
 
 impl Server {
     /// Opens the root and binds the listeners (one per worker) and the metrics listener.
+    ///
+    /// It first installs handlers for SIGTERM, SIGINT, SIGHUP and SIGUSR1, which stay
+    /// for the life of the process: [`Server::run`] acts on the signals, and one that
+    /// comes before it runs waits for it.
     pub fn bind(config: &Config) -> Result<Server, ServerError> {
+        let control = Control::start()?;
         let descriptor_limit = rustix::process::getrlimit(rustix::process::Resource::Nofile)
             .current
             .unwrap_or(u64::MAX);
@@ -166,6 +226,7 @@ impl Server {
                 source: None,
                 guards: [built.guard, None],
             },
+            control,
         })
     }
 
@@ -210,6 +271,7 @@ impl Server {
             pin,
             numa,
             mut reload,
+            control,
             ..
         } = self;
         let placement = Arc::new(Placement { pin, numa });
@@ -222,12 +284,9 @@ impl Server {
             }
         };
 
-        let control = tokio::runtime::Builder::new_current_thread()
-            .enable_all()
-            .build()
-            .map_err(ServerError::Worker)?;
         notify(&[sd_notify::NotifyState::Ready]);
-        control.block_on(async {
+        let Control { runtime, signals } = control;
+        runtime.block_on(async {
             if let Some(listener) = metrics_listener {
                 match TcpListener::from_std(listener) {
                     Ok(listener) => {
@@ -237,7 +296,7 @@ impl Server {
                 }
             }
             tokio::spawn(sweep_open_files(Arc::clone(&shared)));
-            control_signals(&shared, &mut reload).await;
+            control_signals(&shared, &mut reload, signals).await;
         });
         shared.shutdown.cancel();
         notify(&[sd_notify::NotifyState::Stopping]);
@@ -408,23 +467,19 @@ fn notify(states: &[sd_notify::NotifyState<'_>]) {
     }
 }
 
-/// Handles the operator's signals until SIGTERM, SIGINT or the shutdown token: SIGHUP
-/// reloads the configuration, SIGUSR1 reopens the access log (after logrotate moved
-/// it).
-async fn control_signals(shared: &Shared, reload: &mut Reload) {
-    use tokio::signal::unix::{signal, SignalKind};
+/// Handles the operator's signals until SIGTERM, SIGINT or the shutdown token (only the
+/// token when the handlers could not be installed): SIGHUP reloads the configuration,
+/// SIGUSR1 reopens the access log (after logrotate moved it).
+async fn control_signals(shared: &Shared, reload: &mut Reload, signals: Option<OperatorSignals>) {
     let token = &shared.shutdown;
-    let (mut term, mut int, mut hup, mut usr1) = match (
-        signal(SignalKind::terminate()),
-        signal(SignalKind::interrupt()),
-        signal(SignalKind::hangup()),
-        signal(SignalKind::user_defined1()),
-    ) {
-        (Ok(term), Ok(int), Ok(hup), Ok(usr1)) => (term, int, hup, usr1),
-        _ => {
-            tracing::error!("cannot install signal handlers; stop the server with SIGKILL");
-            return token.cancelled().await;
-        }
+    let Some(OperatorSignals {
+        mut term,
+        mut int,
+        mut hup,
+        mut usr1,
+    }) = signals
+    else {
+        return token.cancelled().await;
     };
     loop {
         tokio::select! {

@@ -69,6 +69,37 @@ fn sigterm_drains_downloads_then_exits_zero() {
 }
 
 #[test]
+fn signals_as_soon_as_the_address_is_printed_are_handled() {
+    // The address is printed before the workers start: a SIGTERM or SIGHUP sent at
+    // once must reach the handlers, not the default action that ends the process.
+    let (dir, _) = tree();
+    for round in 0..10 {
+        let mut server = Server::start("sendfile", dir.path(), &["--workers", "4"]);
+        server.signal("TERM");
+        let status = server.wait_exit(Duration::from_secs(10));
+        assert!(
+            status.is_some_and(|s| s.success()),
+            "round {round}: SIGTERM at once: {status:?}, want a drain and exit 0"
+        );
+        let mut server = Server::start("sendfile", dir.path(), &["--workers", "4"]);
+        server.signal("HUP");
+        std::thread::sleep(Duration::from_millis(50));
+        let status = server.child.try_wait().unwrap();
+        assert_eq!(
+            status, None,
+            "round {round}: SIGHUP at once ended the server"
+        );
+        assert_eq!(get(server.addr, "/hello.txt", &[]).status, 200);
+        server.signal("TERM");
+        let status = server.wait_exit(Duration::from_secs(10));
+        assert!(
+            status.is_some_and(|s| s.success()),
+            "round {round}: {status:?}"
+        );
+    }
+}
+
+#[test]
 fn shutdown_timeout_cuts_stalled_downloads() {
     let (dir, _) = tree();
     let mut server = Server::start("sendfile", dir.path(), &["--shutdown-timeout", "1s"]);

@@ -142,13 +142,19 @@ impl Server {
             })
     }
 
-    /// Sends a signal to the server.
+    /// Sends a signal (`TERM`, `INT`, `HUP`, `USR1`) to the server, with kill(2) itself
+    /// rather than kill(1), so that it comes as soon as the caller asks.
     pub fn signal(&self, signal: &str) {
-        let status = Command::new("kill")
-            .args([&format!("-{signal}"), &self.pid().to_string()])
-            .status()
-            .unwrap();
-        assert!(status.success());
+        use rustix::process::{kill_process, Pid, Signal};
+        let signal = match signal {
+            "TERM" => Signal::TERM,
+            "INT" => Signal::INT,
+            "HUP" => Signal::HUP,
+            "USR1" => Signal::USR1,
+            other => panic!("signal {other}: the tests send TERM, INT, HUP or USR1"),
+        };
+        let pid = Pid::from_raw(self.pid() as i32).expect("a process id is positive");
+        kill_process(pid, signal).expect("the server is running");
     }
 
     /// Waits for the process to exit, at most `limit`.
@@ -167,9 +173,10 @@ impl Server {
     /// with `capture_stderr`).
     pub fn stop_and_read_log(&mut self) -> String {
         self.signal("TERM");
+        let status = self.wait_exit(Duration::from_secs(10));
         assert!(
-            self.wait_exit(Duration::from_secs(10)).is_some(),
-            "the server did not exit on SIGTERM"
+            status.is_some_and(|s| s.success()),
+            "the server did not drain and exit 0 on SIGTERM: {status:?}"
         );
         let mut log = String::new();
         self.stderr
