@@ -3,10 +3,13 @@
 //! wrk measures hot 4 KiB requests. A server whose worker waits for the disk makes
 //! every hot request queued behind it wait too; the hot p99 shows it.
 //!
-//! Each round measures every server twice, idle (wrk alone) and loaded (wrk beside
-//! the cold downloads); the report gives the medians, the loaded p99 over the idle p99,
-//! and the disk throughput the cold clients got (a server could keep its hot p99 low by
-//! starving them).
+//! Each round measures every server three times: idle (wrk alone), beside cached
+//! downloads (the same 16 clients paced at the disk's rate, downloading a file that
+//! stays in the page cache: what the download traffic itself costs the hot requests on
+//! these CPUs, with no disk in the picture) and loaded (wrk beside the cold downloads).
+//! The report gives the medians, the loaded p99 over the idle p99 and over the cached
+//! one, and the disk throughput the cold clients got (a server could keep its hot p99
+//! low by starving them).
 
 use std::fs;
 use std::io::{BufRead as _, BufReader, Read as _, Write as _};
@@ -58,6 +61,10 @@ struct ColdSample {
     round: usize,
     idle_p99_ms: f64,
     idle_requests_per_s: f64,
+    /// Beside the cached downloads (absent without a disk limit to pace them at).
+    cached_p99_ms: Option<f64>,
+    /// What the cached downloads got per second while wrk ran.
+    cached_mb_per_s: Option<f64>,
     loaded_p99_ms: f64,
     loaded_p50_ms: f64,
     loaded_requests_per_s: f64,
@@ -73,10 +80,14 @@ struct ColdSample {
 struct ColdMedian {
     server: String,
     idle_p99_ms: f64,
+    /// NaN without a disk limit.
+    cached_p99_ms: f64,
     loaded_p50_ms: f64,
     loaded_p99_ms: f64,
     /// Loaded p99 over idle p99.
     slowdown: f64,
+    /// Loaded p99 over the p99 beside cached downloads: what the cold disk adds.
+    cold_over_cached: f64,
     loaded_requests_per_s: f64,
     cold_mb_per_s: f64,
     errors: u64,
@@ -108,9 +119,10 @@ pub(super) fn run(options: &Options, www: &Path, out: &Path) -> Result<()> {
         })
         .collect::<Result<Vec<_>>>()?;
     eprintln!(
-        "xtask loadtest --cold: {} servers, {} rounds of 2 x {} s each, {CLIENTS} cold clients of {} MiB files, disk reads {}",
+        "xtask loadtest --cold: {} servers, {} rounds of {} x {} s each, {CLIENTS} cold clients of {} MiB files, disk reads {}",
         running.len(),
         options.rounds,
+        if options.disk_mbps > 0 { 3 } else { 2 },
         options.duration,
         COLD_FILE >> 20,
         disk_rate(options.disk_mbps)
@@ -138,15 +150,16 @@ fn measure_rounds(
         for i in 0..running.len() {
             let index = (i + round) % running.len();
             let server = &running[index];
-            let sample = measure(server, files, round, options.duration, out)?;
+            let sample = measure(server, files, round, options, out)?;
             if let Some(throttle) = &throttles[index] {
                 throttle.settle(Duration::from_secs(30));
             }
             eprintln!(
-                "  round {} {:<24} idle p99 {:>7.2} ms, loaded p99 {:>7.2} ms ({:.1}x), cold {:>5.0} MB/s",
+                "  round {} {:<24} idle p99 {:>7.2} ms, beside cached downloads {:>7.2} ms, loaded p99 {:>7.2} ms ({:.1}x), cold {:>5.0} MB/s",
                 round + 1,
                 sample.server,
                 sample.idle_p99_ms,
+                sample.cached_p99_ms.unwrap_or(f64::NAN),
                 sample.loaded_p99_ms,
                 sample.loaded_p99_ms / sample.idle_p99_ms,
                 sample.cold_mb_per_s
@@ -215,12 +228,27 @@ fn measure(
     server: &Running,
     files: &[String],
     round: usize,
-    seconds: u64,
+    options: &Options,
     out: &Path,
 ) -> Result<ColdSample> {
+    let seconds = options.duration;
     let idle = wrk(server, &HOT, seconds, out)?;
     let cold_dir = out.join("www/cold");
-    let downloads = ColdClients::start(server.addr, &cold_dir, files);
+    let cached = match options.disk_mbps {
+        0 => None,
+        mbps => {
+            // Every client downloads the first file, kept in the page cache, at its
+            // share of the disk's rate.
+            let file = &files[0];
+            warm_page_cache(&cold_dir.join(file))?;
+            let pace = Pace::PerClient(mbps as f64 * 1e6 / CLIENTS as f64);
+            let downloads = ColdClients::start(server.addr, &cold_dir, &[file; CLIENTS], pace);
+            let beside = wrk(server, &HOT, seconds, out);
+            let (bytes, _, elapsed) = downloads.stop()?;
+            Some((beside?.p99_ms, bytes as f64 / elapsed / 1e6))
+        }
+    };
+    let downloads = ColdClients::start(server.addr, &cold_dir, files, Pace::ColdAsFastAsServed);
     let loaded = wrk(server, &HOT, seconds, out);
     let (bytes, completed, elapsed) = downloads.stop()?;
     let loaded: WrkResult = loaded?;
@@ -229,6 +257,8 @@ fn measure(
         round,
         idle_p99_ms: idle.p99_ms,
         idle_requests_per_s: idle.requests_per_s,
+        cached_p99_ms: cached.map(|(p99, _)| p99),
+        cached_mb_per_s: cached.map(|(_, mbps)| mbps),
         loaded_p99_ms: loaded.p99_ms,
         loaded_p50_ms: loaded.p50_ms,
         loaded_requests_per_s: loaded.requests_per_s,
@@ -238,8 +268,18 @@ fn measure(
     })
 }
 
-/// The cold clients: each downloads its file again and again on one keep-alive
-/// connection, dropping the file's pages from the page cache before each download.
+/// How the download clients read.
+#[derive(Clone, Copy, Debug)]
+enum Pace {
+    /// Each drops its file's pages from the page cache before each download and reads
+    /// as fast as the server sends.
+    ColdAsFastAsServed,
+    /// Each reads at most this many bytes per second, and leaves the page cache be.
+    PerClient(f64),
+}
+
+/// The download clients: each downloads its file again and again on one keep-alive
+/// connection.
 struct ColdClients {
     stop: Arc<AtomicBool>,
     bytes: Arc<AtomicU64>,
@@ -249,17 +289,19 @@ struct ColdClients {
 }
 
 impl ColdClients {
-    fn start(addr: SocketAddr, dir: &Path, files: &[String]) -> ColdClients {
+    fn start<S: AsRef<str>>(addr: SocketAddr, dir: &Path, files: &[S], pace: Pace) -> ColdClients {
         let stop = Arc::new(AtomicBool::new(false));
         let bytes = Arc::new(AtomicU64::new(0));
         let completed = Arc::new(AtomicU64::new(0));
         let threads = files
             .iter()
             .map(|name| {
+                let name = name.as_ref();
                 let client = ColdClient {
                     addr,
                     path: dir.join(name),
                     url_path: format!("/cold/{name}"),
+                    pace,
                     stop: Arc::clone(&stop),
                     bytes: Arc::clone(&bytes),
                     completed: Arc::clone(&completed),
@@ -293,9 +335,10 @@ impl ColdClients {
 
 struct ColdClient {
     addr: SocketAddr,
-    /// The file on disk, whose pages are dropped before each download.
+    /// The file on disk, whose pages are dropped before each cold download.
     path: PathBuf,
     url_path: String,
+    pace: Pace,
     stop: Arc<AtomicBool>,
     bytes: Arc<AtomicU64>,
     completed: Arc<AtomicU64>,
@@ -311,8 +354,12 @@ impl ColdClient {
         let mut reader = BufReader::with_capacity(256 << 10, stream);
         let request = format!("GET {} HTTP/1.1\r\nHost: cold\r\n\r\n", self.url_path);
         let mut scratch = vec![0u8; 256 << 10];
+        let started = Instant::now();
+        let mut received = 0u64;
         while !self.stopped() {
-            drop_from_page_cache(&self.path)?;
+            if let Pace::ColdAsFastAsServed = self.pace {
+                drop_from_page_cache(&self.path)?;
+            }
             writer.write_all(request.as_bytes())?;
             let Some(mut remaining) = self.read_head(&mut reader)? else {
                 return Ok(());
@@ -323,7 +370,13 @@ impl ColdClient {
                     Ok(0) => bail!("{} closed the connection mid-body", self.url_path),
                     Ok(n) => {
                         remaining -= n as u64;
+                        received += n as u64;
                         self.bytes.fetch_add(n as u64, Ordering::Relaxed);
+                        if let Pace::PerClient(bytes_per_s) = self.pace {
+                            let due =
+                                started + Duration::from_secs_f64(received as f64 / bytes_per_s);
+                            std::thread::sleep(due.saturating_duration_since(Instant::now()));
+                        }
                     }
                     Err(e) if is_timeout(&e) && self.stopped() => return Ok(()),
                     Err(e) if is_timeout(&e) => {}
@@ -388,6 +441,16 @@ fn is_timeout(error: &std::io::Error) -> bool {
     )
 }
 
+/// Reads `path` once, so that its pages are in the page cache (this process is not
+/// under the servers' disk throttle).
+fn warm_page_cache(path: &Path) -> Result<()> {
+    let mut file =
+        fs::File::open(path).with_context(|| format!("cannot open {}", path.display()))?;
+    std::io::copy(&mut file, &mut std::io::sink())
+        .with_context(|| format!("cannot read {}", path.display()))?;
+    Ok(())
+}
+
 /// Drops `path`'s pages from the page cache (those no process holds mapped).
 fn drop_from_page_cache(path: &Path) -> Result<()> {
     let file = fs::File::open(path).with_context(|| format!("cannot open {}", path.display()))?;
@@ -404,13 +467,16 @@ fn medians(samples: &[ColdSample], specs: &[ServerSpec]) -> Vec<ColdMedian> {
                 median(samples.iter().filter(|s| s.server == spec.name).map(f)).unwrap_or(f64::NAN)
             };
             let idle_p99_ms = of(|s| s.idle_p99_ms);
+            let cached_p99_ms = of(|s| s.cached_p99_ms.unwrap_or(f64::NAN));
             let loaded_p99_ms = of(|s| s.loaded_p99_ms);
             ColdMedian {
                 server: spec.name.clone(),
                 idle_p99_ms,
+                cached_p99_ms,
                 loaded_p50_ms: of(|s| s.loaded_p50_ms),
                 loaded_p99_ms,
                 slowdown: loaded_p99_ms / idle_p99_ms,
+                cold_over_cached: loaded_p99_ms / cached_p99_ms,
                 loaded_requests_per_s: of(|s| s.loaded_requests_per_s),
                 cold_mb_per_s: of(|s| s.cold_mb_per_s),
                 errors: samples
@@ -429,26 +495,34 @@ fn render(medians: &[ColdMedian], options: &Options) -> String {
     let _ = writeln!(
         text,
         "Cold disk: hot {} beside {CLIENTS} clients downloading {} MiB files dropped from the page cache before each download; disk reads {}.\n\
-         Medians of {} round(s) of {} s idle + {} s loaded per server; wrk -t2 on the same {} CPUs.\n",
+         Cached downloads: the same clients paced at the disk's rate, downloading one file that stays in the page cache (the traffic without the disk).\n\
+         Medians of {} round(s) of {} s idle + {} s beside cached downloads + {} s loaded per server; wrk -t2 on the same {} CPUs.\n",
         HOT.title,
         COLD_FILE >> 20,
         disk_rate(options.disk_mbps),
         options.rounds,
         options.duration,
         options.duration,
+        options.duration,
         std::thread::available_parallelism().map_or(1, |n| n.get())
     );
-    text.push_str("| server | idle p99 ms | loaded p50 ms | loaded p99 ms | loaded / idle p99 | hot req/s loaded | cold MB/s | errors |\n");
-    text.push_str("|---|---:|---:|---:|---:|---:|---:|---:|\n");
+    text.push_str("| server | idle p99 ms | cached-downloads p99 ms | loaded p50 ms | loaded p99 ms | loaded / idle p99 | loaded / cached p99 | hot req/s loaded | cold MB/s | errors |\n");
+    text.push_str("|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n");
+    let figure = |value: f64, suffix: &str| match value.is_finite() {
+        true => format!("{value:.2}{suffix}"),
+        false => "-".to_string(),
+    };
     for m in medians {
         let _ = writeln!(
             text,
-            "| {} | {:.2} | {:.2} | {:.2} | {:.1}x | {:.0} | {:.0} | {} |",
+            "| {} | {:.2} | {} | {:.2} | {:.2} | {:.1}x | {} | {:.0} | {:.0} | {} |",
             m.server,
             m.idle_p99_ms,
+            figure(m.cached_p99_ms, ""),
             m.loaded_p50_ms,
             m.loaded_p99_ms,
             m.slowdown,
+            figure(m.cold_over_cached, "x"),
             m.loaded_requests_per_s,
             m.cold_mb_per_s,
             m.errors
@@ -461,6 +535,15 @@ fn render(medians: &[ColdMedian], options: &Options) -> String {
             "\nioserve-sendfile: loaded p99 {:.1}x its idle p99 (target <= 2x)",
             ours.slowdown
         );
+        if ours.cached_p99_ms.is_finite() {
+            let _ = writeln!(
+                text,
+                "ioserve-sendfile: beside the same downloads from the page cache (no disk) its p99 is already {:.1}x its idle p99; the cold disk adds {:.2} ms ({:.2}x)",
+                ours.cached_p99_ms / ours.idle_p99_ms,
+                ours.loaded_p99_ms - ours.cached_p99_ms,
+                ours.cold_over_cached
+            );
+        }
         if let Some(threads) = find("nginx-aio-threads") {
             let _ = writeln!(
                 text,
@@ -470,4 +553,74 @@ fn render(medians: &[ColdMedian], options: &Options) -> String {
         }
     }
     text
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn sample(server: &str, round: usize, cached_p99_ms: Option<f64>, loaded: f64) -> ColdSample {
+        ColdSample {
+            server: server.into(),
+            round,
+            idle_p99_ms: 0.25,
+            idle_requests_per_s: 4500.0,
+            cached_p99_ms,
+            cached_mb_per_s: cached_p99_ms.map(|_| 200.0),
+            loaded_p99_ms: loaded,
+            loaded_p50_ms: 0.1,
+            loaded_requests_per_s: 4100.0,
+            cold_mb_per_s: 199.0,
+            cold_downloads: 10,
+            errors: 0,
+        }
+    }
+
+    fn options(disk_mbps: u64) -> Options {
+        Options {
+            duration: 6,
+            rounds: 3,
+            only: Vec::new(),
+            connections: 0,
+            cold: true,
+            disk_mbps,
+        }
+    }
+
+    #[test]
+    fn the_report_sets_the_loaded_p99_against_idle_and_cached_downloads() {
+        let specs = select(cold_servers(), &["ioserve-sendfile".into()]).unwrap();
+        let samples = [
+            sample("ioserve-sendfile", 0, Some(0.5), 3.0),
+            sample("ioserve-sendfile", 1, Some(0.25), 2.0),
+            sample("ioserve-sendfile", 2, Some(0.3), 9.0),
+        ];
+        let medians = medians(&samples, &specs);
+        assert_eq!(
+            (medians[0].cached_p99_ms, medians[0].loaded_p99_ms),
+            (0.3, 3.0)
+        );
+        assert_eq!(medians[0].cold_over_cached, 10.0);
+        let text = render(&medians, &options(200));
+        assert!(
+            text.contains("| ioserve-sendfile | 0.25 | 0.30 | 0.10 | 3.00 | 12.0x | 10.00x |"),
+            "{text}"
+        );
+        assert!(
+            text.contains("the cold disk adds 2.70 ms (10.00x)"),
+            "{text}"
+        );
+    }
+
+    #[test]
+    fn without_a_disk_limit_there_is_no_cached_figure() {
+        let specs = select(cold_servers(), &["ioserve-sendfile".into()]).unwrap();
+        let samples = [sample("ioserve-sendfile", 0, None, 3.0)];
+        let text = render(&medians(&samples, &specs), &options(0));
+        assert!(
+            text.contains("| ioserve-sendfile | 0.25 | - | 0.10 | 3.00 | 12.0x | - |"),
+            "{text}"
+        );
+        assert!(!text.contains("the cold disk adds"), "{text}");
+    }
 }

@@ -70,7 +70,8 @@ pub struct Args {
     quick: bool,
     /// The cold-disk scenario instead: hot 4 KiB requests beside 16 clients downloading
     /// 256 MiB files dropped from the page cache (ioserve with cold reads on its pool and
-    /// inline, nginx with and without `aio threads`); writes cold.md and cold.json
+    /// inline, nginx with and without `aio threads`), and beside the same downloads
+    /// from the page cache for comparison; writes cold.md and cold.json
     #[arg(long)]
     cold: bool,
     /// With --cold: limit the servers' disk reads to this many MB/s (a cgroup throttle),
