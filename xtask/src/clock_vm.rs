@@ -302,12 +302,11 @@ fn go_counts(s: &Sections) -> Result<GoRun, String> {
 }
 
 fn check_go(s: &Sections, fallback: bool) -> Outcome {
-    let go = go_counts(s)?;
     let GoRun {
         clock_gettime,
         calls,
         seconds,
-    } = go;
+    } = go_counts(s)?;
     // The kill after the trace ended it: it ran through the whole trace.
     expect(
         seconds > f64::from(GO_TRACE_SECONDS) && seconds < f64::from(GO_MAX_SECONDS),

@@ -506,10 +506,10 @@ fn render(medians: &[ColdMedian], options: &Options) -> String {
         options.duration,
         std::thread::available_parallelism().map_or(1, |n| n.get())
     );
-    text.push_str("| server | idle p99 ms | cached-downloads p99 ms | loaded p50 ms | loaded p99 ms | loaded / idle p99 | loaded / cached p99 | hot req/s loaded | cold MB/s | errors |\n");
+    text.push_str("| server | idle p99 ms | beside cached downloads p99 ms | loaded p50 ms | loaded p99 ms | loaded / idle p99 | loaded / cached p99 | hot req/s loaded | cold MB/s | errors |\n");
     text.push_str("|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n");
-    let figure = |value: f64, suffix: &str| match value.is_finite() {
-        true => format!("{value:.2}{suffix}"),
+    let figure = |value: f64, decimals: usize, suffix: &str| match value.is_finite() {
+        true => format!("{value:.decimals$}{suffix}"),
         false => "-".to_string(),
     };
     for m in medians {
@@ -518,11 +518,11 @@ fn render(medians: &[ColdMedian], options: &Options) -> String {
             "| {} | {:.2} | {} | {:.2} | {:.2} | {:.1}x | {} | {:.0} | {:.0} | {} |",
             m.server,
             m.idle_p99_ms,
-            figure(m.cached_p99_ms, ""),
+            figure(m.cached_p99_ms, 2, ""),
             m.loaded_p50_ms,
             m.loaded_p99_ms,
             m.slowdown,
-            figure(m.cold_over_cached, "x"),
+            figure(m.cold_over_cached, 1, "x"),
             m.loaded_requests_per_s,
             m.cold_mb_per_s,
             m.errors
@@ -538,7 +538,7 @@ fn render(medians: &[ColdMedian], options: &Options) -> String {
         if ours.cached_p99_ms.is_finite() {
             let _ = writeln!(
                 text,
-                "ioserve-sendfile: beside the same downloads from the page cache (no disk) its p99 is already {:.1}x its idle p99; the cold disk adds {:.2} ms ({:.2}x)",
+                "ioserve-sendfile: beside the same downloads from the page cache (no disk) its p99 is {:.1}x its idle p99; the cold disk adds {:.2} ms ({:.1}x)",
                 ours.cached_p99_ms / ours.idle_p99_ms,
                 ours.loaded_p99_ms - ours.cached_p99_ms,
                 ours.cold_over_cached
@@ -603,11 +603,11 @@ mod tests {
         assert_eq!(medians[0].cold_over_cached, 10.0);
         let text = render(&medians, &options(200));
         assert!(
-            text.contains("| ioserve-sendfile | 0.25 | 0.30 | 0.10 | 3.00 | 12.0x | 10.00x |"),
+            text.contains("| ioserve-sendfile | 0.25 | 0.30 | 0.10 | 3.00 | 12.0x | 10.0x |"),
             "{text}"
         );
         assert!(
-            text.contains("the cold disk adds 2.70 ms (10.00x)"),
+            text.contains("the cold disk adds 2.70 ms (10.0x)"),
             "{text}"
         );
     }
