@@ -164,28 +164,6 @@ impl fmt::Display for DecodeError {
 
 impl core::error::Error for DecodeError {}
 
-impl DecodeError {
-    /// The same error for an input that starts `offset` bytes earlier.
-    #[cfg(target_arch = "x86_64")]
-    fn shifted(self, offset: usize) -> DecodeError {
-        match self {
-            DecodeError::InvalidByte { position, byte } => DecodeError::InvalidByte {
-                position: position + offset,
-                byte,
-            },
-            DecodeError::InvalidPadding { position } => DecodeError::InvalidPadding {
-                position: position + offset,
-            },
-            DecodeError::NonCanonicalTrailingBits { position } => {
-                DecodeError::NonCanonicalTrailingBits {
-                    position: position + offset,
-                }
-            }
-            DecodeError::InvalidLength { .. } | DecodeError::OutputTooSmall { .. } => self,
-        }
-    }
-}
-
 /// The output slice given to [`Base64::encode_to_slice`] is too short.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub struct OutputTooSmall {

@@ -92,7 +92,9 @@ const PACK_LANES_512: [u8; 64] = {
 const LOW_48: __mmask64 = (1 << 48) - 1;
 
 /// AVX-512 VBMI: 48 bytes to 64 characters per step; `vpmultishiftqb` cuts the 6-bit
-/// fields and `vpermb` looks them up in the alphabet.
+/// fields and `vpermb` looks them up in the alphabet. The bytes after the last whole
+/// step (up to 47) take one more step with a masked load and a masked store, whose
+/// lookup writes `=` past the last character: no other kernel and no scalar code.
 ///
 /// # Safety
 /// The CPU must support AVX-512 F, BW and VBMI.
@@ -113,22 +115,54 @@ pub(super) unsafe fn encode_avx512vbmi(
     // Bit offsets of the four fields in each lane of [b1, b0, b2, b1], for both lanes
     // of a 64-bit word: 10, 4, 22, 16 and 32 more.
     let fields = _mm512_set1_epi64(0x3036_242A_1016_040A);
-    let (mut read, mut written) = (0, 0);
-    while input.len() - read >= 48 && output.len() - written >= 64 {
-        // SAFETY: 48 readable bytes at `read`, checked above; the mask keeps the load
+    let steps = input.len() / 48;
+    let rest = input.len() - 48 * steps;
+    // 2, 3 or 4 characters per group of 1, 2 or 3 bytes: at most 63 for 47 bytes.
+    let characters = (4 * rest).div_ceil(3);
+    // The characters after the whole steps, with the padding: at most 64.
+    let tail = match padding {
+        Padding::Padded => 4 * rest.div_ceil(3),
+        Padding::Unpadded => characters,
+    };
+    assert!(
+        output.len() >= 64 * steps + tail,
+        "the output holds the encoded length"
+    );
+    for step in 0..steps {
+        // SAFETY: 48 readable bytes at 48 * step < input.len(); the mask keeps the load
         // to those.
-        let bytes = unsafe { _mm512_maskz_loadu_epi8(LOW_48, input.as_ptr().add(read).cast()) };
+        let bytes =
+            unsafe { _mm512_maskz_loadu_epi8(LOW_48, input.as_ptr().add(48 * step).cast()) };
         let lanes = _mm512_permutexvar_epi8(spread, bytes);
         // Each result byte holds a 6-bit value in its low bits; vpermb ignores the top two.
         let sextets = _mm512_multishift_epi64_epi8(fields, lanes);
         let chars = _mm512_permutexvar_epi8(sextets, alphabet);
-        // SAFETY: 64 writable bytes at `written`, checked above.
-        unsafe { _mm512_storeu_si512(output.as_mut_ptr().add(written).cast(), chars) };
-        read += 48;
-        written += 64;
+        // SAFETY: 64 writable bytes at 64 * step, asserted above.
+        unsafe { _mm512_storeu_si512(output.as_mut_ptr().add(64 * step).cast(), chars) };
     }
-    // SAFETY: AVX-512 implies AVX2.
-    unsafe { encode_avx2(&input[read..], &mut output[written..], tables, padding) }
+    if rest == 0 {
+        return;
+    }
+    // SAFETY: the mask keeps the load to the `rest` readable bytes at 48 * steps.
+    let bytes =
+        unsafe { _mm512_maskz_loadu_epi8((1 << rest) - 1, input.as_ptr().add(48 * steps).cast()) };
+    let lanes = _mm512_permutexvar_epi8(spread, bytes);
+    let sextets = _mm512_multishift_epi64_epi8(fields, lanes);
+    let chars = _mm512_mask_permutexvar_epi8(
+        _mm512_set1_epi8(b'=' as i8),
+        (1 << characters) - 1,
+        sextets,
+        alphabet,
+    );
+    // SAFETY: the mask keeps the store to the `tail` (1 to 64) writable bytes at
+    // 64 * steps, asserted above.
+    unsafe {
+        _mm512_mask_storeu_epi8(
+            output.as_mut_ptr().add(64 * steps).cast(),
+            u64::MAX >> (64 - tail),
+            chars,
+        )
+    };
 }
 
 /// SSSE3: 16 characters to 12 bytes per step.
@@ -167,7 +201,10 @@ pub(super) unsafe fn decode_avx2(
 }
 
 /// AVX-512 VBMI: 64 characters to 48 bytes per step; `vpermi2b` looks each character
-/// up in the first 128 entries of the decode table.
+/// up in the first 128 entries of the decode table. The whole groups after the last
+/// whole step (up to 15) take one more step with a masked load and a masked store; the
+/// scalar code decodes the partial group (2 or 3 characters) and any block with an
+/// invalid character, to report its exact position.
 ///
 /// # Safety
 /// The CPU must support AVX-512 F, BW and VBMI.
@@ -185,29 +222,67 @@ pub(super) unsafe fn decode_avx512vbmi(
             _mm512_loadu_si512(PACK_LANES_512.as_ptr().cast()),
         )
     };
-    let (mut read, mut written) = (0, 0);
-    while input.len() - read >= 64 && output.len() - written >= 48 {
-        // SAFETY: 64 readable bytes at `read`, checked above.
-        let chars = unsafe { _mm512_loadu_si512(input.as_ptr().add(read).cast()) };
+    // The sextets of 64 characters (index 0 where the mask is clear) and whether any
+    // character the mask selects is outside the alphabet.
+    let lookup = |chars: __m512i, mask: __mmask64| {
         // Indices use 7 bits; characters >= 0x80 are caught by their own top bit.
         let sextets = _mm512_permutex2var_epi8(ascii_low, chars, ascii_high);
-        if _mm512_movepi8_mask(_mm512_or_si512(sextets, chars)) != 0 {
-            break;
-        }
+        let invalid = _mm512_movepi8_mask(_mm512_or_si512(sextets, chars)) & mask != 0;
+        (sextets, invalid)
+    };
+    // The 48 bytes of 64 sextets, in the low 48 bytes.
+    let merge = |sextets: __m512i| {
         let pairs = _mm512_maddubs_epi16(sextets, _mm512_set1_epi32(0x0140_0140));
         let merged = _mm512_madd_epi16(pairs, _mm512_set1_epi32(0x0001_1000));
-        let bytes = _mm512_permutexvar_epi8(pack, merged);
-        // SAFETY: 48 writable bytes at `written`, checked above; the mask keeps the
-        // store to those.
-        unsafe { _mm512_mask_storeu_epi8(output.as_mut_ptr().add(written).cast(), LOW_48, bytes) };
+        _mm512_permutexvar_epi8(pack, merged)
+    };
+    // The caller sizes `output` exactly: 3 bytes per group of 4 characters.
+    assert!(
+        output.len() >= input.len() / 4 * 3,
+        "the output holds the decoded length"
+    );
+    let (mut read, mut written) = (0, 0);
+    while input.len() - read >= 64 {
+        // SAFETY: 64 readable bytes at `read`, checked above.
+        let chars = unsafe { _mm512_loadu_si512(input.as_ptr().add(read).cast()) };
+        let (sextets, invalid) = lookup(chars, u64::MAX);
+        if invalid {
+            // The scalar code finds and reports the invalid character.
+            return scalar::decode(&input[read..], &mut output[written..], tables, read);
+        }
+        // SAFETY: 48 writable bytes at `written` (3/4 of the 64 characters at `read`,
+        // asserted above); the mask keeps the store to those.
+        unsafe {
+            _mm512_mask_storeu_epi8(
+                output.as_mut_ptr().add(written).cast(),
+                LOW_48,
+                merge(sextets),
+            )
+        };
         read += 64;
         written += 48;
     }
-    if input.len() - read < 64 {
-        // SAFETY: AVX-512 implies AVX2.
-        return unsafe { decode_avx2(&input[read..], &mut output[written..], tables) }
-            .map_err(|error| error.shifted(read));
+    let groups = (input.len() - read) / 4;
+    if groups > 0 {
+        let mask = (1 << (4 * groups)) - 1;
+        // SAFETY: the mask keeps the load to the 4 * groups readable bytes at `read`.
+        let chars = unsafe { _mm512_maskz_loadu_epi8(mask, input.as_ptr().add(read).cast()) };
+        let (sextets, invalid) = lookup(chars, mask);
+        if invalid {
+            return scalar::decode(&input[read..], &mut output[written..], tables, read);
+        }
+        // SAFETY: 3 * groups writable bytes at `written`, as above; the mask keeps the
+        // store to those.
+        unsafe {
+            _mm512_mask_storeu_epi8(
+                output.as_mut_ptr().add(written).cast(),
+                (1 << (3 * groups)) - 1,
+                merge(sextets),
+            )
+        };
+        read += 4 * groups;
+        written += 3 * groups;
     }
-    // Stopped at an invalid block: the scalar code reports it.
+    // The partial group (and its check of the bits below the last byte), if any.
     scalar::decode(&input[read..], &mut output[written..], tables, read)
 }
