@@ -71,10 +71,11 @@ fn count_matches_scalar_on_long_inputs_and_full_counters() {
 
 #[test]
 fn adler32_matches_scalar_at_every_length_and_offset() {
-    let data = bytes(1024 + 64, 2, 0);
+    // Past 1 KiB, where the AVX-512 kernel starts taking 64-byte chunks.
+    let data = bytes(1200 + 64, 2, 0);
     for (implementation, function) in adler32::implementations() {
         for offset in 0..64 {
-            for len in 0..=1024 {
+            for len in 0..=1200 {
                 let input = &data[offset..offset + len];
                 // Start from a state other than (1, 0) so both sums are exercised.
                 let want = adler32::scalar::update(12_345, 54_321, input);
@@ -92,11 +93,15 @@ fn adler32_matches_scalar_on_long_and_saturating_inputs() {
         let random = bytes(len, len as u64 + 5, 0);
         let all_ff = vec![0xFFu8; len];
         for input in [&random, &all_ff] {
-            let want = adler32::scalar::update(65_520, 65_520, input);
-            for (implementation, function) in adler32::implementations() {
-                // SAFETY: implementations() lists only what this CPU runs.
-                let got = unsafe { function(65_520, 65_520, input) };
-                assert_eq!(got, want, "{implementation} len {len}");
+            // The largest reduced state, and the largest a checksum's halves can hold
+            // unreduced (Adler32::from_checksum(0xFFFF_FFFF)).
+            for start in [65_520, 0xFFFF] {
+                let want = adler32::scalar::update(start, start, input);
+                for (implementation, function) in adler32::implementations() {
+                    // SAFETY: implementations() lists only what this CPU runs.
+                    let got = unsafe { function(start, start, input) };
+                    assert_eq!(got, want, "{implementation} len {len} start {start}");
+                }
             }
         }
     }

@@ -60,9 +60,10 @@ pub(super) unsafe fn update_neon(mut a: u32, mut b: u32, bytes: &[u8]) -> (u32, 
             s2 = vmlal_u16(s2, vget_low_u16(*column), vget_low_u16(*weight));
             s2 = vmlal_high_u16(s2, *column, *weight);
         }
-        let sum = |v: uint32x4_t| u64::from(vaddvq_u32(v));
-        let s2_total = W as u64 * sum(prefix) + sum(s2);
-        (a, b) = fold_block(a, b, block.len(), sum(s1), s2_total);
+        // W·prefix + s2 is what the block adds to b besides n·a: below 2^32 (see
+        // `fold_block`).
+        let s2_total = W as u32 * vaddvq_u32(prefix) + vaddvq_u32(s2);
+        (a, b) = fold_block(a, b, block.len(), vaddvq_u32(s1), s2_total);
     }
     super::scalar::update(a, b, &bytes[whole..])
 }

@@ -11,15 +11,12 @@
 //! would. Inputs shorter than a chunk take a narrower width (AVX2 runs SSSE3 chunks in
 //! line), and those shorter than 16 bytes the scalar loop.
 //!
-//! Lane bounds for blocks of at most 5552 bytes: `s1` ≤ 347·2040 and `prefix` ≤
+//! Lane bounds for blocks of at most NMAX (5552) bytes: `s1` ≤ 347·2040 and `prefix` ≤
 //! 347·708 000 < 2^31 with 16-byte chunks (wider chunks give smaller bounds).
 
-use super::fold_block;
+use super::{fold_block, NMAX};
 use crate::vector::x86_64::{V128, V256, V512};
 use crate::vector::{keep_last, Bytes, Sums};
-
-/// Bytes per block before folding, as in zlib (NMAX).
-const BLOCK: usize = 5552;
 
 /// Chunk weights W..1 for `pmaddubsw`, for the largest W (64); narrower kernels use
 /// the last W entries.
@@ -59,7 +56,7 @@ unsafe fn update<V: Sums>(mut a: u32, mut b: u32, bytes: &[u8]) -> (u32, u32, us
     // too); WEIGHTS[64 - width..] is `width` readable bytes.
     let weights = unsafe { V::load(WEIGHTS[64 - width..].as_ptr()) };
     let whole = bytes.len() / width * width;
-    for block in bytes[..whole].chunks(BLOCK / group * group) {
+    for block in bytes[..whole].chunks(NMAX / group * group) {
         // SAFETY: as above.
         let (mut s1, mut prefix, mut s2) = unsafe { (V::zero(), V::zero(), V::zero()) };
         let mut add_chunk = |chunk: &[u8]| {
@@ -87,7 +84,7 @@ unsafe fn update<V: Sums>(mut a: u32, mut b: u32, bytes: &[u8]) -> (u32, u32, us
             s2 = unsafe { s2.add_u32(add_chunk(chunk).widen_i16_pairs()) };
         }
         // W·prefix + s2, what the block adds to b besides n·a, is below 2^32 in
-        // every lane and in their sum, as NMAX (BLOCK) is chosen for: one horizontal
+        // every lane and in their sum, as NMAX is chosen for: one horizontal
         // sum for it.
         // SAFETY: as above.
         let (s1, s2) = unsafe {
@@ -156,12 +153,22 @@ pub(super) unsafe fn update_avx2(a: u32, b: u32, bytes: &[u8]) -> (u32, u32) {
     }
 }
 
-/// AVX-512 BW, 64-byte chunks.
+/// Below this many bytes the AVX-512 kernel takes AVX2's 32-byte chunks: on Zen 4,
+/// which runs 512-bit operations as two 256-bit halves, 64-byte chunks are no faster
+/// from 1 KiB up and 15-20 % slower at 64 and 256 B (one 512-bit chunk costs what two
+/// 256-bit ones do, and its horizontal sums take longer).
+const AVX512_FROM: usize = 1024;
+
+/// AVX-512 BW, 64-byte chunks from [`AVX512_FROM`] bytes; AVX2 below.
 ///
 /// # Safety
 /// The CPU must support AVX-512 F and BW.
 #[target_feature(enable = "avx512f,avx512bw")]
 pub(super) unsafe fn update_avx512bw(a: u32, b: u32, bytes: &[u8]) -> (u32, u32) {
+    if bytes.len() < AVX512_FROM {
+        // SAFETY: AVX-512 BW implies AVX2.
+        return unsafe { update_avx2(a, b, bytes) };
+    }
     // SAFETY: this function's target features are V512's.
     let (a, b, done) = unsafe { update::<V512>(a, b, bytes) };
     // SAFETY: AVX-512 BW implies AVX2.

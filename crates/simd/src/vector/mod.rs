@@ -165,11 +165,12 @@ pub(crate) trait Sums: Vector {
         unsafe { self.dot_u8_i8_pairs(weights).widen_i16_pairs() }
     }
 
-    /// The sum of the 32-bit lanes, as unsigned numbers, in 64 bits.
+    /// The sum of the 32-bit lanes, as unsigned numbers, modulo 2^32 (callers keep
+    /// the true sum below that).
     ///
     /// # Safety
     /// As for [`Vector::zero`].
-    unsafe fn sum_u32(self) -> u64;
+    unsafe fn sum_u32(self) -> u32;
 }
 
 /// Operations within each 128-bit lane (x86's byte shuffle and 16-bit multiplies), for

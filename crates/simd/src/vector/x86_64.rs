@@ -18,13 +18,13 @@ pub(crate) struct V256(__m256i);
 #[derive(Clone, Copy)]
 pub(crate) struct V512(__m512i);
 
-/// The sum of the four 32-bit lanes of `v`, unsigned.
+/// The sum of the four 32-bit lanes of `v`, modulo 2^32.
 #[inline]
 #[target_feature(enable = "sse2")]
-fn sum_u32x4(v: __m128i) -> u64 {
+fn sum_u32x4(v: __m128i) -> u32 {
     let pairs = _mm_add_epi32(v, _mm_shuffle_epi32::<0b01_00_11_10>(v));
     let total = _mm_add_epi32(pairs, _mm_shuffle_epi32::<0b10_11_00_01>(pairs));
-    u64::from(_mm_cvtsi128_si32(total) as u32)
+    _mm_cvtsi128_si32(total) as u32
 }
 
 impl Vector for V128 {
@@ -124,7 +124,7 @@ impl Sums for V128 {
 
     #[inline]
     #[target_feature(enable = "ssse3")]
-    unsafe fn sum_u32(self) -> u64 {
+    unsafe fn sum_u32(self) -> u32 {
         sum_u32x4(self.0)
     }
 }
@@ -348,7 +348,7 @@ impl Sums for V256 {
 
     #[inline]
     #[target_feature(enable = "avx2")]
-    unsafe fn sum_u32(self) -> u64 {
+    unsafe fn sum_u32(self) -> u32 {
         sum_u32x4(_mm_add_epi32(
             _mm256_castsi256_si128(self.0),
             _mm256_extracti128_si256::<1>(self.0),
@@ -562,7 +562,7 @@ impl Sums for V512 {
 
     #[inline]
     #[target_feature(enable = "avx512f,avx512bw")]
-    unsafe fn sum_u32(self) -> u64 {
-        u64::from(_mm512_reduce_add_epi32(self.0) as u32)
+    unsafe fn sum_u32(self) -> u32 {
+        _mm512_reduce_add_epi32(self.0) as u32
     }
 }
