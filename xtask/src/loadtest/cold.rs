@@ -242,13 +242,25 @@ fn measure(
             let file = &files[0];
             warm_page_cache(&cold_dir.join(file))?;
             let pace = Pace::PerClient(mbps as f64 * 1e6 / CLIENTS as f64);
-            let downloads = ColdClients::start(server.addr, &cold_dir, &[file; CLIENTS], pace);
+            let downloads = ColdClients::start(
+                server.addr,
+                &cold_dir,
+                &[file; CLIENTS],
+                pace,
+                Receive::from(options),
+            );
             let beside = wrk(server, &HOT, seconds, out);
             let (bytes, _, elapsed) = downloads.stop()?;
             Some((beside?.p99_ms, bytes as f64 / elapsed / 1e6))
         }
     };
-    let downloads = ColdClients::start(server.addr, &cold_dir, files, Pace::ColdAsFastAsServed);
+    let downloads = ColdClients::start(
+        server.addr,
+        &cold_dir,
+        files,
+        Pace::ColdAsFastAsServed,
+        Receive::from(options),
+    );
     let loaded = wrk(server, &HOT, seconds, out);
     let (bytes, completed, elapsed) = downloads.stop()?;
     let loaded: WrkResult = loaded?;
@@ -278,6 +290,27 @@ enum Pace {
     PerClient(f64),
 }
 
+/// What the download clients do with the bodies they receive.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Receive {
+    /// Discard them unread (`recv` with `MSG_TRUNC`, which TCP honours by dropping
+    /// the bytes without copying them): no CPU on this machine touches the server's
+    /// pages, as none does when a NIC sends them to a remote client.
+    Discard,
+    /// Copy them into the client's buffer, as a client on this machine does.
+    Copy,
+}
+
+impl From<&Options> for Receive {
+    fn from(options: &Options) -> Receive {
+        if options.client_copy {
+            Receive::Copy
+        } else {
+            Receive::Discard
+        }
+    }
+}
+
 /// The download clients: each downloads its file again and again on one keep-alive
 /// connection.
 struct ColdClients {
@@ -289,7 +322,13 @@ struct ColdClients {
 }
 
 impl ColdClients {
-    fn start<S: AsRef<str>>(addr: SocketAddr, dir: &Path, files: &[S], pace: Pace) -> ColdClients {
+    fn start<S: AsRef<str>>(
+        addr: SocketAddr,
+        dir: &Path,
+        files: &[S],
+        pace: Pace,
+        receive: Receive,
+    ) -> ColdClients {
         let stop = Arc::new(AtomicBool::new(false));
         let bytes = Arc::new(AtomicU64::new(0));
         let completed = Arc::new(AtomicU64::new(0));
@@ -302,6 +341,7 @@ impl ColdClients {
                     path: dir.join(name),
                     url_path: format!("/cold/{name}"),
                     pace,
+                    receive,
                     stop: Arc::clone(&stop),
                     bytes: Arc::clone(&bytes),
                     completed: Arc::clone(&completed),
@@ -339,6 +379,7 @@ struct ColdClient {
     path: PathBuf,
     url_path: String,
     pace: Pace,
+    receive: Receive,
     stop: Arc<AtomicBool>,
     bytes: Arc<AtomicU64>,
     completed: Arc<AtomicU64>,
@@ -366,7 +407,7 @@ impl ColdClient {
             };
             while remaining > 0 {
                 let want = scratch.len().min(remaining as usize);
-                match reader.read(&mut scratch[..want]) {
+                match self.read_body(&mut reader, &mut scratch[..want]) {
                     Ok(0) => bail!("{} closed the connection mid-body", self.url_path),
                     Ok(n) => {
                         remaining -= n as u64;
@@ -390,6 +431,25 @@ impl ColdClient {
 
     fn stopped(&self) -> bool {
         self.stop.load(Ordering::Relaxed)
+    }
+
+    /// Receives up to `scratch.len()` bytes of a body, as `self.receive` says: what the
+    /// reader has buffered is taken first, then the socket is read or discarded from.
+    fn read_body(
+        &self,
+        reader: &mut BufReader<TcpStream>,
+        scratch: &mut [u8],
+    ) -> std::io::Result<usize> {
+        if self.receive == Receive::Copy || !reader.buffer().is_empty() {
+            return reader.read(scratch);
+        }
+        // TCP drops up to scratch.len() bytes without writing them to scratch.
+        let (_, discarded) = rustix::net::recv(
+            reader.get_ref(),
+            &mut *scratch,
+            rustix::net::RecvFlags::TRUNC,
+        )?;
+        Ok(discarded)
     }
 
     /// Reads a response head; returns its Content-Length, or `None` when stopped
@@ -496,10 +556,15 @@ fn render(medians: &[ColdMedian], options: &Options) -> String {
         text,
         "Cold disk: hot {} beside {CLIENTS} clients downloading {} MiB files dropped from the page cache before each download; disk reads {}.\n\
          Cached downloads: the same clients paced at the disk's rate, downloading one file that stays in the page cache (the traffic without the disk).\n\
+         The download clients {}.\n\
          Medians of {} round(s) of {} s idle + {} s beside cached downloads + {} s loaded per server; wrk -t2 on the same {} CPUs.\n",
         HOT.title,
         COLD_FILE >> 20,
         disk_rate(options.disk_mbps),
+        match Receive::from(options) {
+            Receive::Discard => "discard the bodies unread (recv with MSG_TRUNC), as a NIC's DMA leaves them; --client-copy copies them",
+            Receive::Copy => "copy the bodies into their buffers (--client-copy)",
+        },
         options.rounds,
         options.duration,
         options.duration,
@@ -584,6 +649,7 @@ mod tests {
             connections: 0,
             cold: true,
             disk_mbps,
+            client_copy: false,
         }
     }
 
@@ -622,5 +688,80 @@ mod tests {
             "{text}"
         );
         assert!(!text.contains("the cold disk adds"), "{text}");
+    }
+
+    /// A keep-alive server answering every request with `body` bytes, split over
+    /// several writes.
+    fn serve_forever(body: usize) -> SocketAddr {
+        let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        let addr = listener.local_addr().unwrap();
+        std::thread::spawn(move || {
+            let (stream, _) = listener.accept().unwrap();
+            let mut writer = stream.try_clone().unwrap();
+            let mut reader = BufReader::new(stream);
+            let mut line = String::new();
+            let chunk = vec![7u8; 1000];
+            loop {
+                line.clear();
+                match reader.read_line(&mut line) {
+                    Ok(0) | Err(_) => return,
+                    Ok(_) if line == "\r\n" => {
+                        let head = format!("HTTP/1.1 200 OK\r\nContent-Length: {body}\r\n\r\n");
+                        if writer.write_all(head.as_bytes()).is_err() {
+                            return;
+                        }
+                        let mut left = body;
+                        while left > 0 {
+                            let n = left.min(chunk.len());
+                            if writer.write_all(&chunk[..n]).is_err() {
+                                return;
+                            }
+                            left -= n;
+                        }
+                    }
+                    Ok(_) => {}
+                }
+            }
+        });
+        addr
+    }
+
+    #[test]
+    fn download_clients_take_each_body_exactly_whether_they_copy_or_discard() {
+        // A body not a multiple of the clients' reads or the server's writes: a client
+        // that took a byte too many or too few would read the next head wrong and fail.
+        const BODY: usize = 300_001;
+        for receive in [Receive::Discard, Receive::Copy] {
+            let addr = serve_forever(BODY);
+            let clients = ColdClients::start(
+                addr,
+                Path::new("/nonexistent"),
+                &["file"],
+                Pace::PerClient(1e12),
+                receive,
+            );
+            let deadline = Instant::now() + Duration::from_secs(20);
+            while clients.completed.load(Ordering::Relaxed) < 5 {
+                assert!(Instant::now() < deadline, "{receive:?}: too slow");
+                std::thread::sleep(Duration::from_millis(10));
+            }
+            // stop() reads the byte count before the clients stop: at least the five
+            // bodies seen complete.
+            let (bytes, completed, _) = clients.stop().unwrap();
+            assert!(completed >= 5, "{receive:?}");
+            assert!(bytes >= 5 * BODY as u64, "{receive:?}: {bytes} bytes");
+        }
+    }
+
+    #[test]
+    fn the_report_says_how_the_clients_received() {
+        let specs = select(cold_servers(), &["ioserve-sendfile".into()]).unwrap();
+        let medians = medians(&[sample("ioserve-sendfile", 0, Some(0.3), 3.0)], &specs);
+        assert!(render(&medians, &options(200)).contains("discard the bodies unread"));
+        let copying = Options {
+            client_copy: true,
+            ..options(200)
+        };
+        assert!(render(&medians, &copying).contains("copy the bodies into their buffers"));
     }
 }

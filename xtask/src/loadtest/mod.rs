@@ -47,6 +47,9 @@ pub struct Options {
     pub cold: bool,
     /// The cold scenario's disk read limit in MB/s (0: none).
     pub disk_mbps: u64,
+    /// Whether the cold scenario's download clients copy the bodies they receive
+    /// (otherwise they discard them unread, as a NIC's DMA would leave them).
+    pub client_copy: bool,
 }
 
 /// The command line of `cargo xtask loadtest`; [`Args::resolve`] applies `--quick`.
@@ -78,6 +81,13 @@ pub struct Args {
     /// as a cloud volume or a spinning disk would; 0 for none [default: 200]
     #[arg(long, value_name = "MB/S", requires = "cold")]
     disk_mbps: Option<u64>,
+    /// With --cold: the download clients copy each body into their buffer instead of
+    /// discarding it unread (recv with MSG_TRUNC). A client on this machine copies;
+    /// a remote client's bytes leave through the NIC's DMA, which no CPU of the server
+    /// pays for, while a loopback copy is the first CPU touch of each freshly read page
+    /// and, in a VM, can cost far more than the copy itself
+    #[arg(long, requires = "cold")]
+    client_copy: bool,
 }
 
 impl Args {
@@ -93,6 +103,7 @@ impl Args {
             only: self.only,
             cold: self.cold,
             disk_mbps: self.disk_mbps.unwrap_or(200),
+            client_copy: self.client_copy,
         }
     }
 }
