@@ -215,6 +215,50 @@ impl<'a> Output<'a> {
         Ok(n)
     }
 
+    /// As [`Output::sendfile`], with the sendfile(2) call made on the blocking pool
+    /// (nginx's `aio threads` with `sendfile on`), so that the worker's event loop
+    /// never runs the copy into the socket; a full socket buffer is awaited here.
+    pub async fn sendfile_on_pool(
+        &mut self,
+        file: &std::sync::Arc<crate::cache::SharedFile>,
+        offset: &mut u64,
+        count: usize,
+    ) -> io::Result<usize> {
+        loop {
+            // A descriptor of its own: if this task is dropped mid-call, the pool thread
+            // still holds the socket it writes to, never a reused number.
+            let socket = rustix::io::fcntl_dupfd_cloexec(self.stream, 0)?;
+            let file = std::sync::Arc::clone(file);
+            let mut at = *offset;
+            let (result, at) = tokio::task::spawn_blocking(move || {
+                let result = rustix::fs::sendfile(&socket, &**file, Some(&mut at), count);
+                (result, at)
+            })
+            .await
+            .map_err(io::Error::other)?;
+            match result {
+                Ok(n) => {
+                    *offset = at;
+                    self.sent += n as u64;
+                    return Ok(n);
+                }
+                Err(rustix::io::Errno::INTR) => {}
+                Err(rustix::io::Errno::AGAIN) => {
+                    // The buffer was full on the pool thread: wait for the next
+                    // writability event (the first probe says "would block", which
+                    // clears what tokio knew of readiness before it).
+                    let mut first = true;
+                    self.io(|| match std::mem::take(&mut first) {
+                        true => Err(io::ErrorKind::WouldBlock.into()),
+                        false => Ok(()),
+                    })
+                    .await?;
+                }
+                Err(error) => return Err(error.into()),
+            }
+        }
+    }
+
     fn clear_pending(&mut self) {
         self.pending.clear();
         self.pending_sent = 0;

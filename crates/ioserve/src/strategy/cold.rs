@@ -119,6 +119,11 @@ impl<'a> ReadAhead<'a> {
         self.ready
     }
 
+    /// The file being read ahead.
+    pub(super) fn file(&self) -> &'a Arc<SharedFile> {
+        self.file
+    }
+
     /// Whether cold windows are brought in on the pool (`--cold-reads pool`).
     pub(super) fn pooled(&self) -> bool {
         self.on

@@ -52,7 +52,14 @@ pub(super) async fn send(
     while offset < range.end() {
         let ready = ahead.ready(offset).await;
         let count = (ready - offset).min(MAX_PER_CALL) as usize;
-        if out.sendfile(file, &mut offset, count).await? == 0 {
+        let sent = match ahead.cold_windows() > 0 {
+            true => {
+                out.sendfile_on_pool(ahead.file(), &mut offset, count)
+                    .await?
+            }
+            false => out.sendfile(file, &mut offset, count).await?,
+        };
+        if sent == 0 {
             return Err(super::file_shrank());
         }
         tokio::task::yield_now().await;

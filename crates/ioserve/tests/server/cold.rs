@@ -124,3 +124,35 @@ fn paths_that_are_not_files_are_answered_off_the_loop() {
         opens()
     );
 }
+
+#[test]
+fn a_client_that_reads_late_gets_every_byte_of_a_cold_download() {
+    // More than loopback's socket buffers hold while the client does not read, so the
+    // server meets a full buffer (EAGAIN) mid-body, on the pool under sendfile.
+    let (dir, data) = cold_tree(24 << 20);
+    let path = dir.path().join("cold.bin");
+    for strategy in STRATEGIES {
+        let server = Server::start(strategy, dir.path(), &["--workers", "1"]);
+        drop_from_page_cache(&path);
+        let mut stream = std::net::TcpStream::connect(server.addr).unwrap();
+        std::io::Write::write_all(
+            &mut stream,
+            b"GET /cold.bin HTTP/1.1\r\nHost: t\r\nConnection: close\r\n\r\n",
+        )
+        .unwrap();
+        std::thread::sleep(Duration::from_millis(300));
+        let mut response = Vec::new();
+        std::io::Read::read_to_end(&mut stream, &mut response).unwrap();
+        let head_end = response
+            .windows(4)
+            .position(|w| w == b"\r\n\r\n")
+            .unwrap_or_else(|| panic!("{strategy}: no response head"))
+            + 4;
+        assert!(response.starts_with(b"HTTP/1.1 200"), "{strategy}");
+        assert!(
+            response[head_end..] == data[..],
+            "{strategy}: body differs ({} bytes)",
+            response.len() - head_end
+        );
+    }
+}
