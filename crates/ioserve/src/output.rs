@@ -8,9 +8,9 @@
 
 use std::fs::File;
 use std::io;
+use std::os::fd::{AsRawFd as _, OwnedFd};
+use std::sync::Arc;
 use std::time::Duration;
-
-use std::os::fd::AsRawFd as _;
 
 use memmap2::MmapRaw;
 use rustix::net::SendFlags;
@@ -26,6 +26,10 @@ pub struct Output<'a> {
     send_timeout: Duration,
     sent: u64,
     cold_windows: u32,
+    /// A duplicate of the socket's descriptor for sendfile calls on the blocking pool,
+    /// made at the first one: if this response is dropped mid-call, the pool thread
+    /// still holds the socket it writes to, never a number since reused.
+    pool_socket: Option<Arc<OwnedFd>>,
 }
 
 impl<'a> Output<'a> {
@@ -38,6 +42,7 @@ impl<'a> Output<'a> {
             send_timeout,
             sent: 0,
             cold_windows: 0,
+            pool_socket: None,
         }
     }
 
@@ -220,18 +225,24 @@ impl<'a> Output<'a> {
     /// never runs the copy into the socket; a full socket buffer is awaited here.
     pub async fn sendfile_on_pool(
         &mut self,
-        file: &std::sync::Arc<crate::cache::SharedFile>,
+        file: &Arc<crate::cache::SharedFile>,
         offset: &mut u64,
         count: usize,
     ) -> io::Result<usize> {
+        let socket = match &self.pool_socket {
+            Some(socket) => Arc::clone(socket),
+            None => {
+                let socket = Arc::new(rustix::io::fcntl_dupfd_cloexec(self.stream, 0)?);
+                self.pool_socket = Some(Arc::clone(&socket));
+                socket
+            }
+        };
         loop {
-            // A descriptor of its own: if this task is dropped mid-call, the pool thread
-            // still holds the socket it writes to, never a reused number.
-            let socket = rustix::io::fcntl_dupfd_cloexec(self.stream, 0)?;
-            let file = std::sync::Arc::clone(file);
+            let socket = Arc::clone(&socket);
+            let file = Arc::clone(file);
             let mut at = *offset;
             let (result, at) = tokio::task::spawn_blocking(move || {
-                let result = rustix::fs::sendfile(&socket, &**file, Some(&mut at), count);
+                let result = rustix::fs::sendfile(&*socket, &**file, Some(&mut at), count);
                 (result, at)
             })
             .await
@@ -243,19 +254,25 @@ impl<'a> Output<'a> {
                     return Ok(n);
                 }
                 Err(rustix::io::Errno::INTR) => {}
-                Err(rustix::io::Errno::AGAIN) => {
-                    // The buffer was full on the pool thread: wait for the next
-                    // writability event (the first probe says "would block", which
-                    // clears what tokio knew of readiness before it).
-                    let mut first = true;
-                    self.io(|| match std::mem::take(&mut first) {
-                        true => Err(io::ErrorKind::WouldBlock.into()),
-                        false => Ok(()),
-                    })
-                    .await?;
-                }
+                // The buffer was full on the pool thread. What tokio knows of the
+                // socket's readiness may predate that, so ask the kernel: writable now,
+                // or (readiness cleared) wait for the next writability event, which no
+                // event before this poll can stand in for.
+                Err(rustix::io::Errno::AGAIN) => self.io(|| self.poll_writable()).await?,
                 Err(error) => return Err(error.into()),
             }
+        }
+    }
+
+    /// Whether the socket has room now (`poll` with no wait), as `WouldBlock` if not.
+    fn poll_writable(&self) -> io::Result<()> {
+        use rustix::event::{poll, PollFd, PollFlags, Timespec};
+        let mut fds = [PollFd::new(self.stream, PollFlags::OUT)];
+        // An error or hang-up counts as ready: the next sendfile reports it.
+        poll(&mut fds, Some(&Timespec::default()))?;
+        match fds[0].revents().is_empty() {
+            true => Err(io::ErrorKind::WouldBlock.into()),
+            false => Ok(()),
         }
     }
 
