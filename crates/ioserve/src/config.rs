@@ -112,6 +112,10 @@ pub struct Settings {
     /// or inline (on the worker thread) [default: pool]
     #[arg(long, value_enum, value_name = "WHERE")]
     pub cold_reads: Option<ColdReads>,
+    /// With --cold-reads pool, how many sendfile(2) calls of ranges that came from a
+    /// cold disk run at once on the pool, 1 to 1024 [default: half the CPUs, at least 1]
+    #[arg(long, value_name = "N")]
+    pub cold_send_threads: Option<usize>,
     /// Serve Prometheus metrics at http://ADDR/metrics [default: off]
     #[arg(long, value_name = "ADDR")]
     pub metrics_listen: Option<SocketAddr>,
@@ -190,6 +194,8 @@ pub struct Config {
     pub chunk_size: usize,
     /// Where cold file data is waited for.
     pub cold_reads: ColdReads,
+    /// Sendfile calls of cold ranges that run on the pool at once.
+    pub cold_send_threads: usize,
     /// Metrics address.
     pub metrics_listen: Option<SocketAddr>,
     /// Access log on.
@@ -261,6 +267,7 @@ impl Settings {
                 .or(fallback.open_file_cache_valid),
             chunk_size: self.chunk_size.or(fallback.chunk_size),
             cold_reads: self.cold_reads.or(fallback.cold_reads),
+            cold_send_threads: self.cold_send_threads.or(fallback.cold_send_threads),
             metrics_listen: self.metrics_listen.or(fallback.metrics_listen),
             access_log: self.access_log.or(fallback.access_log),
             access_log_format: self.access_log_format.or(fallback.access_log_format),
@@ -304,6 +311,14 @@ impl Settings {
                 "allowed: 1 to 10000000",
             ));
         }
+        let cold_send_threads = self.cold_send_threads.unwrap_or((cpus / 2).max(1));
+        if !(1..=1024).contains(&cold_send_threads) {
+            return Err(invalid(
+                "--cold-send-threads",
+                cold_send_threads,
+                "allowed: 1 to 1024",
+            ));
+        }
         let max_connections = self.max_connections.unwrap_or(10_000);
         if max_connections == 0 {
             return Err(invalid("--max-connections", 0, "must be at least 1"));
@@ -332,6 +347,7 @@ impl Settings {
                 .map_or(Duration::from_secs(1), |s| s.0),
             chunk_size: chunk_size as usize,
             cold_reads: self.cold_reads.unwrap_or_default(),
+            cold_send_threads,
             metrics_listen: self.metrics_listen,
             access_log: self.access_log.unwrap_or(true),
             access_log_format: self.access_log_format.unwrap_or_default(),
@@ -505,6 +521,8 @@ mod tests {
         assert_eq!(config.chunk_size, 128 * 1024);
         assert!(config.access_log && config.listing && !config.follow_symlinks);
         assert_eq!(config.root, PathBuf::from("."));
+        let cpus = std::thread::available_parallelism().unwrap().get();
+        assert_eq!(config.cold_send_threads, (cpus / 2).max(1));
     }
 
     #[test]
@@ -513,7 +531,7 @@ mod tests {
         let path = dir.path().join("ioserve.toml");
         std::fs::write(
             &path,
-            "strategy = \"mmap\"\nworkers = 3\nchunk-size = \"1M\"\nidle-timeout = 5\naccess-log = false\nno-listing = true\n",
+            "strategy = \"mmap\"\nworkers = 3\nchunk-size = \"1M\"\nidle-timeout = 5\naccess-log = false\nno-listing = true\ncold-send-threads = 6\n",
         )
         .unwrap();
         let cli = Settings::try_parse_from([
@@ -532,6 +550,7 @@ mod tests {
         assert_eq!(config.idle_timeout, Duration::from_secs(5));
         assert!(!config.access_log && !config.listing);
         assert_eq!(config.root, PathBuf::from("/srv"));
+        assert_eq!(config.cold_send_threads, 6);
     }
 
     #[test]
@@ -585,6 +604,15 @@ mod tests {
         let cli = Settings::try_parse_from(["ioserve", "--chunk-size", "1K"]).unwrap();
         let error = Config::load(cli).unwrap_err().to_string();
         assert_eq!(error, "invalid --chunk-size 1024: allowed: 4K to 64M");
+        for threads in ["0", "1025"] {
+            let cli =
+                Settings::try_parse_from(["ioserve", "--cold-send-threads", threads]).unwrap();
+            let error = Config::load(cli).unwrap_err().to_string();
+            assert_eq!(
+                error,
+                format!("invalid --cold-send-threads {threads}: allowed: 1 to 1024")
+            );
+        }
 
         assert!(Settings::try_parse_from(["ioserve", "--strategy", "nope"]).is_err());
         assert!(Settings::try_parse_from(["ioserve", "--access-log", "maybe"]).is_err());

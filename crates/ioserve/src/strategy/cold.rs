@@ -11,6 +11,12 @@
 //! cache and drops its references: no copy). While one window is sent, the next one is
 //! read, so a cold download streams at disk speed.
 //!
+//! Once a range has had a cold window, its sendfile(2) calls into the socket run on the
+//! pool too ([`crate::output::Output::sendfile_on_pool`]), at most [`PoolSends`] of
+//! them at once: each call moves up to 256 KiB, on loopback with the receiver's TCP
+//! work besides, and a pool thread per cold download would leave the event loops one
+//! runnable thread among many.
+//!
 //! Where mincore cannot see (a file this process neither owns nor may write, see
 //! [`crate::cache::Residency::Unknown`]) every window goes through the pool: that costs a
 //! thread hop per window of a cached file, never a stalled loop.
@@ -21,6 +27,7 @@ use std::sync::{Arc, OnceLock};
 
 use clap::ValueEnum;
 use serde::Deserialize;
+use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 use tokio::task::JoinHandle;
 
 use crate::cache::{Residency, SharedFile};
@@ -49,6 +56,36 @@ impl ColdReads {
             ColdReads::Pool => "pool",
             ColdReads::Inline => "inline",
         }
+    }
+}
+
+/// How many sendfile(2) calls of cold ranges may run on the blocking pool at once
+/// (`--cold-send-threads`; nginx's `thread_pool ... threads=`), shared by the workers.
+///
+/// The default, half the CPUs, leaves the other half to the event loops: in
+/// `cargo xtask loadtest --cold` on 2 CPUs, one at a time kept the hot p99 at
+/// 0.51-0.54 ms where a thread per download gave 0.81-1.83 ms and two at once
+/// 0.65-0.90 ms, with the same 200 MB/s from the disk.
+#[derive(Debug)]
+pub struct PoolSends {
+    permits: Arc<Semaphore>,
+}
+
+impl PoolSends {
+    /// At most `threads` (at least 1) calls at once.
+    pub fn new(threads: usize) -> PoolSends {
+        PoolSends {
+            permits: Arc::new(Semaphore::new(threads.max(1))),
+        }
+    }
+
+    /// Waits (on the loop, in turn) until one more call may run; the call runs while
+    /// the permit lives.
+    pub(crate) async fn permit(&self) -> OwnedSemaphorePermit {
+        Arc::clone(&self.permits)
+            .acquire_owned()
+            .await
+            .expect("the semaphore is never closed")
     }
 }
 

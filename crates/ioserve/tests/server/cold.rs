@@ -156,3 +156,40 @@ fn a_client_that_reads_late_gets_every_byte_of_a_cold_download() {
         );
     }
 }
+
+#[test]
+fn a_stalled_cold_download_does_not_hold_up_the_others() {
+    // With one pool sendfile at a time, a download whose client stops reading must give
+    // its turn back at each full buffer; held across the wait, the other download would
+    // stand still until the send timeout (60 s), past the client's read timeout (30 s).
+    let (dir, stalled_data) = cold_tree(24 << 20);
+    let other_data = random_bytes(8 << 20, 77);
+    std::fs::write(dir.path().join("other.bin"), &other_data).unwrap();
+    let server = Server::start(
+        "sendfile",
+        dir.path(),
+        &[
+            "--workers",
+            "1",
+            "--cold-send-threads",
+            "1",
+            "--send-timeout",
+            "60s",
+        ],
+    );
+    drop_from_page_cache(&dir.path().join("cold.bin"));
+    drop_from_page_cache(&dir.path().join("other.bin"));
+    let (mut stalled, len) = start_download(&server, "/cold.bin");
+    assert_eq!(len, stalled_data.len());
+    // Long enough for the server to fill the socket buffers and meet EAGAIN.
+    std::thread::sleep(Duration::from_millis(300));
+    let other = get(server.addr, "/other.bin", &[]);
+    assert_eq!(other.status, 200);
+    assert!(
+        other.body == other_data,
+        "the other download's body differs"
+    );
+    let mut body = vec![0u8; len];
+    std::io::Read::read_exact(&mut stalled, &mut body).unwrap();
+    assert!(body == stalled_data, "the stalled download's body differs");
+}
