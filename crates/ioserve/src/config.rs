@@ -112,10 +112,11 @@ pub struct Settings {
     /// or inline (on the worker thread) [default: pool]
     #[arg(long, value_enum, value_name = "WHERE")]
     pub cold_reads: Option<ColdReads>,
-    /// With --cold-reads pool, how many sendfile(2) calls of ranges that came from a
-    /// cold disk run at once on the pool, 1 to 1024 [default: half the CPUs, at least 1]
+    /// With --cold-reads pool, how many pool threads work on cold ranges at once, for
+    /// each kind: windows read into the page cache, and sendfile(2) calls into sockets;
+    /// 1 to 1024 [default: half the CPUs, at least 1]
     #[arg(long, value_name = "N")]
-    pub cold_send_threads: Option<usize>,
+    pub cold_threads: Option<usize>,
     /// Serve Prometheus metrics at http://ADDR/metrics [default: off]
     #[arg(long, value_name = "ADDR")]
     pub metrics_listen: Option<SocketAddr>,
@@ -194,8 +195,8 @@ pub struct Config {
     pub chunk_size: usize,
     /// Where cold file data is waited for.
     pub cold_reads: ColdReads,
-    /// Sendfile calls of cold ranges that run on the pool at once.
-    pub cold_send_threads: usize,
+    /// Pool threads of each kind on cold ranges at once.
+    pub cold_threads: usize,
     /// Metrics address.
     pub metrics_listen: Option<SocketAddr>,
     /// Access log on.
@@ -267,7 +268,7 @@ impl Settings {
                 .or(fallback.open_file_cache_valid),
             chunk_size: self.chunk_size.or(fallback.chunk_size),
             cold_reads: self.cold_reads.or(fallback.cold_reads),
-            cold_send_threads: self.cold_send_threads.or(fallback.cold_send_threads),
+            cold_threads: self.cold_threads.or(fallback.cold_threads),
             metrics_listen: self.metrics_listen.or(fallback.metrics_listen),
             access_log: self.access_log.or(fallback.access_log),
             access_log_format: self.access_log_format.or(fallback.access_log_format),
@@ -311,11 +312,11 @@ impl Settings {
                 "allowed: 1 to 10000000",
             ));
         }
-        let cold_send_threads = self.cold_send_threads.unwrap_or((cpus / 2).max(1));
-        if !(1..=1024).contains(&cold_send_threads) {
+        let cold_threads = self.cold_threads.unwrap_or((cpus / 2).max(1));
+        if !(1..=1024).contains(&cold_threads) {
             return Err(invalid(
-                "--cold-send-threads",
-                cold_send_threads,
+                "--cold-threads",
+                cold_threads,
                 "allowed: 1 to 1024",
             ));
         }
@@ -347,7 +348,7 @@ impl Settings {
                 .map_or(Duration::from_secs(1), |s| s.0),
             chunk_size: chunk_size as usize,
             cold_reads: self.cold_reads.unwrap_or_default(),
-            cold_send_threads,
+            cold_threads,
             metrics_listen: self.metrics_listen,
             access_log: self.access_log.unwrap_or(true),
             access_log_format: self.access_log_format.unwrap_or_default(),
@@ -522,7 +523,7 @@ mod tests {
         assert!(config.access_log && config.listing && !config.follow_symlinks);
         assert_eq!(config.root, PathBuf::from("."));
         let cpus = std::thread::available_parallelism().unwrap().get();
-        assert_eq!(config.cold_send_threads, (cpus / 2).max(1));
+        assert_eq!(config.cold_threads, (cpus / 2).max(1));
     }
 
     #[test]
@@ -531,7 +532,7 @@ mod tests {
         let path = dir.path().join("ioserve.toml");
         std::fs::write(
             &path,
-            "strategy = \"mmap\"\nworkers = 3\nchunk-size = \"1M\"\nidle-timeout = 5\naccess-log = false\nno-listing = true\ncold-send-threads = 6\n",
+            "strategy = \"mmap\"\nworkers = 3\nchunk-size = \"1M\"\nidle-timeout = 5\naccess-log = false\nno-listing = true\ncold-threads = 6\n",
         )
         .unwrap();
         let cli = Settings::try_parse_from([
@@ -550,7 +551,7 @@ mod tests {
         assert_eq!(config.idle_timeout, Duration::from_secs(5));
         assert!(!config.access_log && !config.listing);
         assert_eq!(config.root, PathBuf::from("/srv"));
-        assert_eq!(config.cold_send_threads, 6);
+        assert_eq!(config.cold_threads, 6);
     }
 
     #[test]
@@ -605,12 +606,11 @@ mod tests {
         let error = Config::load(cli).unwrap_err().to_string();
         assert_eq!(error, "invalid --chunk-size 1024: allowed: 4K to 64M");
         for threads in ["0", "1025"] {
-            let cli =
-                Settings::try_parse_from(["ioserve", "--cold-send-threads", threads]).unwrap();
+            let cli = Settings::try_parse_from(["ioserve", "--cold-threads", threads]).unwrap();
             let error = Config::load(cli).unwrap_err().to_string();
             assert_eq!(
                 error,
-                format!("invalid --cold-send-threads {threads}: allowed: 1 to 1024")
+                format!("invalid --cold-threads {threads}: allowed: 1 to 1024")
             );
         }
 

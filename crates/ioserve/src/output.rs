@@ -222,14 +222,14 @@ impl<'a> Output<'a> {
 
     /// As [`Output::sendfile`], with the sendfile(2) call made on the blocking pool
     /// (nginx's `aio threads` with `sendfile on`), so that the worker's event loop
-    /// never runs the copy into the socket, once `sends` lets it; a full socket buffer
-    /// is awaited here.
+    /// never runs the copy into the socket, once `threads` lets it; a full socket
+    /// buffer is awaited here, without the permit.
     pub async fn sendfile_on_pool(
         &mut self,
         file: &Arc<crate::cache::SharedFile>,
         offset: &mut u64,
         count: usize,
-        sends: &crate::strategy::PoolSends,
+        threads: &crate::strategy::ColdThreads,
     ) -> io::Result<usize> {
         let socket = match &self.pool_socket {
             Some(socket) => Arc::clone(socket),
@@ -243,7 +243,7 @@ impl<'a> Output<'a> {
             let socket = Arc::clone(&socket);
             let file = Arc::clone(file);
             let mut at = *offset;
-            let permit = sends.permit().await;
+            let permit = threads.send_permit().await;
             let (result, at) = tokio::task::spawn_blocking(move || {
                 let _permit = permit;
                 let result = rustix::fs::sendfile(&*socket, &**file, Some(&mut at), count);

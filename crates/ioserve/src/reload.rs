@@ -76,7 +76,7 @@ pub(crate) fn build(config: &Config, descriptor_limit: u64) -> Result<Built, Ser
                 config.strategy,
                 config.chunk_size,
                 config.cold_reads,
-                config.cold_send_threads,
+                config.cold_threads,
             )),
             limits: Limits {
                 header_timeout: config.header_timeout,

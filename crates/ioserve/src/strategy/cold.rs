@@ -12,9 +12,8 @@
 //! read, so a cold download streams at disk speed.
 //!
 //! Once a range has had a cold window, its sendfile(2) calls into the socket run on the
-//! pool too ([`crate::output::Output::sendfile_on_pool`]), at most [`PoolSends`] of
-//! them at once: each call moves up to 256 KiB, on loopback with the receiver's TCP
-//! work besides, and a pool thread per cold download would leave the event loops one
+//! pool too ([`crate::output::Output::sendfile_on_pool`]). [`ColdThreads`] bounds both
+//! kinds of pool work: a pool thread per cold download would leave the event loops one
 //! runnable thread among many.
 //!
 //! Where mincore cannot see (a file this process neither owns nor may write, see
@@ -59,40 +58,50 @@ impl ColdReads {
     }
 }
 
-/// How many sendfile(2) calls of cold ranges may run on the blocking pool at once
-/// (`--cold-send-threads`; nginx's `thread_pool ... threads=`), shared by the workers.
+/// How many pool threads work on cold ranges at once (`--cold-threads`, shared by the
+/// workers), for each of the two kinds of work: windows being read into the page cache,
+/// and sendfile(2) calls into sockets. nginx bounds the same work with its thread
+/// pool's `threads=`.
 ///
-/// The default, half the CPUs, leaves the other half to the event loops: in
-/// `cargo xtask loadtest --cold` on 2 CPUs, one at a time kept the hot p99 at
-/// 0.51-0.54 ms where a thread per download gave 0.81-1.83 ms and two at once
-/// 0.65-0.90 ms, with the same 200 MB/s from the disk.
+/// The default, half the CPUs, leaves the other half to the event loops. In
+/// `cargo xtask loadtest --cold` on 2 CPUs (16 cold downloads, disk reads limited to
+/// 200 MB/s), paired runs of three rounds gave a hot p99 of 0.81-1.83 ms with a thread
+/// per download, 0.51-0.54 ms with one sendfile at a time, and 0.48-0.57 ms with one
+/// window read at a time besides, at the same 200 MB/s.
 #[derive(Debug)]
-pub struct PoolSends {
-    permits: Arc<Semaphore>,
+pub struct ColdThreads {
+    reads: Arc<Semaphore>,
+    sends: Arc<Semaphore>,
 }
 
-impl PoolSends {
-    /// At most `threads` (at least 1) calls at once.
-    pub fn new(threads: usize) -> PoolSends {
-        PoolSends {
-            permits: Arc::new(Semaphore::new(threads.max(1))),
+impl ColdThreads {
+    /// At most `threads` (at least 1) of each kind at once.
+    pub fn new(threads: usize) -> ColdThreads {
+        ColdThreads {
+            reads: Arc::new(Semaphore::new(threads.max(1))),
+            sends: Arc::new(Semaphore::new(threads.max(1))),
         }
     }
 
-    /// Waits (on the loop, in turn) until one more call may run; the call runs while
-    /// the permit lives.
-    pub(crate) async fn permit(&self) -> OwnedSemaphorePermit {
-        Arc::clone(&self.permits)
-            .acquire_owned()
-            .await
-            .expect("the semaphore is never closed")
+    /// Waits (on the loop, in turn) until one more sendfile call may run; it runs
+    /// while the permit lives.
+    pub(crate) async fn send_permit(&self) -> OwnedSemaphorePermit {
+        permit(&self.sends).await
     }
+}
+
+async fn permit(semaphore: &Arc<Semaphore>) -> OwnedSemaphorePermit {
+    Arc::clone(semaphore)
+        .acquire_owned()
+        .await
+        .expect("the semaphore is never closed")
 }
 
 /// The read-ahead of one range of one response.
 #[derive(Debug)]
 pub(super) struct ReadAhead<'a> {
     file: &'a Arc<SharedFile>,
+    threads: &'a ColdThreads,
     /// Off for `--cold-reads inline`.
     on: bool,
     /// The end of the range being sent.
@@ -106,13 +115,20 @@ pub(super) struct ReadAhead<'a> {
 }
 
 impl<'a> ReadAhead<'a> {
-    /// The read-ahead for sending `file[start..end]`.
-    pub(super) fn new(file: &'a Arc<SharedFile>, cold: ColdReads, start: u64, end: u64) -> Self {
+    /// The read-ahead for sending `file[start..end]`, whose pool work `threads` bounds.
+    pub(super) fn new(
+        file: &'a Arc<SharedFile>,
+        cold: ColdReads,
+        threads: &'a ColdThreads,
+        start: u64,
+        end: u64,
+    ) -> Self {
         if cold == ColdReads::Pool && end - start > WINDOW {
             file.own_read_ahead();
         }
         ReadAhead {
             file,
+            threads,
             on: cold == ColdReads::Pool,
             end,
             ready: start,
@@ -138,9 +154,12 @@ impl<'a> ReadAhead<'a> {
                 let _ = task.await;
             }
             other => {
-                // Nothing for this window yet (a new range, or a jump): an unfinished
-                // task for another window runs on and is not waited for.
-                drop(other);
+                // Nothing for this window yet (a new range, or a jump): a read of another
+                // window that has not started is called off; one that has runs on and
+                // is not waited for.
+                if let Some((_, task)) = other {
+                    task.abort();
+                }
                 if self.file.residency(offset, this_end - offset) != Residency::Resident {
                     let _ = self.bring_in(offset, this_end).await;
                 }
@@ -159,6 +178,11 @@ impl<'a> ReadAhead<'a> {
     /// The file being read ahead.
     pub(super) fn file(&self) -> &'a Arc<SharedFile> {
         self.file
+    }
+
+    /// The bounds on this range's pool work.
+    pub(super) fn threads(&self) -> &'a ColdThreads {
+        self.threads
     }
 
     /// Whether cold windows are brought in on the pool (`--cold-reads pool`).
@@ -180,16 +204,33 @@ impl<'a> ReadAhead<'a> {
         self.cold_windows
     }
 
-    /// Reads `file[start..end]` into the page cache on the blocking pool.
+    /// Reads `file[start..end]` into the page cache on the blocking pool, once a read
+    /// permit is free. Aborting the task before then calls the read off; after, the
+    /// read finishes and only then gives its permit back.
     fn bring_in(&mut self, start: u64, end: u64) -> JoinHandle<()> {
         self.cold_windows += 1;
         let file = Arc::clone(self.file);
-        tokio::task::spawn_blocking(move || {
-            if let Err(error) = bring_in(&file, start, end) {
-                // The strategy's own read meets the same error and reports it.
-                tracing::debug!(%error, "reading ahead failed");
-            }
+        let reads = Arc::clone(&self.threads.reads);
+        tokio::spawn(async move {
+            let permit = permit(&reads).await;
+            let read = tokio::task::spawn_blocking(move || {
+                let _permit = permit;
+                if let Err(error) = bring_in(&file, start, end) {
+                    // The strategy's own read meets the same error and reports it.
+                    tracing::debug!(%error, "reading ahead failed");
+                }
+            });
+            let _ = read.await;
         })
+    }
+}
+
+impl Drop for ReadAhead<'_> {
+    /// A response that ends early (a client gone) calls off its queued read.
+    fn drop(&mut self) {
+        if let Some((_, task)) = &self.reading {
+            task.abort();
+        }
     }
 }
 
@@ -277,7 +318,8 @@ mod tests {
             eprintln!("skipped: the temporary directory keeps files in memory (tmpfs)");
             return;
         }
-        let mut ahead = ReadAhead::new(&file, ColdReads::Pool, 10, len as u64);
+        let threads = ColdThreads::new(1);
+        let mut ahead = ReadAhead::new(&file, ColdReads::Pool, &threads, 10, len as u64);
         assert_eq!(ahead.ready(10).await, WINDOW);
         assert_eq!(file.residency(10, WINDOW - 10), Residency::Resident);
         assert_eq!(
@@ -296,13 +338,13 @@ mod tests {
         assert!((1..=4).contains(&cold), "{cold} windows went to the pool");
 
         // All cached now: nothing goes to the pool.
-        let mut again = ReadAhead::new(&file, ColdReads::Pool, 0, 2 * WINDOW);
+        let mut again = ReadAhead::new(&file, ColdReads::Pool, &threads, 0, 2 * WINDOW);
         again.ready_through(0, 2 * WINDOW).await;
         assert_eq!(again.cold_windows(), 0);
 
         // Inline: never probes, never reads ahead.
         let (_temp, cold_file) = cold_file(len);
-        let mut inline = ReadAhead::new(&cold_file, ColdReads::Inline, 0, len as u64);
+        let mut inline = ReadAhead::new(&cold_file, ColdReads::Inline, &threads, 0, len as u64);
         assert_eq!(inline.ready(0).await, len as u64);
         assert_eq!(cold_file.residency(0, len as u64), Residency::Cold);
     }

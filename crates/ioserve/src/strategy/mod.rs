@@ -30,7 +30,7 @@ use crate::cache::SharedFile;
 use crate::output::Output;
 use crate::range::ByteRange;
 
-pub use cold::{ColdReads, PoolSends};
+pub use cold::{ColdReads, ColdThreads};
 pub use read::{BufferPool, PooledBuf};
 pub use sendfile::SMALL_BODY;
 
@@ -76,26 +76,26 @@ pub struct Strategy {
     chunk_size: usize,
     pool: BufferPool,
     cold: ColdReads,
-    pool_sends: PoolSends,
+    cold_threads: ColdThreads,
 }
 
 impl Strategy {
     /// A strategy whose `read` and `buffered` variants read `chunk_size` bytes at a
     /// time (sendfile and mmap hand the kernel larger spans), and which waits for cold
-    /// file data where `cold` says, with at most `cold_send_threads` sendfile calls of
-    /// cold ranges on the pool at once.
+    /// file data where `cold` says, with at most `cold_threads` pool threads of each
+    /// kind on cold ranges at once ([`ColdThreads`]).
     pub fn new(
         kind: StrategyKind,
         chunk_size: usize,
         cold: ColdReads,
-        cold_send_threads: usize,
+        cold_threads: usize,
     ) -> Strategy {
         Strategy {
             kind,
             chunk_size,
             pool: BufferPool::new(chunk_size),
             cold,
-            pool_sends: PoolSends::new(cold_send_threads),
+            cold_threads: ColdThreads::new(cold_threads),
         }
     }
 
@@ -131,11 +131,10 @@ impl Strategy {
             StrategyKind::Buffered => ColdReads::Inline,
             _ => self.cold,
         };
-        let mut ahead = cold::ReadAhead::new(file, cold, range.start, range.end());
+        let mut ahead =
+            cold::ReadAhead::new(file, cold, &self.cold_threads, range.start, range.end());
         let sent = match self.kind {
-            StrategyKind::Sendfile => {
-                sendfile::send(out, file, range, &mut ahead, &self.pool_sends).await
-            }
+            StrategyKind::Sendfile => sendfile::send(out, file, range, &mut ahead).await,
             StrategyKind::Mmap => mmap::send(out, file, range, &mut ahead).await,
             StrategyKind::Read => read::send(out, file, range, &self.pool, &mut ahead).await,
             StrategyKind::Buffered => buffered::send(out, file, range, self.chunk_size).await,

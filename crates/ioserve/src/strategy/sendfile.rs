@@ -8,7 +8,7 @@
 
 use std::io;
 
-use super::cold::{PoolSends, ReadAhead};
+use super::cold::ReadAhead;
 use crate::cache::SharedFile;
 use crate::output::Output;
 use crate::range::ByteRange;
@@ -28,7 +28,6 @@ pub(super) async fn send(
     file: &SharedFile,
     range: ByteRange,
     ahead: &mut ReadAhead<'_>,
-    pool_sends: &PoolSends,
 ) -> io::Result<()> {
     if range.len <= SMALL_BODY {
         let want = range.len as usize;
@@ -55,7 +54,7 @@ pub(super) async fn send(
         let count = (ready - offset).min(MAX_PER_CALL) as usize;
         let sent = match ahead.cold_windows() > 0 {
             true => {
-                out.sendfile_on_pool(ahead.file(), &mut offset, count, pool_sends)
+                out.sendfile_on_pool(ahead.file(), &mut offset, count, ahead.threads())
                     .await?
             }
             false => out.sendfile(file, &mut offset, count).await?,

@@ -171,7 +171,7 @@ fn a_stalled_cold_download_does_not_hold_up_the_others() {
         &[
             "--workers",
             "1",
-            "--cold-send-threads",
+            "--cold-threads",
             "1",
             "--send-timeout",
             "60s",
