@@ -230,6 +230,7 @@ impl Base64 {
 
     /// Encodes `input` into the front of `output`, returning the characters written
     /// ([`Base64::encoded_len`]).
+    #[inline]
     pub fn encode_to_slice(
         &self,
         input: &[u8],
@@ -240,11 +241,13 @@ impl Base64 {
 
     /// Decodes `input` into the front of `output`, returning the bytes written. On an
     /// error the content of `output` is unspecified.
+    #[inline]
     pub fn decode_to_slice(&self, input: &[u8], output: &mut [u8]) -> Result<usize, DecodeError> {
         self.decode_to_slice_with(selected(), input, output)
     }
 
     /// [`Base64::encode_to_slice`] through the given kernels (tests and benches).
+    #[inline]
     #[doc(hidden)]
     pub fn encode_to_slice_with(
         &self,
@@ -261,11 +264,12 @@ impl Base64 {
         };
         // SAFETY: `kernels` is one of the statics of this module, which only hold
         // functions whose CPU features `choose`/`implementations` checked.
-        unsafe { (kernels.encode)(input, output, self.alphabet.tables(), self.padding) };
+        unsafe { kernels.run_encode(input, output, self.alphabet.tables(), self.padding) };
         Ok(needed)
     }
 
     /// [`Base64::decode_to_slice`] through the given kernels (tests and benches).
+    #[inline]
     #[doc(hidden)]
     pub fn decode_to_slice_with(
         &self,
@@ -289,6 +293,7 @@ impl Base64 {
 
     /// Checks the length and strips the padding the engine requires, leaving the
     /// characters that carry data (whose length is not a multiple of 4 plus 1).
+    #[inline]
     fn unpadded_body<'a>(&self, input: &'a [u8]) -> Result<&'a [u8], DecodeError> {
         let length = input.len();
         match self.padding {
@@ -355,6 +360,34 @@ impl Kernels {
     /// Which implementation these are.
     pub fn implementation(&self) -> Implementation {
         self.implementation
+    }
+
+    /// Calls the encode kernel: in line where the build enables its CPU features at
+    /// compile time (AVX-512 VBMI with `-C target-cpu=native` on such a CPU), else
+    /// through the function pointer.
+    ///
+    /// # Safety
+    /// The CPU must have the kernel's features: `self` is one of the statics of this
+    /// module, picked by `choose` or `implementations`.
+    #[inline(always)]
+    unsafe fn run_encode(
+        &self,
+        input: &[u8],
+        output: &mut [u8],
+        tables: &Tables,
+        padding: Padding,
+    ) {
+        #[cfg(all(
+            target_arch = "x86_64",
+            target_feature = "avx512vbmi",
+            target_feature = "avx512bw"
+        ))]
+        if core::ptr::eq(self, &AVX512_VBMI) {
+            // SAFETY: the build enables AVX-512 F, BW and VBMI in every function.
+            return unsafe { x86_64::encode_avx512vbmi(input, output, tables, padding) };
+        }
+        // SAFETY: as the caller promises.
+        unsafe { (self.encode)(input, output, tables, padding) }
     }
 }
 

@@ -98,6 +98,7 @@ const LOW_48: __mmask64 = (1 << 48) - 1;
 ///
 /// # Safety
 /// The CPU must support AVX-512 F, BW and VBMI.
+#[inline]
 #[target_feature(enable = "avx512f,avx512bw,avx512vbmi")]
 pub(super) unsafe fn encode_avx512vbmi(
     input: &[u8],
