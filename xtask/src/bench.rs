@@ -261,19 +261,11 @@ fn bench_args<'a>(bench: &'a str, options: &'a Options) -> Vec<&'a str> {
     args
 }
 
-/// The simd bench built for this CPU, in its own target directory (so that neither
-/// build invalidates the other) and with its own criterion directory.
+/// The simd bench built for this CPU ([`crate::for_this_cpu`]) with its own criterion
+/// directory.
 fn native_command(options: &Options, criterion_home: &Path) -> Command {
     let mut command = cargo(&bench_args("simd", options));
-    let append = |name: &str, flag: &str| match std::env::var(name) {
-        Ok(existing) if !existing.trim().is_empty() => format!("{existing} {flag}"),
-        _ => flag.to_owned(),
-    };
-    command
-        .env("RUSTFLAGS", append("RUSTFLAGS", "-C target-cpu=native"))
-        .env("CXXFLAGS", append("CXXFLAGS", "-march=native"))
-        .env("CARGO_TARGET_DIR", project_root().join("target/native"))
-        .env("CRITERION_HOME", criterion_home);
+    crate::for_this_cpu(&mut command).env("CRITERION_HOME", criterion_home);
     command
 }
 

@@ -242,6 +242,7 @@ fn ci() -> Result<()> {
         &[]
     };
     let mut totals = cargo_test(&["test", "--workspace"], probe_env)?;
+    totals.add(&simd_for_this_cpu()?);
     numa_vm::run()?;
     clock_vm::run()?;
     aarch64::ci_lane()?;
@@ -388,6 +389,36 @@ const MIRI_TESTS: &[&str] = &[
     "the_table_follows",
     "round_matches_fips",
 ];
+
+/// Runs simd's tests built with `-C target-cpu=native`: the paths that such builds call
+/// in line instead of through the dispatcher (the hash's AES path, the AVX-512 VBMI
+/// base64 encoder, where this CPU has them) are compiled only there.
+fn simd_for_this_cpu() -> Result<TestTotals> {
+    let args = ["test", "--package", "ioserve-simd"];
+    let mut command = cargo(&args);
+    for_this_cpu(&mut command);
+    run_tests(
+        command,
+        &format!(
+            "RUSTFLAGS=\"-C target-cpu=native\" cargo {}",
+            args.join(" ")
+        ),
+    )
+}
+
+/// Builds for this CPU (`-C target-cpu=native`, and `-march=native` for C++ such as
+/// simdutf), appended to any flags already set, in `target/native` so that neither
+/// build invalidates the other.
+pub(crate) fn for_this_cpu(command: &mut Command) -> &mut Command {
+    let append = |name: &str, flag: &str| match env::var(name) {
+        Ok(existing) if !existing.trim().is_empty() => format!("{existing} {flag}"),
+        _ => flag.to_owned(),
+    };
+    command
+        .env("RUSTFLAGS", append("RUSTFLAGS", "-C target-cpu=native"))
+        .env("CXXFLAGS", append("CXXFLAGS", "-march=native"))
+        .env("CARGO_TARGET_DIR", project_root().join("target/native"))
+}
 
 /// Runs simd's scalar paths under Miri (undefined behaviour, out-of-bounds and
 /// alignment checks), installing a minimal nightly with Miri when missing.
