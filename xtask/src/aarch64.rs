@@ -8,7 +8,7 @@ use std::process::Command;
 
 use anyhow::{bail, Context as _, Result};
 
-use crate::{cargo, ensure_packages, project_root, step};
+use crate::{cargo, ensure_packages, step};
 
 pub(crate) const TARGET: &str = "aarch64-unknown-linux-gnu";
 
@@ -71,7 +71,7 @@ fn ensure_arm64_link_libraries() -> Result<()> {
     let mut update = Command::new("apt-get");
     update.args(["-q", "update"]);
     step("apt-get update", update)?;
-    let work = project_root().join("target/arm64-debs");
+    let work = crate::target_dir()?.join("arm64-debs");
     if work.exists() {
         fs::remove_dir_all(&work)?;
     }

@@ -170,7 +170,8 @@ impl Row {
 }
 
 pub(crate) fn run(options: &Options) -> Result<()> {
-    let out = project_root().join("target/bench-report");
+    let target = crate::target_dir()?;
+    let out = target.join("bench-report");
     let read_strategies = out.join("read_strategies.md");
     // The read-strategy bench writes its own table (it is not a criterion bench).
     fs::remove_file(&read_strategies).ok();
@@ -179,12 +180,12 @@ pub(crate) fn run(options: &Options) -> Result<()> {
         command.env("IOSERVE_BENCH_FILE_GB", "0.25");
     }
     step("cargo bench --package benches", command)?;
-    let mut rows = criterion_rows(&project_root().join("target/criterion"), Build::Portable)?;
+    let mut rows = criterion_rows(&target.join("criterion"), Build::Portable)?;
     if !options.no_native && wants(options, &SIMD_GROUPS) {
-        let native_home = project_root().join("target/criterion-native");
+        let native_home = target.join("criterion-native");
         step(
             "cargo bench --package benches --bench simd, -C target-cpu=native",
-            native_command(options, &native_home),
+            native_command(options, &native_home)?,
         )?;
         rows.extend(criterion_rows(&native_home, Build::Native)?);
     }
@@ -263,10 +264,10 @@ fn bench_args<'a>(bench: &'a str, options: &'a Options) -> Vec<&'a str> {
 
 /// The simd bench built for this CPU ([`crate::for_this_cpu`]) with its own criterion
 /// directory.
-fn native_command(options: &Options, criterion_home: &Path) -> Command {
+fn native_command(options: &Options, criterion_home: &Path) -> Result<Command> {
     let mut command = cargo(&bench_args("simd", options));
-    crate::for_this_cpu(&mut command).env("CRITERION_HOME", criterion_home);
-    command
+    crate::for_this_cpu(&mut command)?.env("CRITERION_HOME", criterion_home);
+    Ok(command)
 }
 
 /// Whether the filter (if any) can select one of `groups`: one of its `|`

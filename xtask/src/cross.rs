@@ -52,7 +52,8 @@ pub(crate) fn run(options: &Options) -> Result<()> {
 
     let arch = options.target.split('-').next().unwrap_or("aarch64");
     let name = format!("ioserve-toolkit-{arch}");
-    let out = project_root().join("target/cross");
+    let target_dir = crate::target_dir()?;
+    let out = target_dir.join("cross");
     let staging = out.join(&name);
     if staging.exists() {
         fs::remove_dir_all(&staging)
@@ -60,10 +61,7 @@ pub(crate) fn run(options: &Options) -> Result<()> {
     }
     fs::create_dir_all(staging.join("bin"))?;
     fs::create_dir_all(staging.join("benches"))?;
-    let release = project_root()
-        .join("target")
-        .join(&options.target)
-        .join("release");
+    let release = target_dir.join(&options.target).join("release");
     for (_, binary) in BINARIES {
         copy(&release.join(binary), &staging.join("bin").join(binary))?;
     }

@@ -234,6 +234,9 @@ fn ci() -> Result<()> {
         ]),
     )?;
     publishable()?;
+    // Before cargo test fills target/debug, so that a binary looked for there instead
+    // of where cargo put it is missing, not found by accident.
+    numa_vm_elsewhere()?;
     // probe's tests load BPF programs: as root they must run, not skip.
     let probe_env: &[(&str, &str)] = if is_root() {
         &[("PROBE_TESTS_REQUIRE_ROOT", "1")]
@@ -243,7 +246,6 @@ fn ci() -> Result<()> {
     };
     let mut totals = cargo_test(&["test", "--workspace"], probe_env)?;
     totals.add(&simd_for_this_cpu()?);
-    numa_vm::run()?;
     clock_vm::run()?;
     aarch64::ci_lane()?;
     totals.add(&arm64_vm::run()?);
@@ -255,6 +257,31 @@ fn ci() -> Result<()> {
         totals.passed, totals.failed, totals.ignored
     );
     Ok(())
+}
+
+/// `cargo xtask numa-vm` in a child xtask whose `CARGO_TARGET_DIR` is a directory
+/// outside the workspace, so that every binary a guest check runs must be found where
+/// cargo put it (cargo metadata's `target_directory`), not under a fixed `target/`.
+/// The directory is `numa-vm-target/` under the default target directory (so that a
+/// second run reuses its builds), reached through a symbolic link in the temporary
+/// directory: nothing it builds lands in `target/debug` or `target/release`.
+fn numa_vm_elsewhere() -> Result<()> {
+    let elsewhere = env::temp_dir().join(format!("ioserve-numa-vm-target-{}", std::process::id()));
+    let kept = target_dir()?.join("numa-vm-target");
+    std::fs::create_dir_all(&kept).with_context(|| format!("cannot create {}", kept.display()))?;
+    std::os::unix::fs::symlink(&kept, &elsewhere)
+        .with_context(|| format!("cannot link {}", elsewhere.display()))?;
+    let mut command = cargo(&["xtask", "numa-vm"]);
+    command.env("CARGO_TARGET_DIR", &elsewhere);
+    let result = step(
+        &format!(
+            "CARGO_TARGET_DIR={} cargo xtask numa-vm",
+            elsewhere.display()
+        ),
+        command,
+    );
+    let _ = std::fs::remove_file(&elsewhere);
+    result
 }
 
 /// The libraries as they are published: numa and probe lint clean without their `cli`
@@ -396,7 +423,7 @@ const MIRI_TESTS: &[&str] = &[
 fn simd_for_this_cpu() -> Result<TestTotals> {
     let args = ["test", "--package", "ioserve-simd"];
     let mut command = cargo(&args);
-    for_this_cpu(&mut command);
+    for_this_cpu(&mut command)?;
     run_tests(
         command,
         &format!(
@@ -407,9 +434,9 @@ fn simd_for_this_cpu() -> Result<TestTotals> {
 }
 
 /// Builds for this CPU (`-C target-cpu=native`, and `-march=native` for C++ such as
-/// simdutf), appended to any flags already set, in `target/native` so that neither
-/// build invalidates the other.
-pub(crate) fn for_this_cpu(command: &mut Command) -> &mut Command {
+/// simdutf), appended to any flags already set, in `native/` under the target
+/// directory so that neither build invalidates the other.
+pub(crate) fn for_this_cpu(command: &mut Command) -> Result<&mut Command> {
     let append = |name: &str, flag: &str| match env::var(name) {
         Ok(existing) if !existing.trim().is_empty() => format!("{existing} {flag}"),
         _ => flag.to_owned(),
@@ -417,7 +444,8 @@ pub(crate) fn for_this_cpu(command: &mut Command) -> &mut Command {
     command
         .env("RUSTFLAGS", append("RUSTFLAGS", "-C target-cpu=native"))
         .env("CXXFLAGS", append("CXXFLAGS", "-march=native"))
-        .env("CARGO_TARGET_DIR", project_root().join("target/native"))
+        .env("CARGO_TARGET_DIR", target_dir()?.join("native"));
+    Ok(command)
 }
 
 /// Runs simd's scalar paths under Miri (undefined behaviour, out-of-bounds and
@@ -645,6 +673,36 @@ pub(crate) fn is_root() -> bool {
         .unwrap_or(false)
 }
 
+/// Cargo's target directory for this workspace, as `cargo metadata` reports it:
+/// `CARGO_TARGET_DIR`, a `build.target-dir` in a cargo config, or `target/` under the
+/// workspace. Asked once per run; every path xtask reads cargo's builds from (or puts
+/// its own outputs under) starts here, never at a fixed `target/`.
+pub(crate) fn target_dir() -> Result<PathBuf> {
+    static TARGET_DIR: std::sync::OnceLock<PathBuf> = std::sync::OnceLock::new();
+    if let Some(dir) = TARGET_DIR.get() {
+        return Ok(dir.clone());
+    }
+    let output = cargo(&["metadata", "--format-version", "1", "--no-deps"])
+        .stderr(std::process::Stdio::inherit())
+        .output()
+        .context("cannot run cargo metadata")?;
+    if !output.status.success() {
+        bail!("cargo metadata failed ({})", output.status);
+    }
+    let dir = target_dir_of(&output.stdout)?;
+    Ok(TARGET_DIR.get_or_init(|| dir).clone())
+}
+
+/// The `target_directory` of `cargo metadata`'s JSON.
+fn target_dir_of(metadata: &[u8]) -> Result<PathBuf> {
+    let metadata: serde_json::Value =
+        serde_json::from_slice(metadata).context("cargo metadata printed no JSON")?;
+    metadata["target_directory"]
+        .as_str()
+        .map(PathBuf::from)
+        .context("cargo metadata gave no target_directory")
+}
+
 pub(crate) fn project_root() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR"))
         .parent()
@@ -655,6 +713,17 @@ pub(crate) fn project_root() -> PathBuf {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_target_directory_comes_from_cargo_metadata() {
+        let metadata = br#"{"packages":[],"target_directory":"/elsewhere/t","version":1}"#;
+        assert_eq!(
+            target_dir_of(metadata).unwrap(),
+            PathBuf::from("/elsewhere/t")
+        );
+        assert!(target_dir_of(br#"{"version":1}"#).is_err());
+        assert!(target_dir_of(b"warning: not JSON").is_err());
+    }
 
     #[test]
     fn sums_test_result_lines() {

@@ -149,7 +149,8 @@ pub fn run(options: &Options) -> Result<()> {
         cargo(&["build", "--release", "-p", "timeserve"]),
     )?;
     let root = project_root();
-    let out = root.join("target/udpload");
+    let target_dir = crate::target_dir()?;
+    let out = target_dir.join("udpload");
     fs::create_dir_all(&out)?;
     let go_peer = build_go_peer(&root, &out)?;
     let targets = [
@@ -180,7 +181,7 @@ pub fn run(options: &Options) -> Result<()> {
     ];
     let mut steps = Vec::new();
     for target in &targets {
-        let running = start(target, &root, &go_peer, options)?;
+        let running = start(target, &target_dir, &go_peer, options)?;
         wait_until_answering(running.address)?;
         for &rate in &options.rates {
             let runs = (0..options.repeat)
@@ -221,10 +222,10 @@ fn build_go_peer(root: &Path, out: &Path) -> Result<PathBuf> {
     Ok(binary)
 }
 
-fn start(target: &Target, root: &Path, go_peer: &Path, options: &Options) -> Result<Running> {
+fn start(target: &Target, target_dir: &Path, go_peer: &Path, options: &Options) -> Result<Running> {
     let (mut command, dir) = match target.kind {
         Kind::Timeserve { sockets } => {
-            let mut c = Command::new(root.join("target/release/timeserve"));
+            let mut c = Command::new(target_dir.join("release/timeserve"));
             c.args([
                 "--listen",
                 "127.0.0.1:0",

@@ -198,7 +198,7 @@ struct Report<'a> {
 /// Runs the load test and writes target/loadtest/{report.md,results.json,chart.svg}.
 pub fn run(options: &Options) -> Result<()> {
     ensure_packages(&[("nginx", "nginx"), ("wrk", "wrk")])?;
-    let out = project_root().join("target/loadtest");
+    let out = crate::target_dir()?.join("loadtest");
     fs::create_dir_all(&out)?;
     step(
         "build ioserve (release)",
