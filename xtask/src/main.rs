@@ -14,6 +14,7 @@
 //! cargo xtask bench [--quick]    criterion benches + Go peers -> target/bench-report
 //! cargo xtask cross [--smoke]    aarch64 binaries and bench executables in a tarball
 //! cargo xtask vmlinux [--btf F]  regenerate probe's vmlinux.h from the kernel's BTF
+//! cargo xtask bpf [--check]      compile probe's BPF programs into its committed objects
 //! cargo xtask dist [--out DIR]   shell completions and man pages of ioserve, numa, probe
 //! cargo xtask udpload [--quick]  SNTP servers under load: timeserve, chrony, Go (seed 002)
 //! cargo xtask probe-overhead     dd under probe, strace -c and perf trace (as root)
@@ -22,6 +23,7 @@
 mod aarch64;
 mod arm64_vm;
 mod bench;
+mod bpf;
 mod clock_vm;
 mod cpio;
 mod cross;
@@ -43,8 +45,10 @@ use anyhow::{bail, Context as _, Result};
 use clap::{Parser, Subcommand};
 
 /// Debian packages the checks need, with the command each provides.
-/// probe's build needs clang (its BPF programs), libelf, zlib, pkg-config and make
-/// (the vendored libbpf); its tests compare with strace and list programs with bpftool.
+/// probe's build needs libelf, zlib, pkg-config and make (the vendored libbpf: the
+/// README's set-up line); clang and bpftool rebuild its committed BPF objects for
+/// `cargo xtask bpf --check`; its tests compare with strace and list programs with
+/// bpftool.
 /// The simd bench's simdutf peer is C++ (g++; clippy builds it with all targets).
 /// timeserve's tests query it with chronyd -Q and ntpdig (the latter inside a network
 /// namespace made with unshare and ip).
@@ -156,6 +160,13 @@ pub(crate) enum Task {
         #[arg(long, value_name = "PATH", default_value = "/sys/kernel/btf/vmlinux")]
         btf: PathBuf,
     },
+    /// Compile probe's BPF programs into its committed objects
+    ///
+    /// Compile crates/probe/src/bpf/*.bpf.c with clang (and libbpf's linker, through
+    /// bpftool) for x86_64 and aarch64 into crates/probe/src/bpf/compiled/, which are
+    /// committed so that building probe needs no clang; --check rebuilds them in a
+    /// scratch directory and fails if they differ (part of ci)
+    Bpf(bpf::Options),
     /// Shell completions and man pages of ioserve, numa and probe
     ///
     /// Write bash, zsh and fish completions and man pages (one per probe command, and
@@ -201,6 +212,7 @@ fn main() -> ExitCode {
         Task::ClockVm => clock_vm::run(),
         Task::Arm64Vm => arm64_vm::run().map(drop),
         Task::Vmlinux { btf } => vmlinux(&btf),
+        Task::Bpf(options) => bpf::run(&options),
         Task::Dist { out } => dist(&out),
         Task::ProbeOverhead(options) => probe_overhead::run(&options),
         Task::Bench(options) => bench::run(&options),
@@ -234,6 +246,8 @@ fn ci() -> Result<()> {
         ]),
     )?;
     publishable()?;
+    bpf::run(&bpf::Options { check: true })?;
+    probe_builds_without_clang()?;
     // Before cargo test fills target/debug, so that a binary looked for there instead
     // of where cargo put it is missing, not found by accident.
     numa_vm_elsewhere()?;
@@ -257,6 +271,35 @@ fn ci() -> Result<()> {
         totals.passed, totals.failed, totals.ignored
     );
     Ok(())
+}
+
+/// Builds probe (library and binaries) in its own target directory with a `clang` first
+/// on PATH that fails when run, so that a build that still compiled BPF programs
+/// would fail here: the committed objects are all it needs.
+fn probe_builds_without_clang() -> Result<()> {
+    let shims = target_dir()?.join("no-clang/bin");
+    std::fs::create_dir_all(&shims)?;
+    for name in ["clang", "clang-14", "bpftool"] {
+        let shim = shims.join(name);
+        std::fs::write(
+            &shim,
+            format!(
+                "#!/bin/sh\necho \"{name} was run: building probe must not need it\" >&2\nexit 1\n"
+            ),
+        )?;
+        std::fs::set_permissions(&shim, std::os::unix::fs::PermissionsExt::from_mode(0o755))?;
+    }
+    let path = env::var_os("PATH").unwrap_or_default();
+    let mut paths = vec![shims.clone()];
+    paths.extend(env::split_paths(&path));
+    let mut build = cargo(&["build", "--package", "ioserve-probe", "--bins"]);
+    build
+        .env("PATH", env::join_paths(paths)?)
+        .env("CARGO_TARGET_DIR", target_dir()?.join("no-clang"));
+    step(
+        "cargo build -p ioserve-probe with clang and bpftool failing",
+        build,
+    )
 }
 
 /// `cargo xtask numa-vm` in a child xtask whose `CARGO_TARGET_DIR` is a directory
