@@ -15,8 +15,8 @@ use std::process::Command;
 use anyhow::{bail, Context as _, Result};
 use serde::Serialize;
 
-use crate::svg::{Anchor, Stroke, Svg, PALETTE};
-use crate::{cargo, project_root, step};
+use crate::util::svg::{Anchor, Stroke, Svg, PALETTE};
+use crate::util::{cargo, project_root, step};
 
 /// The command-line options.
 #[derive(Debug, clap::Args)]
@@ -170,7 +170,7 @@ impl Row {
 }
 
 pub(crate) fn run(options: &Options) -> Result<()> {
-    let target = crate::target_dir()?;
+    let target = crate::util::target_dir()?;
     let out = target.join("bench-report");
     let read_strategies = out.join("read_strategies.md");
     // The read-strategy bench writes its own table (it is not a criterion bench).
@@ -266,7 +266,7 @@ fn bench_args<'a>(bench: &'a str, options: &'a Options) -> Vec<&'a str> {
 /// directory.
 fn native_command(options: &Options, criterion_home: &Path) -> Result<Command> {
     let mut command = cargo(&bench_args("simd", options));
-    crate::for_this_cpu(&mut command)?.env("CRITERION_HOME", criterion_home);
+    crate::util::for_this_cpu(&mut command)?.env("CRITERION_HOME", criterion_home);
     Ok(command)
 }
 
@@ -349,7 +349,7 @@ fn read_estimate(dir: &Path, build: Build) -> Result<Option<Row>> {
 /// Go's sync.Map beside the maps group (`go test -bench` in benches/peers/go-syncmap;
 /// ns/op is wall time per operation over all goroutines, as the criterion rows).
 fn go_sync_map_rows(quick: bool) -> Result<Vec<Row>> {
-    let go = crate::loadtest::find_go()?;
+    let go = crate::util::find_go()?;
     let benchtime = if quick { "200ms" } else { "1s" };
     let output = Command::new(&go)
         .current_dir(project_root().join("benches/peers/go-syncmap"))

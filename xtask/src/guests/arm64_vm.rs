@@ -16,9 +16,10 @@ use std::time::Duration;
 
 use anyhow::Result;
 
-use crate::clock_vm::{self, ProbeBinaries};
-use crate::guest::{self, expect, Arch, Checks, Initramfs, Outcome, Script, Sections};
-use crate::{numa_vm, TestTotals};
+use crate::guests::clock_vm::{self, ProbeBinaries};
+use crate::guests::numa_vm;
+use crate::guests::{self as guest, expect, Arch, Checks, Initramfs, Outcome, Script, Sections};
+use crate::util::test_run::TestTotals;
 
 /// Bytes of the file ioserve serves in the guest.
 const SERVED_MIB: u32 = 8;

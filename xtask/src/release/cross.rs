@@ -11,7 +11,8 @@ use std::process::Command;
 
 use anyhow::{bail, Context as _, Result};
 
-use crate::{aarch64, cargo, on_path, project_root, step, succeeds};
+use crate::release::aarch64;
+use crate::util::{cargo, on_path, project_root, step, succeeds};
 
 /// The command-line options.
 #[derive(Debug, clap::Args)]
@@ -52,7 +53,7 @@ pub(crate) fn run(options: &Options) -> Result<()> {
 
     let arch = options.target.split('-').next().unwrap_or("aarch64");
     let name = format!("ioserve-toolkit-{arch}");
-    let target_dir = crate::target_dir()?;
+    let target_dir = crate::util::target_dir()?;
     let out = target_dir.join("cross");
     let staging = out.join(&name);
     if staging.exists() {

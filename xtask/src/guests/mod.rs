@@ -17,8 +17,14 @@ use std::time::{Duration, Instant};
 
 use anyhow::{bail, ensure, Context as _, Result};
 
-use crate::cpio::Archive;
-use crate::{cargo, ensure_packages, step};
+pub(crate) mod arm64_vm;
+pub(crate) mod clock_vm;
+mod cpio;
+mod numa_serving;
+pub(crate) mod numa_vm;
+
+use self::cpio::Archive;
+use crate::util::{cargo, ensure_packages, step};
 
 /// A guest architecture.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -40,7 +46,7 @@ impl Arch {
     pub(crate) fn rust_target(self) -> &'static str {
         match self {
             Arch::X86_64 => "x86_64-unknown-linux-gnu",
-            Arch::Aarch64 => crate::aarch64::TARGET,
+            Arch::Aarch64 => crate::release::aarch64::TARGET,
         }
     }
 
@@ -66,7 +72,7 @@ impl Arch {
         let (package, program) = self.qemu();
         ensure_packages(&[(package, program), ("busybox-static", "busybox")])?;
         if self == Arch::Aarch64 {
-            crate::aarch64::ensure_toolchain()?;
+            crate::release::aarch64::ensure_toolchain()?;
         }
         Ok(())
     }
@@ -75,7 +81,7 @@ impl Arch {
 /// Where the guests keep their downloads, builds and consoles: guest/ in cargo's
 /// target directory.
 pub(crate) fn work_dir() -> Result<PathBuf> {
-    let work = crate::target_dir()?.join("guest");
+    let work = crate::util::target_dir()?.join("guest");
     fs::create_dir_all(&work).with_context(|| format!("cannot create {}", work.display()))?;
     Ok(work)
 }
@@ -113,7 +119,7 @@ pub(crate) fn debian_kernel(arch: Arch) -> Result<PathBuf> {
 pub(crate) fn busybox(arch: Arch) -> Result<Vec<u8>> {
     match arch {
         Arch::X86_64 => {
-            let path = crate::which("busybox").context("busybox is not on PATH")?;
+            let path = crate::util::which("busybox").context("busybox is not on PATH")?;
             let bytes = read(&path)?;
             ensure!(
                 !is_dynamic_elf(&bytes),
@@ -213,7 +219,7 @@ pub(crate) fn host_build(what: &str, args: &[&str]) -> Result<PathBuf> {
     let mut build = cargo(&["build"]);
     build.args(args);
     step(&format!("build {what}"), build)?;
-    Ok(crate::target_dir()?.join(profile(args)))
+    Ok(crate::util::target_dir()?.join(profile(args)))
 }
 
 /// The profile directory cargo builds into for `args`.

@@ -16,7 +16,7 @@ use std::process::Command;
 
 use anyhow::{bail, ensure, Context as _, Result};
 
-use crate::{cargo, ensure_packages, project_root, step};
+use crate::util::{cargo, ensure_packages, project_root, step, which};
 
 /// probe's crate directory, relative to the workspace root.
 const PROBE_DIR: &str = "crates/probe";
@@ -53,7 +53,7 @@ pub(crate) struct Options {
 pub(crate) fn run(options: &Options) -> Result<()> {
     ensure_packages(&[("clang", "clang"), ("bpftool", "/usr/sbin/bpftool")])?;
     let probe = project_root().join(PROBE_DIR);
-    let work = crate::target_dir()?.join("bpf");
+    let work = crate::util::target_dir()?.join("bpf");
     let include = work.join("include");
     copy_libbpf_headers(&include.join("bpf"))?;
     let out = if options.check {
@@ -223,7 +223,7 @@ fn walk(dir: &Path) -> Result<Vec<PathBuf>> {
 }
 
 fn bpftool() -> PathBuf {
-    crate::which("bpftool").unwrap_or_else(|| PathBuf::from("/usr/sbin/bpftool"))
+    which("bpftool").unwrap_or_else(|| PathBuf::from("/usr/sbin/bpftool"))
 }
 
 /// clang's version line, for messages.
@@ -239,6 +239,44 @@ fn clang_version() -> String {
                 .map(str::to_owned)
         })
         .unwrap_or_else(|| "clang".into())
+}
+
+/// Where probe's BPF programs include the kernel's types from.
+const VMLINUX_H: &str = "crates/probe/src/bpf/vmlinux.h";
+
+/// `cargo xtask vmlinux [--btf PATH]`: dumps the kernel's BTF as C into VMLINUX_H.
+pub(crate) fn vmlinux(btf: &Path) -> Result<()> {
+    if !btf.exists() {
+        bail!(
+            "{} does not exist: the kernel needs CONFIG_DEBUG_INFO_BTF, or give --btf PATH",
+            btf.display()
+        );
+    }
+    ensure_packages(&[("bpftool", "/usr/sbin/bpftool")])?;
+    let bpftool = bpftool();
+    let output = Command::new(&bpftool)
+        .args(["btf", "dump", "file"])
+        .arg(btf)
+        .args(["format", "c"])
+        .output()
+        .with_context(|| format!("cannot run {}", bpftool.display()))?;
+    if !output.status.success() {
+        bail!(
+            "bpftool btf dump {} failed: {}",
+            btf.display(),
+            String::from_utf8_lossy(&output.stderr).trim()
+        );
+    }
+    let target = project_root().join(VMLINUX_H);
+    std::fs::write(&target, &output.stdout)
+        .with_context(|| format!("cannot write {}", target.display()))?;
+    eprintln!(
+        "xtask: wrote {} ({} KiB) from {}",
+        VMLINUX_H,
+        output.stdout.len() / 1024,
+        btf.display()
+    );
+    Ok(())
 }
 
 #[cfg(test)]

@@ -8,7 +8,7 @@ use std::process::Command;
 
 use anyhow::{bail, Context as _, Result};
 
-use crate::{cargo, ensure_packages, step};
+use crate::util::{cargo, ensure_packages, step};
 
 pub(crate) const TARGET: &str = "aarch64-unknown-linux-gnu";
 
@@ -61,7 +61,7 @@ fn ensure_arm64_link_libraries() -> Result<()> {
     if sysroot.join("libelf.so").exists() && sysroot.join("libz.so").exists() {
         return Ok(());
     }
-    if !crate::is_root() {
+    if !crate::util::is_root() {
         bail!(
             "arm64 libelf and zlib are missing from {SYSROOT_LIB}: run `cargo xtask ci` (or \
              `cargo xtask cross`) as root once to unpack them there"
@@ -71,7 +71,7 @@ fn ensure_arm64_link_libraries() -> Result<()> {
     let mut update = Command::new("apt-get");
     update.args(["-q", "update"]);
     step("apt-get update", update)?;
-    let work = crate::target_dir()?.join("arm64-debs");
+    let work = crate::util::target_dir()?.join("arm64-debs");
     if work.exists() {
         fs::remove_dir_all(&work)?;
     }

@@ -28,7 +28,7 @@ use super::servers::{cold_servers, select, start, Running, ServerSpec};
 use super::throttle::DiskThrottle;
 use super::wrk::{wrk, WrkResult};
 use super::{Options, Workload};
-use crate::stats::median;
+use crate::util::stats::median;
 
 /// Cold clients, each with a file of its own.
 const CLIENTS: usize = 16;

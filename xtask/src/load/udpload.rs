@@ -21,8 +21,8 @@ use serde::Serialize;
 use timeserve::io::{RecvBatch, SendBatch};
 use timeserve::packet::{client_request, NtpTimestamp, Reply};
 
-use crate::svg::{Anchor, Svg, PALETTE};
-use crate::{cargo, project_root, stats, step};
+use crate::util::svg::{Anchor, Svg, PALETTE};
+use crate::util::{cargo, project_root, stats, step};
 
 /// The command-line options.
 #[derive(Debug, PartialEq)]
@@ -143,13 +143,13 @@ struct Step {
 
 /// Runs the sweep and writes the report.
 pub fn run(options: &Options) -> Result<()> {
-    crate::ensure_packages(&[("chrony", "/usr/sbin/chronyd")])?;
+    crate::util::ensure_packages(&[("chrony", "/usr/sbin/chronyd")])?;
     step(
         "cargo build --release -p timeserve",
         cargo(&["build", "--release", "-p", "timeserve"]),
     )?;
     let root = project_root();
-    let target_dir = crate::target_dir()?;
+    let target_dir = crate::util::target_dir()?;
     let out = target_dir.join("udpload");
     fs::create_dir_all(&out)?;
     let go_peer = build_go_peer(&root, &out)?;
@@ -209,7 +209,7 @@ pub fn run(options: &Options) -> Result<()> {
 }
 
 fn build_go_peer(root: &Path, out: &Path) -> Result<PathBuf> {
-    let go = crate::loadtest::find_go()?;
+    let go = crate::util::find_go()?;
     let binary = out.join("go-ntp");
     let mut command = Command::new(go);
     command

@@ -8,15 +8,17 @@
 //! `Instant::now()`, and every probe program must load and count exactly on the 6.1
 //! kernel (see [`probe_checks`], shared with arm64-vm).
 
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::process::Command;
 use std::time::Duration;
 
-use anyhow::{ensure, Context as _, Result};
+use anyhow::{ensure, Result};
 use serde_json::Value;
 
-use crate::guest::{self, expect, Arch, Checks, Initramfs, Machine, Outcome, Script, Sections};
-use crate::{ensure_packages, step};
+use crate::guests::{
+    self as guest, expect, Arch, Checks, Initramfs, Machine, Outcome, Script, Sections,
+};
+use crate::util::step;
 
 /// The clocksources booted, with the kernel arguments that select them.
 const CLOCKSOURCES: &[(&str, &str)] = &[
@@ -153,18 +155,11 @@ fn clock_cost() -> Result<PathBuf> {
 /// xtask/guest/gotime built with CGO_ENABLED=0 (a static binary, as the seed's
 /// service would ship in a scratch container).
 fn go_program() -> Result<PathBuf> {
-    let go = match crate::which("go") {
-        Some(go) => go,
-        None if Path::new("/usr/local/go/bin/go").is_file() => "/usr/local/go/bin/go".into(),
-        None => {
-            ensure_packages(&[("golang-go", "go")])?;
-            crate::which("go").context("golang-go installed no go on PATH")?
-        }
-    };
+    let go = crate::util::find_go()?;
     let out = guest::work_dir()?.join("gotime");
     let mut build = Command::new(go);
     build
-        .current_dir(crate::project_root().join("xtask/guest/gotime"))
+        .current_dir(crate::util::project_root().join("xtask/guest/gotime"))
         .args(["build", "-o"])
         .arg(&out)
         .arg("main.go")

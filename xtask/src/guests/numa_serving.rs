@@ -8,7 +8,7 @@ use std::collections::BTreeMap;
 
 use serde_json::Value;
 
-use crate::guest::{expect, Outcome, Script, Sections};
+use crate::guests::{expect, Outcome, Script, Sections};
 
 /// MiB of the served file, and the read strategy's buffer: the first request takes a
 /// 4 MiB buffer (allocated and zeroed by a worker, so placed by its policy) that stays
@@ -131,7 +131,7 @@ impl Layout {
             (
                 "ioserve --numa-nodes <absent> exits 1 naming the valid nodes".into(),
                 s.failure("numa-absent").and_then(|text| {
-                    crate::numa_vm::names_absent_node(&text, self.nodes + 3, self.nodes)
+                    crate::guests::numa_vm::names_absent_node(&text, self.nodes + 3, self.nodes)
                 }),
             ),
         ]
@@ -157,7 +157,7 @@ impl Layout {
                 .cpus_of
                 .get(node as usize)
                 .ok_or(format!("{comm}: no node {node}"))?;
-            let allowed = crate::numa_vm::parse_list(allowed)?;
+            let allowed = crate::guests::numa_vm::parse_list(allowed)?;
             let last: u32 = last_cpu.parse().map_err(|_| format!("{line:?}"))?;
             expect(
                 &allowed == want && want.contains(&last),

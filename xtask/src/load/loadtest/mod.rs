@@ -19,7 +19,7 @@ use std::process::Command;
 use anyhow::Result;
 use serde::Serialize;
 
-use crate::{cargo, ensure_packages, on_path, project_root, step};
+use crate::util::{cargo, ensure_packages, on_path, project_root, step};
 
 mod cold;
 mod memory;
@@ -198,7 +198,7 @@ struct Report<'a> {
 /// Runs the load test and writes target/loadtest/{report.md,results.json,chart.svg}.
 pub fn run(options: &Options) -> Result<()> {
     ensure_packages(&[("nginx", "nginx"), ("wrk", "wrk")])?;
-    let out = crate::target_dir()?.join("loadtest");
+    let out = crate::util::target_dir()?.join("loadtest");
     fs::create_dir_all(&out)?;
     step(
         "build ioserve (release)",

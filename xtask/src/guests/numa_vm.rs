@@ -15,8 +15,10 @@ use std::time::{Duration, Instant};
 
 use anyhow::{ensure, Result};
 
-use crate::guest::{self, expect, Arch, Checks, Initramfs, Machine, Outcome, Script, Sections};
-use crate::numa_serving;
+use crate::guests::numa_serving;
+use crate::guests::{
+    self as guest, expect, Arch, Checks, Initramfs, Machine, Outcome, Script, Sections,
+};
 
 /// MiB the `touch` runs allocate: 8192 pages, far above the guest's background noise.
 const TOUCH_MIB: u64 = 32;
@@ -39,7 +41,7 @@ pub(crate) fn run() -> Result<()> {
         let started = Instant::now();
         let mut initramfs = Initramfs::new(arch)?;
         binaries.add_to(&mut initramfs)?;
-        if let Some(numactl) = crate::which("numactl") {
+        if let Some(numactl) = crate::util::which("numactl") {
             initramfs.program_with_libraries(&numactl, "usr/bin/numactl")?;
         }
         initramfs.host_program("ioserve", &ioserve)?;

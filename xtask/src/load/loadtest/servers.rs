@@ -166,7 +166,7 @@ pub(crate) fn start(spec: &ServerSpec, www: &Path, out: &Path) -> Result<Running
             runtime,
             cold_reads,
         } => {
-            let mut command = Command::new(crate::target_dir()?.join("release/ioserve"));
+            let mut command = Command::new(crate::util::target_dir()?.join("release/ioserve"));
             command.arg(www).args([
                 "--listen",
                 &addr.to_string(),
