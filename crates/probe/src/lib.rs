@@ -8,7 +8,8 @@
 //! - [`runq`]: run-queue latency.
 //! - [`doctor`]: one report over all of them and the system settings the seeds
 //!   checked (clocksource, governor, NUMA, transparent huge pages).
-//! - [`metrics`]: the Prometheus text of all of them, served by `probe daemon`.
+//! - [`metrics`] (feature `metrics`, part of `cli`): the Prometheus metrics of all of
+//!   them, served by `probe daemon`.
 //!
 //! Loading BPF programs needs root or CAP_BPF + CAP_PERFMON
 //! ([`privilege::require_bpf_privileges`]) and a kernel with BTF. Every tracer
@@ -22,6 +23,7 @@ pub mod doctor;
 pub mod error;
 pub mod faults;
 pub mod histogram;
+#[cfg(feature = "metrics")]
 pub mod metrics;
 pub mod perf;
 pub mod privilege;

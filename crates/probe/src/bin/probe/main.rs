@@ -56,25 +56,29 @@ mod daemon;
 mod doctor;
 
 fn main() -> ExitCode {
-    let cli = Cli::parse();
-    // Block SIGINT/SIGTERM/SIGCHLD before any thread exists: probes collect them
-    // with sigtimedwait, print their summary and detach.
-    let signals = match Signals::block() {
-        Ok(signals) => signals,
-        Err(err) => return fail(&err.into()),
-    };
-    let result = match cli.command {
-        Command::Syscalls(args) => syscalls(&args, &signals),
-        Command::Clock(args) => clock_command(&args, &signals),
-        Command::Faults(args) => faults(&args, &signals),
-        Command::Runq(args) => runq(&args, &signals),
-        Command::Daemon(args) => daemon::run(&args, &signals),
-        Command::Doctor(args) => doctor::run(&args, &signals),
+    let result = match Cli::parse().command {
+        Command::Syscalls(args) => with_blocked_signals(|signals| syscalls(&args, signals)),
+        Command::Clock(args) => with_blocked_signals(|signals| clock_command(&args, signals)),
+        Command::Faults(args) => with_blocked_signals(|signals| faults(&args, signals)),
+        Command::Runq(args) => with_blocked_signals(|signals| runq(&args, signals)),
+        Command::Doctor(args) => with_blocked_signals(|signals| doctor::run(&args, signals)),
+        // The daemon catches its signals on its runtime, like the toolkit's other
+        // daemons.
+        Command::Daemon(args) => daemon::run(&args),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,
         Err(err) => fail(&err),
     }
+}
+
+/// Runs a command that traces for a while, with SIGINT, SIGTERM and SIGCHLD blocked
+/// before any thread exists: it collects them with sigtimedwait, prints its summary
+/// and detaches.
+fn with_blocked_signals(
+    command: impl FnOnce(&Signals) -> anyhow::Result<()>,
+) -> anyhow::Result<()> {
+    command(&Signals::block()?)
 }
 
 /// Prints `err` as one line (with its causes) and picks the exit code: 2 for what
