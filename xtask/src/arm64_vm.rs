@@ -141,7 +141,7 @@ fn add_serving_commands(script: &mut Script) {
              \x20 ioserve /srv --listen 127.0.0.1:8080 --workers 1 --strategy $1 2>/tmp/ioserve.err &\n\
              \x20 server=$!\n\
              \x20 for i in $(seq 100); do wget -q -O /dev/null http://127.0.0.1:8080/file && break; sleep 0.2; done\n\
-             \x20 probe syscalls --pid $server --json > /tmp/trace.json 2>/tmp/trace.err &\n\
+             \x20 probe syscalls --pid $server --json -o /tmp/trace.json 2>/tmp/trace.err &\n\
              \x20 tracer=$!\n\
              \x20 for i in $(seq 300); do grep -q Tracing /tmp/trace.err && break; sleep 0.1; done\n\
              \x20 wget -q -O /tmp/got http://127.0.0.1:8080/file\n\

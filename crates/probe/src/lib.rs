@@ -11,6 +11,8 @@
 //! - [`metrics`] (feature `metrics`, part of `cli`): the Prometheus metrics of all of
 //!   them, served by `probe daemon`.
 //!
+//! - [`present`]: each command's report, as text or JSON, and where it goes.
+//!
 //! Loading BPF programs needs root or CAP_BPF + CAP_PERFMON
 //! ([`privilege::require_bpf_privileges`]) and a kernel with BTF. Every tracer
 //! detaches when dropped.
@@ -26,6 +28,7 @@ pub mod histogram;
 #[cfg(feature = "metrics")]
 pub mod metrics;
 pub mod perf;
+pub mod present;
 pub mod privilege;
 pub mod report;
 pub mod row_filter;
