@@ -7,7 +7,8 @@
 //! - [`faults`]: minor and major page faults per process.
 //! - [`runq`]: run-queue latency.
 //! - [`doctor`]: one report over all of them and the system settings the seeds
-//!   checked (clocksource, governor, NUMA, transparent huge pages).
+//!   checked (clocksource, governor, NUMA, transparent huge pages); [`checkup`]: its
+//!   measured checks.
 //! - [`metrics`] (feature `metrics`, part of `cli`): the Prometheus metrics of all of
 //!   them, served by `probe daemon`.
 //!
@@ -18,6 +19,7 @@
 //! detaches when dropped.
 
 pub mod bpf;
+pub mod checkup;
 #[cfg(feature = "cli")]
 pub mod cli;
 pub mod clock;

@@ -2,15 +2,20 @@
 //! stack (`ioserve-exporter`, text format 0.0.4): a [`Scrape`] is a `prometheus-client`
 //! collector, and [`LiveScrape`] takes a fresh one at each scrape for `probe daemon`.
 
+use std::mem::MaybeUninit;
+use std::sync::atomic::{AtomicUsize, Ordering};
+
 use ioserve_exporter::exposition;
 use ioserve_exporter::prometheus_client::collector::Collector;
 use ioserve_exporter::prometheus_client::encoding::DescriptorEncoder;
 use ioserve_exporter::prometheus_client::registry::Registry;
 
-use crate::faults::ProcessFaults;
+use crate::bpf::Scope;
+use crate::error::Result as ProbeResult;
+use crate::faults::{FaultTracer, ProcessFaults};
 use crate::histogram::Log2Histogram;
-use crate::runq::RunqSnapshot;
-use crate::syscalls::{SyscallRow, SyscallSnapshot};
+use crate::runq::{RunqSnapshot, RunqTracer};
+use crate::syscalls::{SyscallOptions, SyscallRow, SyscallSnapshot, SyscallTracer};
 use crate::sysnames::{data_path, DataPath};
 use crate::{clock, syscalls};
 
@@ -28,6 +33,76 @@ pub struct Scrape {
     pub runq: RunqSnapshot,
     /// Traced processes still running (None when tracing the whole system).
     pub targets_up: Option<usize>,
+}
+
+/// The syscall, fault and run-queue probes `probe daemon` keeps attached, as one:
+/// processes join and leave all three, and a scrape reads all three. Dropping it
+/// detaches the programs.
+pub struct DaemonProbes<'obj> {
+    syscalls: SyscallTracer<'obj>,
+    faults: FaultTracer<'obj>,
+    runq: RunqTracer<'obj>,
+    /// Whether only some processes are traced (then per-process series and
+    /// `probe_targets_up` are reported).
+    filtered: bool,
+    targets_up: AtomicUsize,
+}
+
+impl<'obj> DaemonProbes<'obj> {
+    /// Attaches the three probes over `scope`, each in its own object `storage`;
+    /// `targets_up` traced processes are running now.
+    pub fn start(
+        storage: [&'obj mut MaybeUninit<libbpf_rs::OpenObject>; 3],
+        scope: &Scope,
+        targets_up: usize,
+    ) -> ProbeResult<DaemonProbes<'obj>> {
+        let [syscalls, faults, runq] = storage;
+        Ok(DaemonProbes {
+            syscalls: SyscallTracer::start(
+                syscalls,
+                &SyscallOptions {
+                    scope: scope.clone(),
+                    ..SyscallOptions::default()
+                },
+            )?,
+            faults: FaultTracer::start(faults, scope)?,
+            runq: RunqTracer::start(runq, scope)?,
+            filtered: matches!(scope, Scope::Processes(_)),
+            targets_up: AtomicUsize::new(targets_up),
+        })
+    }
+
+    /// Traces process `pid` from now on.
+    pub fn add(&self, pid: u32) -> ProbeResult<()> {
+        self.syscalls.add_process(pid)?;
+        self.faults.add_process(pid)?;
+        self.runq.add_process(pid)
+    }
+
+    /// Stops tracing process `pid` (its counts stay).
+    pub fn remove(&self, pid: u32) {
+        self.syscalls.remove_process(pid);
+        self.faults.remove_process(pid);
+        self.runq.remove_process(pid);
+    }
+
+    /// Says how many traced processes are running.
+    pub fn set_targets_up(&self, running: usize) {
+        self.targets_up.store(running, Ordering::Relaxed);
+    }
+
+    /// Everything the probes counted so far.
+    pub fn scrape(&self) -> ProbeResult<Scrape> {
+        Ok(Scrape {
+            syscalls: self.syscalls.snapshot()?,
+            faults: self.faults.snapshot()?,
+            per_process_faults: self.filtered,
+            runq: self.runq.snapshot()?,
+            targets_up: self
+                .filtered
+                .then(|| self.targets_up.load(Ordering::Relaxed)),
+        })
+    }
 }
 
 /// Renders `scrape` as Prometheus text (format 0.0.4), through the toolkit's metrics

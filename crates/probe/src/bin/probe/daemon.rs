@@ -4,7 +4,6 @@
 
 use std::collections::BTreeSet;
 use std::mem::MaybeUninit;
-use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -16,52 +15,11 @@ use ioserve_exporter::server::MetricsServer;
 use ioserve_exporter::signals::OperatorSignals;
 use ioserve_probe::bpf::Scope;
 use ioserve_probe::cli::DaemonArgs;
-use ioserve_probe::faults::FaultTracer;
-use ioserve_probe::metrics::{LiveScrape, Scrape};
-use ioserve_probe::runq::RunqTracer;
-use ioserve_probe::syscalls::{SyscallOptions, SyscallTracer};
-use ioserve_probe::target::WatchedProcess;
+use ioserve_probe::metrics::{DaemonProbes, LiveScrape};
+use ioserve_probe::target::{self, WatchedProcess};
 
 /// How often the traced processes are looked for again.
 const RESCAN: Duration = Duration::from_secs(1);
-
-/// The probes, shared by the scrapes and the target tracking. Their BPF objects live
-/// for the rest of the process (see [`object_storage`]); dropping the probes detaches
-/// the programs.
-struct Probes {
-    syscalls: SyscallTracer<'static>,
-    faults: FaultTracer<'static>,
-    runq: RunqTracer<'static>,
-    filtered: bool,
-    targets_up: AtomicUsize,
-}
-
-impl Probes {
-    fn add(&self, pid: u32) -> anyhow::Result<()> {
-        self.syscalls.add_process(pid)?;
-        self.faults.add_process(pid)?;
-        self.runq.add_process(pid)?;
-        Ok(())
-    }
-
-    fn remove(&self, pid: u32) {
-        self.syscalls.remove_process(pid);
-        self.faults.remove_process(pid);
-        self.runq.remove_process(pid);
-    }
-
-    fn scrape(&self) -> anyhow::Result<Scrape> {
-        Ok(Scrape {
-            syscalls: self.syscalls.snapshot()?,
-            faults: self.faults.snapshot()?,
-            per_process_faults: self.filtered,
-            runq: self.runq.snapshot()?,
-            targets_up: self
-                .filtered
-                .then(|| self.targets_up.load(Ordering::Relaxed)),
-        })
-    }
-}
 
 /// Storage for one BPF object that lives as long as the process: the scrapes run on
 /// the metrics server's thread and need the tracers there. Nothing is lost by never
@@ -72,7 +30,7 @@ fn object_storage() -> &'static mut MaybeUninit<OpenObject> {
 }
 
 pub fn run(args: &DaemonArgs) -> anyhow::Result<()> {
-    crate::require_bpf()?;
+    ioserve_probe::privilege::require_bpf()?;
     // The control runtime, with the signal handlers installed before anything is
     // bound or attached (as ioserve does): a SIGTERM from then on is handled.
     let control = tokio::runtime::Builder::new_current_thread()
@@ -99,19 +57,11 @@ pub fn run(args: &DaemonArgs) -> anyhow::Result<()> {
     let address = listener.local_addr()?;
     listener.set_nonblocking(true)?;
 
-    let probes = Arc::new(Probes {
-        syscalls: SyscallTracer::start(
-            object_storage(),
-            &SyscallOptions {
-                scope: scope.clone(),
-                ..SyscallOptions::default()
-            },
-        )?,
-        faults: FaultTracer::start(object_storage(), &scope)?,
-        runq: RunqTracer::start(object_storage(), &scope)?,
-        filtered,
-        targets_up: AtomicUsize::new(watched.len()),
-    });
+    let probes = Arc::new(DaemonProbes::start(
+        [object_storage(), object_storage(), object_storage()],
+        &scope,
+        watched.len(),
+    )?);
     let what = if filtered {
         format!("pids {:?}, commands {:?}", args.pid, args.comm)
     } else {
@@ -154,7 +104,7 @@ async fn track_targets(
     args: &DaemonArgs,
     mut signals: OperatorSignals,
     watched: &mut Vec<WatchedProcess>,
-    probes: &Probes,
+    probes: &DaemonProbes<'static>,
 ) {
     let mut by_comm: BTreeSet<u32> = BTreeSet::new();
     let mut rescan = tokio::time::interval(RESCAN);
@@ -179,7 +129,7 @@ async fn track_targets(
             !gone
         });
         if !args.comm.is_empty() {
-            let now = pids_with_comm(&args.comm);
+            let now = target::pids_with_comm(&args.comm);
             for &pid in now.difference(&by_comm) {
                 if let Err(err) = probes.add(pid) {
                     note!("probe daemon: cannot trace pid {pid}: {err:#}");
@@ -190,29 +140,6 @@ async fn track_targets(
             }
             by_comm = now;
         }
-        probes
-            .targets_up
-            .store(watched.len() + by_comm.len(), Ordering::Relaxed);
+        probes.set_targets_up(watched.len() + by_comm.len());
     }
-}
-
-/// The pids whose /proc/PID/comm is one of `names`. The kernel keeps the first 15
-/// bytes of a command name, so longer names match by those.
-fn pids_with_comm(names: &[String]) -> BTreeSet<u32> {
-    let names: Vec<&[u8]> = names
-        .iter()
-        .map(|n| &n.as_bytes()[..n.len().min(15)])
-        .collect();
-    let Ok(entries) = std::fs::read_dir("/proc") else {
-        return BTreeSet::new();
-    };
-    entries
-        .filter_map(|entry| entry.ok()?.file_name().to_str()?.parse::<u32>().ok())
-        .filter(|pid| {
-            std::fs::read_to_string(format!("/proc/{pid}/comm")).is_ok_and(|comm| {
-                let comm = comm.trim_end_matches('\n').as_bytes();
-                names.contains(&comm)
-            })
-        })
-        .collect()
 }

@@ -25,16 +25,8 @@ use ioserve_probe::syscalls::{SyscallOptions, SyscallSnapshot, SyscallTracer};
 use ioserve_probe::sysnames;
 use ioserve_probe::verdict::FileServingVerdict;
 
-/// Writes a line to stdout. A closed stdout (`probe ... | head`) is not an error
-/// worth a panic: the output is simply dropped.
-macro_rules! outln {
-    ($($arg:tt)*) => {{
-        use std::io::Write as _;
-        let _ = writeln!(std::io::stdout(), $($arg)*);
-    }};
-}
-
-/// Writes to stdout, ignoring a closed stdout (see `outln!`).
+/// Writes to stdout. A closed stdout (`probe ... | head`) is not an error worth a
+/// panic: the output is simply dropped.
 macro_rules! out {
     ($($arg:tt)*) => {{
         use std::io::Write as _;
@@ -96,38 +88,15 @@ fn fail(err: &anyhow::Error) -> ExitCode {
     }
 }
 
-/// Checks privileges and BTF before anything is started.
-pub(crate) fn require_bpf() -> Result<(), ProbeError> {
-    privilege::require_bpf_privileges()?;
-    privilege::require_kernel_btf()
-}
-
-/// A description of what is watched, for headers ("dd (pid 42)", "pid 42", "all
-/// processes").
-fn describe_target(spec: &TargetSpec, prepared: &Prepared) -> String {
-    match (spec, prepared) {
-        (TargetSpec::Command(argv), Prepared::Command(paused)) => {
-            let words: Vec<_> = argv.iter().map(|a| a.to_string_lossy()).collect();
-            format!("`{}` (pid {})", words.join(" "), paused.pid())
-        }
-        (TargetSpec::Named(name), _) => format!("tasks named '{}'", name.to_string_lossy()),
-        (TargetSpec::Pids(pids), _) => {
-            let pids: Vec<String> = pids.iter().map(|p| p.to_string()).collect();
-            format!("pid {}", pids.join(", "))
-        }
-        _ => "all processes".into(),
-    }
-}
-
 fn syscalls(args: &SyscallsArgs, signals: &Signals) -> anyhow::Result<()> {
     // Bad filters and report files are refused before anything is traced.
     let filter = RowFilter::parse(&args.expressions)?;
     let mut sink = ReportSink::open(args.output.as_deref())?;
-    require_bpf()?;
+    privilege::require_bpf()?;
     let layout = args.layout();
     let spec = args.target.spec();
     let prepared = Prepared::new(&spec)?;
-    let target = describe_target(&spec, &prepared);
+    let target = present::describe_target(&spec, &prepared);
     let mut storage = MaybeUninit::uninit();
     let options = SyscallOptions {
         scope: prepared.scope(),
@@ -174,7 +143,7 @@ fn syscalls(args: &SyscallsArgs, signals: &Signals) -> anyhow::Result<()> {
 }
 
 fn clock_command(args: &ClockArgs, signals: &Signals) -> anyhow::Result<()> {
-    require_bpf()?;
+    privilege::require_bpf()?;
     let sources = Clocksources::read(std::path::Path::new("/"));
     let vdso = VdsoMapping::of("self").unwrap_or_default();
     let me = std::process::id();
@@ -232,10 +201,10 @@ fn watch_clock_syscalls(
 
 fn faults(args: &FaultsArgs, signals: &Signals) -> anyhow::Result<()> {
     let mut sink = ReportSink::open(args.output.as_deref())?;
-    require_bpf()?;
+    privilege::require_bpf()?;
     let spec = args.target.spec();
     let prepared = Prepared::new(&spec)?;
-    let target = describe_target(&spec, &prepared);
+    let target = present::describe_target(&spec, &prepared);
     let command_name = match &spec {
         TargetSpec::Command(argv) => std::path::Path::new(&argv[0])
             .file_name()
@@ -268,14 +237,14 @@ fn faults(args: &FaultsArgs, signals: &Signals) -> anyhow::Result<()> {
 }
 
 fn runq(args: &RunqArgs, signals: &Signals) -> anyhow::Result<()> {
-    require_bpf()?;
+    privilege::require_bpf()?;
     let spec = if args.pid.is_empty() {
         TargetSpec::System
     } else {
         TargetSpec::Pids(args.pid.clone())
     };
     let prepared = Prepared::new(&spec)?;
-    let target = describe_target(&spec, &prepared);
+    let target = present::describe_target(&spec, &prepared);
     let mut storage = MaybeUninit::uninit();
     let mut tracer = RunqTracer::start(&mut storage, &prepared.scope())?;
     if !args.json {
