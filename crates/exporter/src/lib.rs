@@ -5,6 +5,8 @@
 //!   as [`Collector`]s that read the daemon's own counters when scraped, and written in
 //!   the Prometheus text format (version 0.0.4) by one encoder, so every daemon's
 //!   `/metrics` passes `promtool check metrics` the same way;
+//! - [`process`]: the standard `process_*` metrics of Prometheus clients, from
+//!   `/proc/self`;
 //! - [`server`]: `GET /metrics` and `GET /healthz` served by hyper on a listener the
 //!   daemon bound, until a shutdown future completes (connections in flight finish);
 //! - [`signals`]: SIGTERM, SIGINT, SIGHUP, SIGUSR1 and SIGUSR2 caught as a stream on the
@@ -38,6 +40,7 @@
 
 pub mod error;
 pub mod exposition;
+pub mod process;
 pub mod server;
 pub mod signals;
 
