@@ -146,7 +146,7 @@ fn add_serving_commands(script: &mut Script) {
              \x20 server=$!\n\
              \x20 ready=no; for i in $(seq 300); do wget -q -O /dev/null http://127.0.0.1:8080/file && ready=yes && break; sleep 0.2; done\n\
              \x20 [ $ready = yes ] || { echo \"ioserve did not answer in 60 s: $(cat /tmp/ioserve.err)\"; rc=1; }\n\
-             \x20 probe syscalls --pid $server --json > /tmp/trace.json 2>/tmp/trace.err &\n\
+             \x20 probe syscalls --pid $server --json -o /tmp/trace.json 2>/tmp/trace.err &\n\
              \x20 tracer=$!\n\
              \x20 ready=no; for i in $(seq 600); do grep -q Tracing /tmp/trace.err && ready=yes && break; sleep 0.1; done\n\
              \x20 [ $ready = yes ] || { echo \"probe did not attach in 60 s: $(cat /tmp/trace.err)\"; rc=1; }\n\

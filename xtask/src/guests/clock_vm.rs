@@ -184,7 +184,9 @@ fn add_clock_commands(script: &mut Script) {
         .settle("gotime-started", "cat /proc/$GOTIME/comm", "gotime", 60)
         .run(
             "go-traced",
-            &format!("probe syscalls --comm gotime --duration {GO_TRACE_SECONDS} --json"),
+            &format!(
+                "probe syscalls --comm gotime --duration {GO_TRACE_SECONDS} --json -o /dev/stdout"
+            ),
         )
         .shell("kill -TERM $GOTIME")
         .shell("wait $GOTIME")
@@ -353,16 +355,16 @@ pub(crate) fn add_probe_commands(script: &mut Script) {
     script
         .run(
             "probe-syscalls",
-            "probe syscalls --json -- probe-calibrate syscalls --count 5000",
+            "probe syscalls --json -o /dev/stdout -- probe-calibrate syscalls --count 5000",
         )
         .run(
             "probe-syscalls-per-tid",
-            "probe syscalls --json --per-tid -L -f -e trace=getppid -- \
+            "probe syscalls --json -o /dev/stdout --per-tid -L -f -e trace=getppid -- \
              probe-calibrate syscalls --count 1000 --threads 2",
         )
         .run(
             "probe-faults",
-            "probe faults --json -- probe-calibrate faults --pages 2000",
+            "probe faults --json -o /dev/stdout -- probe-calibrate faults --pages 2000",
         )
         .run("probe-runq", "probe runq --duration 1 --json");
 }

@@ -1,6 +1,8 @@
 //! The aarch64 lane of `cargo xtask ci`: without a container engine (so without
 //! `cross`), Debian's gcc cross linker and qemu-user run what rustup's aarch64 target
-//! builds (design.md §6; the linker and runner are set in .cargo/config.toml).
+//! builds. The linker (`aarch64-linux-gnu-gcc`) and the runner (`qemu-aarch64 -L
+//! /usr/aarch64-linux-gnu`) are set in .cargo/config.toml, so a plain `cargo test
+//! --target aarch64-unknown-linux-gnu` runs the tests under qemu-user too.
 
 use std::fs;
 use std::path::Path;

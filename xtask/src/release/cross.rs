@@ -3,7 +3,8 @@
 //!
 //! With `cross` and a working container engine it builds through `cross`; otherwise
 //! (as on this project's machines, where Docker does not run) through rustup's target,
-//! Debian's gcc cross linker and, for `--smoke`, qemu-user (design.md §6).
+//! Debian's gcc cross linker and, for `--smoke`, qemu-user: the toolchain of the
+//! aarch64 lane of `cargo xtask ci` ([`aarch64`]), which needs no container engine.
 
 use std::fs;
 use std::path::{Path, PathBuf};
