@@ -208,19 +208,34 @@ pub fn assert_detached(ids: &[(String, u64)]) {
         ids.iter().any(|(kind, _)| kind == "prog_id"),
         "no programs were seen: {ids:?}"
     );
-    let listed = |what: &str| -> Value {
+    // `bpftool prog list` fails when a program it is listing is freed under it (other
+    // tests, or other tracers on the machine, load and unload theirs at the same
+    // time): such a listing is taken again, like one that still shows ours.
+    let listed = |what: &str| -> Result<Value, String> {
         let out = Command::new("bpftool")
             .args(["-j", what, "list"])
             .output()
             .expect("bpftool runs");
-        assert!(out.status.success());
-        serde_json::from_slice(&out.stdout).unwrap_or(Value::Array(vec![]))
+        if !out.status.success() {
+            return Err(format!(
+                "bpftool {what} list: {}",
+                String::from_utf8_lossy(&out.stderr).trim()
+            ));
+        }
+        serde_json::from_slice(&out.stdout).map_err(|e| format!("bpftool {what} list: {e}"))
     };
-    // The kernel frees programs after an RCU grace period: allow it a moment.
-    let deadline = Instant::now() + Duration::from_secs(5);
+    // The kernel frees programs after an RCU grace period: allow it a moment (a loaded
+    // 2-core host can take several seconds).
+    let deadline = Instant::now() + Duration::from_secs(30);
     loop {
-        let progs = listed("prog");
-        let links = listed("link");
+        let (progs, links) = match (listed("prog"), listed("link")) {
+            (Ok(progs), Ok(links)) => (progs, links),
+            (Err(why), _) | (_, Err(why)) => {
+                assert!(Instant::now() < deadline, "{why}");
+                std::thread::sleep(Duration::from_millis(100));
+                continue;
+            }
+        };
         let left: Vec<_> = ids
             .iter()
             .filter(|(kind, id)| {
