@@ -14,7 +14,7 @@
 //! cargo xtask bench [--quick]    criterion benches + Go peers -> target/bench-report
 //! cargo xtask cross [--smoke]    aarch64 binaries and bench executables in a tarball
 //! cargo xtask vmlinux [--btf F]  regenerate probe's vmlinux.h from the kernel's BTF
-//! cargo xtask dist [--out DIR]   shell completions and man pages of ioserve, numa, probe
+//! cargo xtask dist [--check]     Debian packages of ioserve, numa, probe and timeserve
 //! cargo xtask udpload [--quick]  SNTP servers under load: timeserve, chrony, Go (seed 002)
 //! cargo xtask probe-overhead     dd under probe, strace -c and perf trace (as root)
 //! ```
@@ -25,6 +25,7 @@ mod bench;
 mod clock_vm;
 mod cpio;
 mod cross;
+mod dist;
 mod guest;
 mod loadtest;
 mod numa_serving;
@@ -41,6 +42,8 @@ use std::time::Instant;
 
 use anyhow::{bail, Context as _, Result};
 use clap::{Parser, Subcommand};
+// The cross tarball carries the man pages and completions too (cross.rs).
+pub(crate) use dist::write_docs as dist;
 
 /// Debian packages the checks need, with the command each provides.
 /// probe's build needs clang (its BPF programs), libelf, zlib, pkg-config and make
@@ -156,17 +159,13 @@ pub(crate) enum Task {
         #[arg(long, value_name = "PATH", default_value = "/sys/kernel/btf/vmlinux")]
         btf: PathBuf,
     },
-    /// Shell completions and man pages of ioserve, numa and probe
+    /// Debian packages of ioserve, numa, probe and timeserve (cargo-deb)
     ///
-    /// Write bash, zsh and fish completions and man pages (one per probe command, and
-    /// numa stat's) from the programs' clap definitions, with the cli-docs crate, under
-    /// OUT: man/man1/*.1 and completions/{bash,zsh,fish}/ (the cross tarball carries
-    /// them under share/)
-    Dist {
-        /// Output directory
-        #[arg(long, value_name = "DIR", default_value = "target/dist")]
-        out: PathBuf,
-    },
+    /// Build ioserve, ioserve-numa, ioserve-probe and timeserve .deb files with cargo-deb
+    /// (installed when missing) from a release build: each with its man pages and bash,
+    /// zsh and fish completions (the cli-docs crate), ioserve's with its systemd units
+    /// and /etc/ioserve/ioserve.toml; into OUT, by default TARGET_DIR/debian
+    Dist(dist::Options),
     /// numa in 2- and 4-node qemu guests
     ///
     /// Boot Debian's kernel under qemu-system-x86_64 (TCG) with 2 and 4 NUMA nodes and
@@ -201,7 +200,7 @@ fn main() -> ExitCode {
         Task::ClockVm => clock_vm::run(),
         Task::Arm64Vm => arm64_vm::run().map(drop),
         Task::Vmlinux { btf } => vmlinux(&btf),
-        Task::Dist { out } => dist(&out),
+        Task::Dist(options) => dist::run(&options),
         Task::ProbeOverhead(options) => probe_overhead::run(&options),
         Task::Bench(options) => bench::run(&options),
         Task::Cross(options) => cross::run(&options),
@@ -243,6 +242,7 @@ fn ci() -> Result<()> {
     };
     let mut totals = cargo_test(&["test", "--workspace"], probe_env)?;
     totals.add(&simd_for_this_cpu()?);
+    dist::ci()?;
     numa_vm::run()?;
     clock_vm::run()?;
     aarch64::ci_lane()?;
@@ -470,17 +470,6 @@ fn run_miri_tests() -> Result<TestTotals> {
 const VMLINUX_H: &str = "crates/probe/src/bpf/vmlinux.h";
 
 /// `cargo xtask vmlinux [--btf PATH]`: dumps the kernel's BTF as C into VMLINUX_H.
-/// Writes the completions and man pages under `out` (relative to the project root).
-pub(crate) fn dist(out: &Path) -> Result<()> {
-    let out = project_root().join(out);
-    let mut generate = cargo(&["run", "--quiet", "--package", "cli-docs", "--"]);
-    generate.arg(&out);
-    step(
-        &format!("completions and man pages -> {}", out.display()),
-        generate,
-    )
-}
-
 fn vmlinux(btf: &Path) -> Result<()> {
     if !btf.exists() {
         bail!(
