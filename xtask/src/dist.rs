@@ -197,6 +197,10 @@ fn cargo_metadata() -> Result<serde_json::Value> {
 
 /// Cargo's target directory (CARGO_TARGET_DIR, build.target-dir, else target/ in the
 /// workspace), as `cargo metadata` reports it.
+pub(crate) fn target_dir() -> Result<PathBuf> {
+    target_directory(&cargo_metadata()?)
+}
+
 fn target_directory(metadata: &serde_json::Value) -> Result<PathBuf> {
     metadata["target_directory"]
         .as_str()

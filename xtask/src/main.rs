@@ -12,9 +12,11 @@
 //! cargo xtask clock-vm           probe's clock checks under tsc, hpet and acpi_pm guests
 //! cargo xtask arm64-vm           simd, numa, probe and ioserve on Debian's arm64 kernel
 //! cargo xtask bench [--quick]    criterion benches + Go peers -> target/bench-report
+//! cargo xtask bench-compare      criterion's latest run against a saved baseline
 //! cargo xtask cross [--smoke]    aarch64 binaries and bench executables in a tarball
 //! cargo xtask vmlinux [--btf F]  regenerate probe's vmlinux.h from the kernel's BTF
 //! cargo xtask dist [--check]     Debian packages of ioserve, numa, probe and timeserve
+//! cargo xtask actionlint         lint .github/workflows (actionlint, shellcheck)
 //! cargo xtask udpload [--quick]  SNTP servers under load: timeserve, chrony, Go (seed 002)
 //! cargo xtask probe-overhead     dd under probe, strace -c and perf trace (as root)
 //! ```
@@ -22,6 +24,7 @@
 mod aarch64;
 mod arm64_vm;
 mod bench;
+mod bench_compare;
 mod clock_vm;
 mod cpio;
 mod cross;
@@ -34,6 +37,7 @@ mod probe_overhead;
 mod stats;
 mod svg;
 mod udpload;
+mod workflows;
 
 use std::env;
 use std::path::{Path, PathBuf};
@@ -103,8 +107,9 @@ pub(crate) struct Cli {
 pub(crate) enum Task {
     /// Every check CI runs: packages, fmt, clippy, tests, guests, aarch64, Miri
     ///
-    /// Install missing system packages (as root), then cargo fmt --check, clippy -D
-    /// warnings, cargo test for the whole workspace, the numa-vm and clock-vm guests,
+    /// Install missing system packages (as root), then cargo fmt --check, actionlint on
+    /// the GitHub workflows, clippy -D warnings, cargo test for the whole workspace, the
+    /// .deb packages (dist --check), the numa-vm and clock-vm guests,
     /// the workspace built for aarch64, the arm64-vm guest (simd's tests run there,
     /// with AES and with SIMD_DISABLE=aes), and simd's scalar paths under Miri
     /// (nightly, installed when missing)
@@ -115,6 +120,12 @@ pub(crate) enum Task {
     /// write target/bench-report/report.md (a table per group with the ratio of ours to
     /// the best peer), results.json and an SVG chart per group
     Bench(bench::Options),
+    /// Criterion's latest run against a saved baseline; fails past a threshold
+    ///
+    /// Compare each benchmark's median in TARGET_DIR/criterion/<id>/new with the one
+    /// saved by `cargo bench -- --save-baseline NAME`, print a table, and fail when one
+    /// is slower by more than --threshold percent (the bench workflow's pull-request gate)
+    BenchCompare(bench_compare::Options),
     /// aarch64 binaries and bench executables in a tarball
     ///
     /// Build ioserve, numa and the criterion bench executables for aarch64 (with cross
@@ -166,6 +177,11 @@ pub(crate) enum Task {
     /// zsh and fish completions (the cli-docs crate), ioserve's with its systemd units
     /// and /etc/ioserve/ioserve.toml; into OUT, by default TARGET_DIR/debian
     Dist(dist::Options),
+    /// Lint .github/workflows with actionlint and shellcheck (installed when missing)
+    ///
+    /// Run actionlint (go install, when missing) on the GitHub workflows, with
+    /// shellcheck (apt) on their run: scripts; any finding fails (part of ci)
+    Actionlint,
     /// numa in 2- and 4-node qemu guests
     ///
     /// Boot Debian's kernel under qemu-system-x86_64 (TCG) with 2 and 4 NUMA nodes and
@@ -201,8 +217,10 @@ fn main() -> ExitCode {
         Task::Arm64Vm => arm64_vm::run().map(drop),
         Task::Vmlinux { btf } => vmlinux(&btf),
         Task::Dist(options) => dist::run(&options),
+        Task::Actionlint => workflows::lint(),
         Task::ProbeOverhead(options) => probe_overhead::run(&options),
         Task::Bench(options) => bench::run(&options),
+        Task::BenchCompare(options) => bench_compare::run(&options),
         Task::Cross(options) => cross::run(&options),
         Task::Loadtest(args) => loadtest::run(&args.resolve()),
         Task::Udpload(args) => udpload::run(&args.resolve()),
@@ -221,6 +239,7 @@ fn ci() -> Result<()> {
     ensure_packages(SYSTEM_PACKAGES)?;
     ensure_rustup_components(&["rustfmt", "clippy"])?;
     step("cargo fmt", cargo(&["fmt", "--all", "--", "--check"]))?;
+    workflows::lint()?;
     step(
         "cargo clippy",
         cargo(&[
