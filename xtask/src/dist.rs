@@ -16,16 +16,19 @@ use std::time::{Duration, Instant};
 
 use anyhow::{bail, ensure, Context as _, Result};
 
-use crate::{cargo, ensure_packages, is_root, on_path, project_root, step, succeeds};
+use crate::{cargo, ensure_packages, is_root, project_root, step, succeeds};
 
 /// The cargo-deb release `cargo xtask dist` installs when cargo-deb is missing (it
 /// builds with rustc 1.85 and later).
 const CARGO_DEB_VERSION: &str = "3.8.0";
 
-/// Debian packages the packaging needs, with a command each provides: cargo-deb's
-/// `$auto` dependencies come from dpkg-shlibdeps; lintian checks the result.
-const DIST_PACKAGES: &[(&str, &str)] = &[
-    ("dpkg-dev", "dpkg-shlibdeps"),
+/// The Debian package building needs, with the command it provides: cargo-deb's
+/// `$auto` dependencies come from dpkg-shlibdeps.
+const BUILD_PACKAGES: &[(&str, &str)] = &[("dpkg-dev", "dpkg-shlibdeps")];
+
+/// What checking the packages needs: lintian, and man and systemd-analyze to try
+/// what they installed.
+const CHECK_PACKAGES: &[(&str, &str)] = &[
     ("lintian", "lintian"),
     ("man-db", "man"),
     ("systemd", "systemd-analyze"),
@@ -106,6 +109,7 @@ pub(crate) fn ci() -> Result<()> {
 /// lintian finds no error in the packages, and (as root) they install, answer and are
 /// removed again.
 fn check(debs: &[PathBuf]) -> Result<()> {
+    ensure_packages(CHECK_PACKAGES)?;
     lintian(debs)?;
     if is_root() {
         install_and_try(debs)
@@ -129,7 +133,7 @@ pub(crate) fn write_docs(out: &Path) -> Result<()> {
 
 /// Builds the .deb files into `out` (default TARGET_DIR/debian); returns their paths.
 fn build(out: Option<&Path>) -> Result<Vec<PathBuf>> {
-    ensure_packages(DIST_PACKAGES)?;
+    ensure_packages(BUILD_PACKAGES)?;
     ensure_cargo_deb()?;
     let metadata = cargo_metadata()?;
     let target = target_directory(&metadata)?;
@@ -492,23 +496,21 @@ fn check_installed() -> Result<()> {
     });
     let [service, socket] = units;
     let (service, socket) = (service?, socket?);
-    if on_path("systemd-analyze") {
-        let mut verify = Command::new("systemd-analyze");
-        verify
-            .args(["verify", "--man=no"])
-            .arg(&service)
-            .arg(&socket);
-        let output = verify.output().context("cannot run systemd-analyze")?;
-        let text = String::from_utf8_lossy(&output.stdout).into_owned()
-            + &String::from_utf8_lossy(&output.stderr);
-        ensure!(
-            output.status.success() && text.trim().is_empty(),
-            "systemd-analyze verify {} {}: {}",
-            service.display(),
-            socket.display(),
-            text.trim()
-        );
-    }
+    let mut verify = Command::new("systemd-analyze");
+    verify
+        .args(["verify", "--man=no"])
+        .arg(&service)
+        .arg(&socket);
+    let output = verify.output().context("cannot run systemd-analyze")?;
+    let text = String::from_utf8_lossy(&output.stdout).into_owned()
+        + &String::from_utf8_lossy(&output.stderr);
+    ensure!(
+        output.status.success() && text.trim().is_empty(),
+        "systemd-analyze verify {} {}: {}",
+        service.display(),
+        socket.display(),
+        text.trim()
+    );
     eprintln!("xtask: the installed packages answer, with their pages, completions and units");
     Ok(())
 }
