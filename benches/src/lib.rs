@@ -57,23 +57,21 @@ where
     })
 }
 
-/// A xorshift64* generator: cheap, deterministic key streams for the workloads.
+/// Cheap, deterministic key streams for the workloads: fastrand's generator (wyrand),
+/// seeded, so that every run and every thread with the same seed sees the same keys.
 #[derive(Clone, Debug)]
-pub struct KeyStream(u64);
+pub struct KeyStream(fastrand::Rng);
 
 impl KeyStream {
-    /// A stream seeded by `seed` (any value; 0 is remapped).
+    /// A stream seeded by `seed` (any value).
     pub fn new(seed: u64) -> KeyStream {
-        KeyStream(seed.wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1)
+        KeyStream(fastrand::Rng::with_seed(seed))
     }
 
     /// The next 64-bit value.
     #[inline]
     pub fn next_u64(&mut self) -> u64 {
-        self.0 ^= self.0 >> 12;
-        self.0 ^= self.0 << 25;
-        self.0 ^= self.0 >> 27;
-        self.0.wrapping_mul(0x2545_F491_4F6C_DD1D)
+        self.0.u64(..)
     }
 }
 
@@ -89,6 +87,15 @@ mod tests {
             ran.fetch_add(i + 1, Ordering::Relaxed);
         });
         assert_eq!(ran.into_inner(), 6);
+    }
+
+    #[test]
+    fn key_streams_repeat_by_seed() {
+        let (mut a, mut b) = (KeyStream::new(7), KeyStream::new(7));
+        let first: Vec<u64> = (0..4).map(|_| a.next_u64()).collect();
+        let second: Vec<u64> = (0..4).map(|_| b.next_u64()).collect();
+        assert_eq!(first, second);
+        assert_ne!(first[0], first[1]);
     }
 
     #[test]

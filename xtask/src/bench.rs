@@ -15,8 +15,8 @@ use std::process::Command;
 use anyhow::{bail, Context as _, Result};
 use serde::Serialize;
 
-use crate::svg::{Anchor, Stroke, Svg, PALETTE};
-use crate::{cargo, project_root, step};
+use crate::util::svg::{Anchor, Stroke, Svg, PALETTE};
+use crate::util::{cargo, project_root, step};
 
 /// The command-line options.
 #[derive(Debug, clap::Args)]
@@ -170,7 +170,8 @@ impl Row {
 }
 
 pub(crate) fn run(options: &Options) -> Result<()> {
-    let out = project_root().join("target/bench-report");
+    let target = crate::util::target_dir()?;
+    let out = target.join("bench-report");
     let read_strategies = out.join("read_strategies.md");
     // The read-strategy bench writes its own table (it is not a criterion bench).
     fs::remove_file(&read_strategies).ok();
@@ -179,12 +180,12 @@ pub(crate) fn run(options: &Options) -> Result<()> {
         command.env("IOSERVE_BENCH_FILE_GB", "0.25");
     }
     step("cargo bench --package benches", command)?;
-    let mut rows = criterion_rows(&project_root().join("target/criterion"), Build::Portable)?;
+    let mut rows = criterion_rows(&target.join("criterion"), Build::Portable)?;
     if !options.no_native && wants(options, &SIMD_GROUPS) {
-        let native_home = project_root().join("target/criterion-native");
+        let native_home = target.join("criterion-native");
         step(
             "cargo bench --package benches --bench simd, -C target-cpu=native",
-            native_command(options, &native_home),
+            native_command(options, &native_home)?,
         )?;
         rows.extend(criterion_rows(&native_home, Build::Native)?);
     }
@@ -263,10 +264,10 @@ fn bench_args<'a>(bench: &'a str, options: &'a Options) -> Vec<&'a str> {
 
 /// The simd bench built for this CPU ([`crate::for_this_cpu`]) with its own criterion
 /// directory.
-fn native_command(options: &Options, criterion_home: &Path) -> Command {
+fn native_command(options: &Options, criterion_home: &Path) -> Result<Command> {
     let mut command = cargo(&bench_args("simd", options));
-    crate::for_this_cpu(&mut command).env("CRITERION_HOME", criterion_home);
-    command
+    crate::util::for_this_cpu(&mut command)?.env("CRITERION_HOME", criterion_home);
+    Ok(command)
 }
 
 /// Whether the filter (if any) can select one of `groups`: one of its `|`
@@ -348,7 +349,7 @@ fn read_estimate(dir: &Path, build: Build) -> Result<Option<Row>> {
 /// Go's sync.Map beside the maps group (`go test -bench` in benches/peers/go-syncmap;
 /// ns/op is wall time per operation over all goroutines, as the criterion rows).
 fn go_sync_map_rows(quick: bool) -> Result<Vec<Row>> {
-    let go = crate::loadtest::find_go()?;
+    let go = crate::util::find_go()?;
     let benchtime = if quick { "200ms" } else { "1s" };
     let output = Command::new(&go)
         .current_dir(project_root().join("benches/peers/go-syncmap"))

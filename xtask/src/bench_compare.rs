@@ -11,7 +11,7 @@ use std::path::{Path, PathBuf};
 
 use anyhow::{bail, Context as _, Result};
 
-use crate::dist::target_dir;
+use crate::util::target_dir;
 
 /// The command-line options.
 #[derive(Debug, clap::Args)]

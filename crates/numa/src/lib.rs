@@ -14,7 +14,8 @@
 //!
 //! - [`numactl`]: numactl's command line, option by option with its order rules;
 //!   [`shm`]: shared memory regions with a policy (`--shm`, `--file`).
-//! - [`numastat`]: per-node counters and meminfo, a process's memory per node, deltas.
+//! - [`numastat`]: per-node counters and meminfo, a process's memory per node, deltas;
+//!   [`numa_maps`]: the parser of `/proc/PID/numa_maps` they read a process with.
 //! - [`alloc::NodeBuffer`] and [`alloc::NodeAllocator`]: memory placed on chosen nodes
 //!   (mmap + mbind), as a buffer or as an allocator for collections.
 //! - [`counter`]: cache-padded values and a striped counter (no false sharing).
@@ -22,11 +23,13 @@
 //!   whose tables can be placed on chosen nodes.
 
 pub mod alloc;
+mod c_number;
 #[cfg(feature = "cli")]
 pub mod cli;
 pub mod counter;
 pub mod hardware;
 mod idset;
+pub mod numa_maps;
 pub mod numactl;
 pub mod numastat;
 mod pages;

@@ -9,6 +9,7 @@ use std::time::Duration;
 use clap::{Args, Parser, Subcommand};
 
 use crate::bpf::TaskName;
+use crate::present::syscalls::Layout;
 use crate::session::TargetSpec;
 use crate::strace_format::SortKey;
 use crate::syscalls::TaskBreakdown;
@@ -127,9 +128,24 @@ pub struct SyscallsArgs {
     #[arg(short = 'S', long = "sort-by", value_enum, value_name = "KEY",
           default_value_t = SortKey::Time)]
     pub sort_by: SortKey,
+    /// Write the report to FILE instead of stderr (strace's -o), so that a traced
+    /// command's stdout and stderr stay its own.
+    #[arg(short = 'o', long = "output", value_name = "FILE")]
+    pub output: Option<PathBuf>,
 }
 
 impl SyscallsArgs {
+    /// The report's layout, from the flags.
+    pub fn layout(&self) -> Layout {
+        Layout {
+            json: self.json,
+            format: self.format,
+            latency: self.latency,
+            sort_by: self.sort_by,
+            per_task: self.per_task(),
+        }
+    }
+
     /// The breakdown by task asked for (--per-pid, --per-tid).
     pub fn per_task(&self) -> Option<TaskBreakdown> {
         match (self.per_pid, self.per_tid) {
@@ -140,15 +156,7 @@ impl SyscallsArgs {
     }
 }
 
-/// How `probe syscalls` prints its table.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, clap::ValueEnum)]
-pub enum Format {
-    /// probe's table: calls, errors, bytes (and latency with --latency).
-    #[default]
-    Table,
-    /// strace -c's summary, column for column.
-    Strace,
-}
+pub use crate::present::syscalls::Format;
 
 /// `probe clock`.
 #[derive(Args, Debug)]
@@ -184,6 +192,10 @@ pub struct FaultsArgs {
     /// Print JSON instead of tables.
     #[arg(long)]
     pub json: bool,
+    /// Write the report to FILE instead of stderr (strace's -o), so that a traced
+    /// command's stdout and stderr stay its own.
+    #[arg(short = 'o', long = "output", value_name = "FILE")]
+    pub output: Option<PathBuf>,
 }
 
 /// `probe runq`.

@@ -90,6 +90,14 @@ pub enum ProbeError {
         /// The system error.
         cause: std::io::Error,
     },
+    /// The report file (`-o FILE`) cannot be created or written.
+    #[error("cannot write the report to {} (-o): {cause}", path.display())]
+    Output {
+        /// The file.
+        path: std::path::PathBuf,
+        /// The system error.
+        cause: std::io::Error,
+    },
     /// Another system call failed.
     #[error("{what} failed: {cause}")]
     Sys {

@@ -7,14 +7,19 @@
 //! - [`faults`]: minor and major page faults per process.
 //! - [`runq`]: run-queue latency.
 //! - [`doctor`]: one report over all of them and the system settings the seeds
-//!   checked (clocksource, governor, NUMA, transparent huge pages).
-//! - [`metrics`]: the Prometheus text of all of them, served by `probe daemon`.
+//!   checked (clocksource, governor, NUMA, transparent huge pages); [`checkup`]: its
+//!   measured checks.
+//! - [`metrics`] (feature `metrics`, part of `cli`): the Prometheus metrics of all of
+//!   them, served by `probe daemon`.
+//!
+//! - [`present`]: each command's report, as text or JSON, and where it goes.
 //!
 //! Loading BPF programs needs root or CAP_BPF + CAP_PERFMON
 //! ([`privilege::require_bpf_privileges`]) and a kernel with BTF. Every tracer
 //! detaches when dropped.
 
 pub mod bpf;
+pub mod checkup;
 #[cfg(feature = "cli")]
 pub mod cli;
 pub mod clock;
@@ -22,8 +27,10 @@ pub mod doctor;
 pub mod error;
 pub mod faults;
 pub mod histogram;
+#[cfg(feature = "metrics")]
 pub mod metrics;
 pub mod perf;
+pub mod present;
 pub mod privilege;
 pub mod report;
 pub mod row_filter;

@@ -12,6 +12,13 @@ const CAP_BPF: u32 = 39;
 /// Where the kernel exposes its BTF.
 pub const KERNEL_BTF: &str = "/sys/kernel/btf/vmlinux";
 
+/// Checks privileges and BTF before anything is started: [`require_bpf_privileges`],
+/// then [`require_kernel_btf`].
+pub fn require_bpf() -> Result<()> {
+    require_bpf_privileges()?;
+    require_kernel_btf()
+}
+
 /// Fails with [`ProbeError::NotPrivileged`] unless the process is root or has
 /// CAP_BPF and CAP_PERFMON (or CAP_SYS_ADMIN) in its effective set.
 pub fn require_bpf_privileges() -> Result<()> {

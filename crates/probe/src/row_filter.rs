@@ -8,7 +8,7 @@
 
 use std::collections::BTreeSet;
 
-use crate::syscalls::SyscallRow;
+use crate::syscalls::{SyscallRow, SyscallSnapshot};
 use crate::sysnames;
 
 /// Which rows a table keeps.
@@ -140,6 +140,24 @@ impl RowFilter {
             }
         }
         Ok(filter)
+    }
+
+    /// Keeps the rows a table shows: those this filter selects, at most `top` of
+    /// them; the same in each task's table, and a task left without a row is left
+    /// out.
+    pub fn keep_shown_rows(&self, snapshot: &mut SyscallSnapshot, top: Option<usize>) {
+        let keep = |rows: &mut Vec<SyscallRow>| {
+            rows.retain(|row| self.keeps(row));
+            if let Some(top) = top {
+                rows.truncate(top);
+            }
+        };
+        keep(&mut snapshot.rows);
+        snapshot
+            .tasks
+            .iter_mut()
+            .for_each(|task| keep(&mut task.rows));
+        snapshot.tasks.retain(|task| !task.rows.is_empty());
     }
 
     /// Whether the table keeps `row`.

@@ -2,6 +2,7 @@
 //! starts itself, held stopped until the probes are attached so that its very first
 //! syscall is counted.
 
+use std::collections::BTreeSet;
 use std::ffi::{CString, OsString};
 use std::io;
 use std::os::fd::{AsFd, OwnedFd};
@@ -315,6 +316,27 @@ fn resolve_program(program: &Path) -> Option<PathBuf> {
     std::env::split_paths(&path)
         .map(|dir| dir.join(program))
         .find(|p| executable(p))
+}
+
+/// The pids whose /proc/PID/comm is one of `names`. The kernel keeps the first 15
+/// bytes of a command name, so longer names match by those.
+pub fn pids_with_comm(names: &[String]) -> BTreeSet<u32> {
+    let names: Vec<&[u8]> = names
+        .iter()
+        .map(|n| &n.as_bytes()[..n.len().min(15)])
+        .collect();
+    let Ok(entries) = std::fs::read_dir("/proc") else {
+        return BTreeSet::new();
+    };
+    entries
+        .filter_map(|entry| entry.ok()?.file_name().to_str()?.parse::<u32>().ok())
+        .filter(|pid| {
+            std::fs::read_to_string(format!("/proc/{pid}/comm")).is_ok_and(|comm| {
+                let comm = comm.trim_end_matches('\n').as_bytes();
+                names.contains(&comm)
+            })
+        })
+        .collect()
 }
 
 #[cfg(test)]

@@ -5,11 +5,10 @@ use std::io::Write as _;
 use std::net::{SocketAddr, UdpSocket};
 use std::process::ExitCode;
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::Arc;
 
 use anyhow::Context as _;
 use clap::Parser as _;
-use signal_hook::consts::{SIGHUP, SIGINT, SIGTERM, SIGUSR1, SIGUSR2};
+use ioserve_exporter::signals::OperatorSignals;
 use timeserve::cli::Args;
 use timeserve::exporter::Exporter;
 use timeserve::ratelimit::Limit;
@@ -58,22 +57,52 @@ fn run(args: Args) -> anyhow::Result<()> {
         }),
     };
 
-    let stop = Arc::new(AtomicBool::new(false));
-    watch_signals(Arc::clone(&stop))?;
+    // The control runtime: the operator's signals and the metrics listener. The
+    // handlers are installed before anything is bound, so that a signal sent as soon
+    // as an address is printed is handled, never fatal.
+    let control = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .context("cannot start the control runtime")?;
+    let signals = {
+        let _context = control.enter();
+        OperatorSignals::install()?
+    };
     let server = Server::bind(&config)?;
     let exporter = args.metrics_listen.map(Exporter::bind).transpose()?;
     report_start(&server, &config, exporter.as_ref())?;
 
     let metrics = server.metrics();
+    let declared = declared.stratum.is_some();
+    let stop = AtomicBool::new(false);
     std::thread::scope(|scope| {
-        if let Some(exporter) = &exporter {
-            let (metrics, stop) = (&metrics, &stop);
-            let declared = declared.stratum.is_some();
-            scope.spawn(move || exporter.serve(metrics, declared, stop));
-        }
-        let result = server.run(&stop);
-        stop.store(true, Ordering::Relaxed);
-        result
+        let (finished, workers_done) = tokio::sync::oneshot::channel::<()>();
+        let workers = scope.spawn(|| {
+            let result = server.run(&stop);
+            let _ = finished.send(());
+            result
+        });
+        let exported = control.block_on(async {
+            let (stop_exporter, exporter_stopped) = tokio::sync::oneshot::channel::<()>();
+            let exporting = exporter.map(|exporter| {
+                tokio::spawn(exporter.serve(metrics, declared, async move {
+                    let _ = exporter_stopped.await;
+                }))
+            });
+            control_signals(signals, workers_done).await;
+            stop.store(true, Ordering::Relaxed);
+            let _ = stop_exporter.send(());
+            match exporting {
+                Some(task) => task.await.context("the metrics task failed")?,
+                None => Ok(()),
+            }
+            .context("serving metrics")
+        });
+        let served = workers
+            .join()
+            .map_err(|_| anyhow::anyhow!("the serving thread panicked"))?;
+        served?;
+        exported
     })?;
     note("stopped");
     Ok(())
@@ -90,30 +119,28 @@ fn default_listen() -> Vec<SocketAddr> {
     listen
 }
 
-/// SIGTERM and SIGINT stop the server (exit 0 once the workers are done); SIGHUP,
-/// SIGUSR1 and SIGUSR2 are logged and ignored (nothing to reload: the clock state is
-/// read from the kernel every second), so a stray reload never kills the server.
-fn watch_signals(stop: Arc<AtomicBool>) -> anyhow::Result<()> {
-    let mut signals =
-        signal_hook::iterator::Signals::new([SIGTERM, SIGINT, SIGHUP, SIGUSR1, SIGUSR2])
-            .context("cannot install signal handlers")?;
-    std::thread::Builder::new()
-        .name("timeserve-signals".into())
-        .spawn(move || {
-            for signal in signals.forever() {
-                match signal {
-                    SIGTERM | SIGINT => {
-                        stop.store(true, Ordering::Relaxed);
-                        return;
-                    }
-                    other => note(&format!(
-                        "signal {other} ignored: timeserve has no configuration to reload (the clock state is re-read from the kernel every second)"
-                    )),
+/// Waits until SIGTERM or SIGINT (the server then stops and exits 0) or until the
+/// workers end by themselves (an error); SIGHUP, SIGUSR1 and SIGUSR2 are logged and
+/// ignored (nothing to reload: the clock state is read from the kernel every
+/// second), so a stray reload never kills the server.
+async fn control_signals(
+    mut signals: OperatorSignals,
+    mut workers_done: tokio::sync::oneshot::Receiver<()>,
+) {
+    loop {
+        tokio::select! {
+            signal = signals.recv() => {
+                if signal.stops() {
+                    return;
                 }
+                note(&format!(
+                    "{} ignored: timeserve has no configuration to reload (the clock state is re-read from the kernel every second)",
+                    signal.name()
+                ));
             }
-        })
-        .context("cannot start the signal thread")?;
-    Ok(())
+            _ = &mut workers_done => return,
+        }
+    }
 }
 
 fn report_start(

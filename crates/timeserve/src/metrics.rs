@@ -1,10 +1,17 @@
-//! Counters kept per worker (each on its own cache lines, so workers never contend)
-//! and rendered in the Prometheus text format when scraped.
+//! Counters kept per worker (each on its own cache lines, so workers never contend),
+//! summed when scraped by a [`Collector`] of the toolkit's metrics stack
+//! (`ioserve-exporter`).
 
-use std::fmt::Write as _;
 use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
+use std::sync::Arc;
+
+use ioserve_exporter::exposition;
+use ioserve_exporter::prometheus_client;
+use prometheus_client::encoding::DescriptorEncoder;
+use prometheus_client::registry::Registry;
 
 use crate::packet::DropReason;
+use crate::sync::KernelState;
 
 /// One worker's counters.
 #[derive(Debug, Default)]
@@ -129,89 +136,116 @@ impl Metrics {
     /// The metrics in the Prometheus text exposition format (version 0.0.4).
     /// `synchronised` is what the replies currently say about the clock.
     pub fn render(&self, synchronised: bool) -> String {
-        let totals = self.totals();
-        let mut out = String::with_capacity(2048);
-        labelled(
-            &mut out,
-            ("timeserve_requests_total", "counter"),
+        let mut registry = Registry::default();
+        registry.register_collector(Box::new(Snapshot {
+            totals: self.totals(),
+            synchronised,
+        }));
+        // The collector below never fails and a String takes every write.
+        exposition::render(&registry).expect("the exposition is written to a String")
+    }
+}
+
+/// The collector a scrape reads: sums the workers' counters and asks the kernel
+/// whether the clock is synchronised, when the exporter writes the registry.
+#[derive(Debug)]
+pub struct Collector {
+    metrics: Arc<Metrics>,
+    declared_synchronised: bool,
+}
+
+impl Collector {
+    /// Reads `metrics`; `declared_synchronised` is true when the operator declared a
+    /// stratum (the replies then say synchronised whatever the kernel says).
+    pub fn new(metrics: Arc<Metrics>, declared_synchronised: bool) -> Collector {
+        Collector {
+            metrics,
+            declared_synchronised,
+        }
+    }
+}
+
+impl prometheus_client::collector::Collector for Collector {
+    fn encode(&self, encoder: DescriptorEncoder<'_>) -> std::fmt::Result {
+        let synchronised =
+            self.declared_synchronised || KernelState::read().is_ok_and(|k| k.synchronised);
+        Snapshot {
+            totals: self.metrics.totals(),
+            synchronised,
+        }
+        .encode(encoder)
+    }
+}
+
+/// The sums at one moment and the clock state the replies carry.
+#[derive(Debug)]
+struct Snapshot {
+    totals: Totals,
+    synchronised: bool,
+}
+
+impl prometheus_client::collector::Collector for Snapshot {
+    fn encode(&self, mut encoder: DescriptorEncoder<'_>) -> std::fmt::Result {
+        let totals = &self.totals;
+        let out = &mut encoder;
+        exposition::counter_family(
+            out,
+            "timeserve_requests",
             "Client requests received, by NTP version.",
-            "version",
-            totals
-                .requests
-                .iter()
-                .enumerate()
-                .map(|(i, count)| (i + 1, *count)),
-        );
-        single(
-            &mut out,
-            ("timeserve_responses_total", "counter"),
+            (1u8..)
+                .zip(totals.requests)
+                .map(|(v, n)| ([("version", v)], n)),
+        )?;
+        exposition::counter(
+            out,
+            "timeserve_responses",
             "Replies sent, Kiss-o'-Death included.",
             totals.responses,
-        );
-        labelled(
-            &mut out,
-            ("timeserve_dropped_total", "counter"),
+        )?;
+        exposition::counter_family(
+            out,
+            "timeserve_dropped",
             "Datagrams dropped unanswered, by reason.",
-            "reason",
-            DropReason::ALL.iter().zip(totals.dropped),
-        );
-        single(
-            &mut out,
-            ("timeserve_rate_limited_total", "counter"),
+            DropReason::ALL
+                .iter()
+                .zip(totals.dropped)
+                .map(|(reason, n)| ([("reason", reason.name())], n)),
+        )?;
+        exposition::counter(
+            out,
+            "timeserve_rate_limited",
             "Requests over their client's rate limit.",
             totals.rate_limited,
-        );
-        single(
-            &mut out,
-            ("timeserve_kiss_of_death_total", "counter"),
+        )?;
+        exposition::counter(
+            out,
+            "timeserve_kiss_of_death",
             "Kiss-o'-Death RATE replies sent.",
             totals.kisses,
-        );
-        single(
-            &mut out,
-            ("timeserve_send_errors_total", "counter"),
+        )?;
+        exposition::counter(
+            out,
+            "timeserve_send_errors",
             "Replies the kernel refused to send.",
             totals.send_errors,
-        );
-        labelled(
-            &mut out,
-            ("timeserve_socket_receive_drops_total", "counter"),
+        )?;
+        exposition::counter_family(
+            out,
+            "timeserve_socket_receive_drops",
             "Datagrams the kernel dropped because a socket's receive buffer was full (SO_RXQ_OVFL), by worker socket.",
-            "worker",
-            totals.kernel_drops.iter().copied().enumerate(),
-        );
-        single(
-            &mut out,
-            ("timeserve_clock_synchronized", "gauge"),
+            totals
+                .kernel_drops
+                .iter()
+                .enumerate()
+                .map(|(worker, &n)| ([("worker", worker)], n)),
+        )?;
+        exposition::gauge(
+            out,
+            "timeserve_clock_synchronized",
             "1 when replies say the clock is synchronised (LI != 3).",
-            u64::from(synchronised),
-        );
-        out
+            i64::from(self.synchronised),
+        )
     }
-}
-
-/// A family (name and type) with one unlabelled sample.
-fn single(out: &mut String, (name, kind): (&str, &str), help: &str, value: u64) {
-    family(out, name, kind, help);
-    let _ = writeln!(out, "{name} {value}");
-}
-
-/// A family (name and type) with a sample per value of `label`.
-fn labelled<L: std::fmt::Display>(
-    out: &mut String,
-    (name, kind): (&str, &str),
-    help: &str,
-    label: &str,
-    samples: impl Iterator<Item = (L, u64)>,
-) {
-    family(out, name, kind, help);
-    for (value, count) in samples {
-        let _ = writeln!(out, "{name}{{{label}=\"{value}\"}} {count}");
-    }
-}
-
-fn family(out: &mut String, name: &str, kind: &str, help: &str) {
-    let _ = writeln!(out, "# HELP {name} {help}\n# TYPE {name} {kind}");
 }
 
 #[cfg(test)]
@@ -252,5 +286,13 @@ mod tests {
             "{text}"
         );
         assert!(text.contains("timeserve_clock_synchronized 0\n"), "{text}");
+    }
+
+    #[test]
+    fn promtool_accepts_the_exposition() {
+        let metrics = Metrics::new(3);
+        metrics.worker(2).request(3);
+        metrics.worker(1).dropped(DropReason::BadLength);
+        testdata::assert_promtool_accepts(&metrics.render(true));
     }
 }

@@ -8,6 +8,7 @@ use std::path::Path;
 
 use serde::Serialize;
 
+use crate::numa_maps::{self, MemoryKind};
 use crate::{Topology, TopologyError};
 
 pub mod report;
@@ -137,8 +138,10 @@ impl Table {
     }
 }
 
-/// A process's memory per node, in MiB, from `root/proc/PID/numa_maps`, split as
-/// numastat splits it: Huge (hugetlb), Heap, Stack, Private (everything else).
+/// A process's memory per node, in MiB, from `root/proc/PID/numa_maps` (read by
+/// [`numa_maps::parse`]), split as numastat splits it: Huge (hugetlb), Heap, Stack,
+/// Private (everything else); each mapping's pages count at its
+/// `kernelpagesize_kB`.
 pub fn process(root: &Path, pid: u32) -> Result<Table, TopologyError> {
     from_numa_maps(&root.join(format!("proc/{pid}/numa_maps")))
 }
@@ -150,40 +153,23 @@ pub fn from_numa_maps(path: &Path) -> Result<Table, TopologyError> {
         path: path.clone(),
         source,
     })?;
+    let counts = numa_maps::parse(&text).map_err(|error| TopologyError::Parse {
+        path: path.clone(),
+        message: error.to_string(),
+    })?;
     let mut per_kind: BTreeMap<u32, [f64; 4]> = BTreeMap::new();
-    for line in text.lines() {
-        let kind = if line.contains(" huge ") || line.contains("hugetlb") {
-            0
-        } else if line.contains(" heap ") {
-            1
-        } else if line.contains(" stack ") {
-            2
-        } else {
-            3
-        };
-        let page_kib: f64 = line
-            .split_whitespace()
-            .find_map(|w| w.strip_prefix("kernelpagesize_kB="))
-            .and_then(|v| v.parse().ok())
-            .unwrap_or(4.0);
-        for word in line.split_whitespace() {
-            let Some((node, pages)) = word
-                .strip_prefix('N')
-                .and_then(|rest| rest.split_once('='))
-                .and_then(|(n, p)| Some((n.parse::<u32>().ok()?, p.parse::<f64>().ok()?)))
-            else {
-                continue;
-            };
-            per_kind.entry(node).or_default()[kind] += pages * page_kib / 1024.0;
-        }
+    for count in counts {
+        // Pages of 4 KiB where the kernel does not say.
+        let page_kib = count.page_kib.unwrap_or(4) as f64;
+        per_kind.entry(count.node).or_default()[count.kind.index()] +=
+            count.pages as f64 * page_kib / 1024.0;
     }
     let nodes: Vec<u32> = per_kind.keys().copied().collect();
-    let rows = ["Huge", "Heap", "Stack", "Private"]
+    let rows = MemoryKind::ALL
         .iter()
-        .enumerate()
-        .map(|(kind, name)| {
-            let values = nodes.iter().map(|n| per_kind[n][kind]).collect();
-            (name.to_string(), values)
+        .map(|kind| {
+            let values = nodes.iter().map(|n| per_kind[n][kind.index()]).collect();
+            (kind.label().to_string(), values)
         })
         .collect();
     Ok(Table { nodes, rows })

@@ -9,6 +9,8 @@ use std::io;
 use std::path::{Path, PathBuf};
 
 use super::vtab::{Cell, Justify, VTable};
+use crate::c_number::atoi;
+use crate::numa_maps::{self, MemoryKind};
 use crate::pages;
 
 /// What numastat was asked for.
@@ -57,19 +59,6 @@ pub fn sort_node(text: &str) -> Option<u32> {
         .then(|| text.parse().unwrap_or(u32::MAX))
 }
 
-/// C's `atoi`: leading blanks, a sign, digits; anything else ends it (0 if none).
-fn atoi(text: &str) -> i64 {
-    let text = text.trim_start();
-    let (sign, digits) = match text.strip_prefix('-') {
-        Some(rest) => (-1, rest),
-        None => (1, text.strip_prefix('+').unwrap_or(text)),
-    };
-    let end = digits
-        .find(|c: char| !c.is_ascii_digit())
-        .unwrap_or(digits.len());
-    sign * digits[..end].parse::<i64>().unwrap_or(0)
-}
-
 /// What makes numastat give up.
 #[derive(Debug, thiserror::Error)]
 pub enum NumastatError {
@@ -109,17 +98,6 @@ pub struct Output {
     /// Standard error (unreadable processes).
     pub warnings: String,
 }
-
-/// Memory categories of a process, in numastat's order; the first that a `numa_maps`
-/// word starts with wins, and lines with none count as Private.
-const PROCESS_ROWS: [(&str, &str); 4] = [
-    ("huge", "Huge"),
-    ("heap", "Heap"),
-    ("stack", "Stack"),
-    ("N", "Private"),
-];
-const PROCESS_HUGE: usize = 0;
-const PROCESS_PRIVATE: usize = 3;
 
 /// The counters of `nodeN/numastat`, as numastat labels them.
 const NUMASTAT_ROWS: [(&str, &str); 6] = [
@@ -460,8 +438,9 @@ fn process_table(
     let total_row = header_rows + data_rows + 1;
     table.set(total_row, 0, Cell::Text("Total".into()));
     if per_process {
-        for (row, (_, label)) in PROCESS_ROWS.iter().enumerate() {
-            table.set(header_rows + row, 0, Cell::Text(label.to_string()));
+        for kind in MemoryKind::ALL {
+            let row = header_rows + kind.index();
+            table.set(row, 0, Cell::Text(kind.label().to_string()));
         }
     } else {
         table.set(0, 0, Cell::Text("PID".into()));
@@ -491,7 +470,7 @@ fn process_tables(
         machine,
         per_process,
         if per_process {
-            PROCESS_ROWS.len()
+            MemoryKind::ALL.len()
         } else {
             pids.len()
         },
@@ -578,7 +557,7 @@ impl ProcessLayout {
             let Some(column) = machine.nodes.iter().position(|&n| n == node) else {
                 continue;
             };
-            let size = if category == PROCESS_HUGE {
+            let size = if category == MemoryKind::Huge.index() {
                 machine.huge_page_size
             } else {
                 machine.page_size
@@ -626,36 +605,17 @@ fn describe(error: &io::Error) -> String {
     }
 }
 
-/// `(category, node, pages)` for every `N<node>=<pages>` word of a `numa_maps` text.
+/// `(category, node, pages)` for every `N<node>=<pages>` word of a `numa_maps` text
+/// (the crate's one parser, [`numa_maps::parse`]), categories as [`MemoryKind::index`] rows.
 fn numa_maps_counts(maps: &str, path: &Path) -> Result<Vec<(usize, u32, u64)>, NumastatError> {
-    let mut counts = Vec::new();
-    for line in maps.lines() {
-        let mut category = PROCESS_PRIVATE;
-        for word in line.split([' ', '\t', '\r']).filter(|w| !w.is_empty()) {
-            if category == PROCESS_PRIVATE {
-                if let Some(found) = PROCESS_ROWS[..PROCESS_PRIVATE]
-                    .iter()
-                    .position(|(token, _)| word.starts_with(token))
-                {
-                    category = found;
-                }
-            }
-            let Some(rest) = word.strip_prefix('N') else {
-                continue;
-            };
-            let parsed = rest
-                .split_once('=')
-                .and_then(|(node, pages)| Some((node.parse().ok()?, atoi(pages).max(0) as u64)));
-            let Some((node, pages)) = parsed else {
-                return Err(NumastatError::NumaMaps {
-                    path: path.to_path_buf(),
-                    word: word.to_string(),
-                });
-            };
-            counts.push((category, node, pages));
-        }
-    }
-    Ok(counts)
+    let counts = numa_maps::parse(maps).map_err(|error| NumastatError::NumaMaps {
+        path: path.to_path_buf(),
+        word: error.word,
+    })?;
+    Ok(counts
+        .iter()
+        .map(|count| (count.kind.index(), count.node, count.pages))
+        .collect())
 }
 
 #[cfg(test)]

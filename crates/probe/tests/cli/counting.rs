@@ -213,9 +213,13 @@ fn comm_selects_tasks_by_name_started_later() {
         .join(format!("other-{}", std::process::id() % 1_000_000));
     std::os::unix::fs::symlink(CALIBRATE, &traced).unwrap();
     std::os::unix::fs::symlink(CALIBRATE, &other).unwrap();
+    let report_file = dir.path().join("report");
     let mut tracer = Reaped(
         Command::new(PROBE)
-            .args(["syscalls", "--json", "--comm", &name])
+            .args(with_report_file(
+                &["syscalls", "--json", "--comm", &name],
+                &report_file,
+            ))
             .stdout(Stdio::piped())
             .stderr(Stdio::piped())
             .spawn()
@@ -240,9 +244,8 @@ fn comm_selects_tasks_by_name_started_later() {
         rustix::process::Signal::INT,
     )
     .unwrap();
-    let mut out = Vec::new();
-    std::io::Read::read_to_end(tracer.stdout.as_mut().unwrap(), &mut out).unwrap();
     assert!(tracer.wait().unwrap().success());
+    let out = std::fs::read(&report_file).unwrap();
     let report: serde_json::Value = serde_json::from_slice(&out).unwrap();
     assert_eq!(calls(&report, "getppid"), 5000, "{report:#}");
     assert_eq!(report["ending"]["reason"], "interrupted", "{report:#}");
@@ -259,13 +262,12 @@ fn strace_format_matches_strace_c_column_for_column() {
     let theirs = strace_c_summary(&dd);
     let mut args = vec!["syscalls", "--format", "strace", "-S", "calls", "--"];
     args.extend(dd);
-    let out = probe(&args);
+    let (out, ours) = probe_report(&args);
     assert!(
         out.status.success(),
         "{}",
         String::from_utf8_lossy(&out.stderr)
     );
-    let ours = String::from_utf8(out.stdout).unwrap();
     let lines: Vec<&str> = ours.lines().collect();
     let their_lines: Vec<&str> = theirs.lines().collect();
     assert_eq!(
@@ -390,8 +392,7 @@ fn per_tid_breaks_the_counts_down_by_thread() {
     );
     let mut args = vec!["syscalls", "--per-tid", "--"];
     args.extend(command);
-    let out = probe(&args);
-    let text = String::from_utf8_lossy(&out.stdout);
+    let (_, text) = probe_report(&args);
     let headings = text
         .lines()
         .filter(|line| line.starts_with("probe-calibrate (tid "))
@@ -454,7 +455,7 @@ fn intervals_print_the_change_then_the_totals() {
     let script = format!(
         "{CALIBRATE} syscalls --count 3000; sleep 0.6; {CALIBRATE} syscalls --count 2000; sleep 0.6"
     );
-    let out = probe(&[
+    let (out, report) = probe_report(&[
         "syscalls", "--json", "-f", "-i", "200ms", "--", "sh", "-c", &script,
     ]);
     assert!(
@@ -462,8 +463,7 @@ fn intervals_print_the_change_then_the_totals() {
         "{}",
         String::from_utf8_lossy(&out.stderr)
     );
-    let objects: Vec<serde_json::Value> = String::from_utf8(out.stdout)
-        .unwrap()
+    let objects: Vec<serde_json::Value> = report
         .lines()
         .map(|line| serde_json::from_str(line).unwrap())
         .collect();

@@ -12,9 +12,14 @@ fn ctrl_c_prints_the_summary_and_detaches() {
         return;
     }
     let mut target = Reaped(Command::new("sleep").arg("30").spawn().unwrap());
+    let dir = tempfile::tempdir().unwrap();
+    let report_file = dir.path().join("report");
     let mut probe = Reaped(
         Command::new(PROBE)
-            .args(["syscalls", "-p", &target.id().to_string()])
+            .args(with_report_file(
+                &["syscalls", "-p", &target.id().to_string()],
+                &report_file,
+            ))
             .stdout(Stdio::piped())
             .stderr(Stdio::piped())
             .spawn()
@@ -31,6 +36,7 @@ fn ctrl_c_prints_the_summary_and_detaches() {
         .read_to_string(&mut stdout)
         .unwrap();
     let status = probe.wait().unwrap();
+    let stdout = std::fs::read_to_string(&report_file).unwrap();
     target.kill().unwrap();
     target.wait().unwrap();
     assert!(status.success(), "{status:?} {}", rest.join().unwrap());
@@ -46,7 +52,7 @@ fn a_target_that_exits_ends_the_trace_with_a_summary() {
     }
     let mut target = Reaped(Command::new("sleep").arg("0.5").spawn().unwrap());
     let started = Instant::now();
-    let out = probe(&[
+    let (out, report) = probe_report(&[
         "syscalls",
         "-p",
         &target.id().to_string(),
@@ -65,5 +71,5 @@ fn a_target_that_exits_ends_the_trace_with_a_summary() {
         "{}",
         String::from_utf8_lossy(&out.stderr)
     );
-    assert!(String::from_utf8_lossy(&out.stdout).contains("(target exited)"));
+    assert!(report.contains("(target exited)"));
 }

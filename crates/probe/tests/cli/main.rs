@@ -7,11 +7,13 @@
 //!
 //! One file per topic: [`counting`] (syscalls, clocks, faults, run queue against known
 //! workloads and strace), [`lifecycle`] (Ctrl-C, targets that exit), [`daemon`],
-//! [`doctor`], [`errors`]; [`support`] holds the helpers.
+//! [`doctor`], [`errors`], [`report_destination`] (stderr or `-o FILE`); [`support`]
+//! holds the helpers.
 
 mod counting;
 mod daemon;
 mod doctor;
 mod errors;
 mod lifecycle;
+mod report_destination;
 mod support;

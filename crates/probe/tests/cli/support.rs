@@ -62,21 +62,50 @@ pub fn probe(args: &[&str]) -> Output {
     Command::new(PROBE).args(args).output().expect("probe runs")
 }
 
-/// Runs probe with --json and parses its stdout, asserting success.
+/// Whether `probe COMMAND` writes a report that goes to stderr or `-o FILE` (the
+/// commands that can trace a command of their own); the others print on stdout.
+fn reports_like_strace(args: &[&str]) -> bool {
+    matches!(args.first(), Some(&"syscalls" | &"faults"))
+}
+
+/// `args` with `-o FILE` after the subcommand.
+pub fn with_report_file(args: &[&str], file: &Path) -> Vec<String> {
+    let mut with = vec![args[0].to_string(), "-o".into(), file.display().to_string()];
+    with.extend(args[1..].iter().map(|a| a.to_string()));
+    with
+}
+
+/// Runs a `probe syscalls` or `probe faults` with its report written to a file
+/// (`-o`): the run and the report.
+pub fn probe_report(args: &[&str]) -> (Output, String) {
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("report");
+    let out = Command::new(PROBE)
+        .args(with_report_file(args, &file))
+        .output()
+        .expect("probe runs");
+    let report = std::fs::read_to_string(&file).unwrap_or_default();
+    (out, report)
+}
+
+/// Runs probe with --json and parses its report (from `-o FILE` for the commands
+/// that report like strace, else stdout), asserting success.
 pub fn probe_json(args: &[&str]) -> Value {
-    let out = probe(args);
+    let (out, report) = if reports_like_strace(args) {
+        probe_report(args)
+    } else {
+        let out = probe(args);
+        let stdout = String::from_utf8_lossy(&out.stdout).into_owned();
+        (out, stdout)
+    };
     assert!(
         out.status.success(),
         "probe {args:?} failed: {}\n{}",
         out.status,
         String::from_utf8_lossy(&out.stderr)
     );
-    serde_json::from_slice(&out.stdout).unwrap_or_else(|err| {
-        panic!(
-            "probe {args:?}: bad JSON ({err}): {}",
-            String::from_utf8_lossy(&out.stdout)
-        )
-    })
+    serde_json::from_str(&report)
+        .unwrap_or_else(|err| panic!("probe {args:?}: bad JSON ({err}): {report}"))
 }
 
 /// Calls of `name` in a `probe syscalls --json` report.

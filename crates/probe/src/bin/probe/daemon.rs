@@ -1,68 +1,46 @@
 //! `probe daemon`: keeps the syscall, fault and run-queue probes attached and serves
-//! their totals as Prometheus metrics until SIGTERM or Ctrl-C, then detaches.
+//! their totals as Prometheus metrics (the toolkit's metrics stack) until SIGTERM or
+//! Ctrl-C, then detaches.
 
 use std::collections::BTreeSet;
-use std::io::{BufRead, BufReader, Write};
 use std::mem::MaybeUninit;
-use std::net::{SocketAddr, TcpListener, TcpStream};
-use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::Arc;
 use std::time::Duration;
 
 use anyhow::Context;
+use libbpf_rs::OpenObject;
 
+use ioserve_exporter::prometheus_client::registry::Registry;
+use ioserve_exporter::server::MetricsServer;
+use ioserve_exporter::signals::OperatorSignals;
 use ioserve_probe::bpf::Scope;
 use ioserve_probe::cli::DaemonArgs;
-use ioserve_probe::faults::FaultTracer;
-use ioserve_probe::metrics::{self, Scrape};
-use ioserve_probe::runq::RunqTracer;
-use ioserve_probe::signals::{Interrupt, Signals};
-use ioserve_probe::syscalls::{SyscallOptions, SyscallTracer};
-use ioserve_probe::target::WatchedProcess;
+use ioserve_probe::metrics::{DaemonProbes, LiveScrape};
+use ioserve_probe::target::{self, WatchedProcess};
 
-/// Connections served at once; more are closed unanswered.
-const MAX_CONNECTIONS: usize = 64;
-/// How long a client may take to send its request.
-const REQUEST_TIMEOUT: Duration = Duration::from_secs(2);
+/// How often the traced processes are looked for again.
+const RESCAN: Duration = Duration::from_secs(1);
 
-/// The probes, shared by the connection threads.
-struct Probes<'a> {
-    syscalls: SyscallTracer<'a>,
-    faults: FaultTracer<'a>,
-    runq: RunqTracer<'a>,
-    filtered: bool,
-    targets_up: AtomicUsize,
+/// Storage for one BPF object that lives as long as the process: the scrapes run on
+/// the metrics server's thread and need the tracers there. Nothing is lost by never
+/// freeing it: a `MaybeUninit` never drops what it holds in any case, and the daemon
+/// makes three of them once.
+fn object_storage() -> &'static mut MaybeUninit<OpenObject> {
+    Box::leak(Box::new(MaybeUninit::uninit()))
 }
 
-impl Probes<'_> {
-    fn add(&self, pid: u32) -> anyhow::Result<()> {
-        self.syscalls.add_process(pid)?;
-        self.faults.add_process(pid)?;
-        self.runq.add_process(pid)?;
-        Ok(())
-    }
-
-    fn remove(&self, pid: u32) {
-        self.syscalls.remove_process(pid);
-        self.faults.remove_process(pid);
-        self.runq.remove_process(pid);
-    }
-
-    fn scrape(&self) -> anyhow::Result<String> {
-        let scrape = Scrape {
-            syscalls: self.syscalls.snapshot()?,
-            faults: self.faults.snapshot()?,
-            per_process_faults: self.filtered,
-            runq: self.runq.snapshot()?,
-            targets_up: self
-                .filtered
-                .then(|| self.targets_up.load(Ordering::Relaxed)),
-        };
-        Ok(metrics::render(&scrape))
-    }
-}
-
-pub fn run(args: &DaemonArgs, signals: &Signals) -> anyhow::Result<()> {
-    crate::require_bpf()?;
+pub fn run(args: &DaemonArgs) -> anyhow::Result<()> {
+    ioserve_probe::privilege::require_bpf()?;
+    // The control runtime, with the signal handlers installed before anything is
+    // bound or attached (as ioserve does): a SIGTERM from then on is handled.
+    let control = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .context("cannot start the daemon's runtime")?;
+    let signals = {
+        let _context = control.enter();
+        OperatorSignals::install()?
+    };
     let filtered = !args.pid.is_empty() || !args.comm.is_empty();
     let mut watched: Vec<WatchedProcess> = args
         .pid
@@ -74,28 +52,16 @@ pub fn run(args: &DaemonArgs, signals: &Signals) -> anyhow::Result<()> {
     } else {
         Scope::System
     };
-    let listener = TcpListener::bind(args.listen)
+    let listener = std::net::TcpListener::bind(args.listen)
         .with_context(|| format!("cannot listen on {} (--listen)", args.listen))?;
     let address = listener.local_addr()?;
+    listener.set_nonblocking(true)?;
 
-    let (mut s1, mut s2, mut s3) = (
-        MaybeUninit::uninit(),
-        MaybeUninit::uninit(),
-        MaybeUninit::uninit(),
-    );
-    let probes = Probes {
-        syscalls: SyscallTracer::start(
-            &mut s1,
-            &SyscallOptions {
-                scope: scope.clone(),
-                ..SyscallOptions::default()
-            },
-        )?,
-        faults: FaultTracer::start(&mut s2, &scope)?,
-        runq: RunqTracer::start(&mut s3, &scope)?,
-        filtered,
-        targets_up: AtomicUsize::new(watched.len()),
-    };
+    let probes = Arc::new(DaemonProbes::start(
+        [object_storage(), object_storage(), object_storage()],
+        &scope,
+        watched.len(),
+    )?);
     let what = if filtered {
         format!("pids {:?}, commands {:?}", args.pid, args.comm)
     } else {
@@ -103,64 +69,57 @@ pub fn run(args: &DaemonArgs, signals: &Signals) -> anyhow::Result<()> {
     };
     note!("probe daemon: serving http://{address}/metrics for {what}");
 
-    let stop = AtomicBool::new(false);
-    let connections = AtomicUsize::new(0);
-    std::thread::scope(|scope| {
-        // However this closure ends (even by a panic), the accept loop must end too,
-        // or the scope would wait for it forever.
-        let _stop_acceptor = StopAcceptor {
-            stop: &stop,
-            address,
-        };
-        accept_connections(scope, &listener, &stop, &connections, &probes);
-        track_targets(args, signals, &mut watched, &probes);
-    });
+    let mut registry = Registry::default();
+    let scraped = Arc::clone(&probes);
+    registry.register_collector(Box::new(LiveScrape::new(move || {
+        scraped
+            .scrape()
+            .inspect_err(|err| note!("probe daemon: scrape failed: {err:#}"))
+            .ok()
+    })));
+    control.block_on(async {
+        let listener = tokio::net::TcpListener::from_std(listener)?;
+        let (stop_serving, stopped) = tokio::sync::oneshot::channel::<()>();
+        // One answer per connection, as a scraper that reads to the end expects.
+        let server = MetricsServer::new(Arc::new(registry)).keep_alive(false);
+        let serving = tokio::spawn(server.serve(listener, async move {
+            let _ = stopped.await;
+        }));
+        track_targets(args, signals, &mut watched, &probes).await;
+        let _ = stop_serving.send(());
+        serving.await.context("the metrics server failed")
+    })?;
+    // The server and its registry are gone: this is the last handle, and dropping it
+    // detaches the programs.
     drop(probes);
     note!("probe daemon: detached");
     Ok(())
 }
 
-/// Accepts scrapes on a thread of `scope`, each answered on a thread of its own (at most
-/// MAX_CONNECTIONS at once; more are closed unanswered), until `stop` is set.
-fn accept_connections<'scope, 'env: 'scope, 'obj: 'env>(
-    scope: &'scope std::thread::Scope<'scope, 'env>,
-    listener: &'env TcpListener,
-    stop: &'env AtomicBool,
-    connections: &'env AtomicUsize,
-    probes: &'env Probes<'obj>,
-) {
-    scope.spawn(move || {
-        for stream in listener.incoming() {
-            if stop.load(Ordering::Relaxed) {
-                break;
-            }
-            let Ok(stream) = stream else { continue };
-            if connections.fetch_add(1, Ordering::AcqRel) >= MAX_CONNECTIONS {
-                connections.fetch_sub(1, Ordering::AcqRel);
-                continue; // dropped: closed unanswered
-            }
-            scope.spawn(move || {
-                let _ = serve(stream, probes);
-                connections.fetch_sub(1, Ordering::AcqRel);
-            });
-        }
-    });
-}
-
 /// Follows the traced processes until SIGTERM/SIGINT: exited `--pid` targets leave
 /// the filter, and with `--comm` processes of those names join and leave it as they
-/// start and exit; `targets_up` says how many are traced.
-fn track_targets(
+/// start and exit; `targets_up` says how many are traced. Other signals (SIGHUP,
+/// SIGUSR1, SIGUSR2) are logged and ignored: the daemon has nothing to reload.
+async fn track_targets(
     args: &DaemonArgs,
-    signals: &Signals,
+    mut signals: OperatorSignals,
     watched: &mut Vec<WatchedProcess>,
-    probes: &Probes<'_>,
+    probes: &DaemonProbes<'static>,
 ) {
     let mut by_comm: BTreeSet<u32> = BTreeSet::new();
+    let mut rescan = tokio::time::interval(RESCAN);
+    rescan.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     loop {
-        if let Some(Interrupt::Terminate(signal)) = signals.wait(Duration::from_secs(1)) {
-            note!("probe daemon: signal {signal}, detaching");
-            break;
+        tokio::select! {
+            signal = signals.recv() => {
+                if signal.stops() {
+                    note!("probe daemon: {}, detaching", signal.name());
+                    return;
+                }
+                note!("probe daemon: {} ignored (nothing to reload)", signal.name());
+                continue;
+            }
+            _ = rescan.tick() => {}
         }
         watched.retain(|process| {
             let gone = process.exited();
@@ -170,7 +129,7 @@ fn track_targets(
             !gone
         });
         if !args.comm.is_empty() {
-            let now = pids_with_comm(&args.comm);
+            let now = target::pids_with_comm(&args.comm);
             for &pid in now.difference(&by_comm) {
                 if let Err(err) = probes.add(pid) {
                     note!("probe daemon: cannot trace pid {pid}: {err:#}");
@@ -181,92 +140,6 @@ fn track_targets(
             }
             by_comm = now;
         }
-        probes
-            .targets_up
-            .store(watched.len() + by_comm.len(), Ordering::Relaxed);
+        probes.set_targets_up(watched.len() + by_comm.len());
     }
-}
-
-/// Ends the accept loop when dropped: sets the flag, then connects once so that the
-/// blocked accept returns and sees it.
-struct StopAcceptor<'a> {
-    stop: &'a AtomicBool,
-    address: SocketAddr,
-}
-
-impl Drop for StopAcceptor<'_> {
-    fn drop(&mut self) {
-        self.stop.store(true, Ordering::Relaxed);
-        let _ = TcpStream::connect(self.address);
-    }
-}
-
-/// Answers one HTTP/1.x request: GET /metrics, or a short index at /.
-fn serve(stream: TcpStream, probes: &Probes<'_>) -> std::io::Result<()> {
-    stream.set_read_timeout(Some(REQUEST_TIMEOUT))?;
-    stream.set_write_timeout(Some(REQUEST_TIMEOUT))?;
-    let mut reader = BufReader::new(&stream);
-    let mut request_line = String::new();
-    // Bounded read of the request line and headers (8 KiB).
-    let mut budget = (&mut reader).take(8192);
-    budget.read_line(&mut request_line)?;
-    loop {
-        let mut header = String::new();
-        if budget.read_line(&mut header)? == 0 || header == "\r\n" || header == "\n" {
-            break;
-        }
-    }
-    let mut parts = request_line.split_whitespace();
-    let (method, path) = (parts.next().unwrap_or(""), parts.next().unwrap_or(""));
-    let (status, content_type, body) = match (method, path) {
-        ("GET", "/metrics") => match probes.scrape() {
-            Ok(text) => ("200 OK", "text/plain; version=0.0.4; charset=utf-8", text),
-            Err(err) => (
-                "500 Internal Server Error",
-                "text/plain",
-                format!("{err:#}\n"),
-            ),
-        },
-        ("GET", "/") => (
-            "200 OK",
-            "text/plain",
-            "probe daemon: metrics at /metrics\n".into(),
-        ),
-        ("GET", _) => (
-            "404 Not Found",
-            "text/plain",
-            "not found: try /metrics\n".into(),
-        ),
-        _ => ("405 Method Not Allowed", "text/plain", "only GET\n".into()),
-    };
-    let mut stream = &stream;
-    write!(
-        stream,
-        "HTTP/1.1 {status}\r\nContent-Type: {content_type}\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
-        body.len()
-    )?;
-    stream.flush()
-}
-
-use std::io::Read as _;
-
-/// The pids whose /proc/PID/comm is one of `names`. The kernel keeps the first 15
-/// bytes of a command name, so longer names match by those.
-fn pids_with_comm(names: &[String]) -> BTreeSet<u32> {
-    let names: Vec<&[u8]> = names
-        .iter()
-        .map(|n| &n.as_bytes()[..n.len().min(15)])
-        .collect();
-    let Ok(entries) = std::fs::read_dir("/proc") else {
-        return BTreeSet::new();
-    };
-    entries
-        .filter_map(|entry| entry.ok()?.file_name().to_str()?.parse::<u32>().ok())
-        .filter(|pid| {
-            std::fs::read_to_string(format!("/proc/{pid}/comm")).is_ok_and(|comm| {
-                let comm = comm.trim_end_matches('\n').as_bytes();
-                names.contains(&comm)
-            })
-        })
-        .collect()
 }

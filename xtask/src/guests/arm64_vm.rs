@@ -16,9 +16,10 @@ use std::time::Duration;
 
 use anyhow::Result;
 
-use crate::clock_vm::{self, ProbeBinaries};
-use crate::guest::{self, expect, Arch, Checks, Initramfs, Outcome, Script, Sections};
-use crate::{numa_vm, TestTotals};
+use crate::guests::clock_vm::{self, ProbeBinaries};
+use crate::guests::numa_vm;
+use crate::guests::{self as guest, expect, Arch, Checks, Initramfs, Outcome, Script, Sections};
+use crate::util::test_run::TestTotals;
 
 /// Bytes of the file ioserve serves in the guest.
 const SERVED_MIB: u32 = 8;
@@ -136,22 +137,28 @@ fn add_serving_commands(script: &mut Script) {
             "dd if=/dev/urandom of=/srv/file bs=1M count={SERVED_MIB} 2>/dev/null"
         ))
         .run("served-sha", "sha256sum /srv/file")
+        // Each wait polls for the state it needs (the server answering, probe attached)
+        // and says which one it gave up on, with what it saw, instead of going on.
         .shell(
             "serve() {\n\
+             \x20 rc=0\n\
              \x20 ioserve /srv --listen 127.0.0.1:8080 --workers 1 --strategy $1 2>/tmp/ioserve.err &\n\
              \x20 server=$!\n\
-             \x20 for i in $(seq 100); do wget -q -O /dev/null http://127.0.0.1:8080/file && break; sleep 0.2; done\n\
-             \x20 probe syscalls --pid $server --json > /tmp/trace.json 2>/tmp/trace.err &\n\
+             \x20 ready=no; for i in $(seq 300); do wget -q -O /dev/null http://127.0.0.1:8080/file && ready=yes && break; sleep 0.2; done\n\
+             \x20 [ $ready = yes ] || { echo \"ioserve did not answer in 60 s: $(cat /tmp/ioserve.err)\"; rc=1; }\n\
+             \x20 probe syscalls --pid $server --json -o /tmp/trace.json 2>/tmp/trace.err &\n\
              \x20 tracer=$!\n\
-             \x20 for i in $(seq 300); do grep -q Tracing /tmp/trace.err && break; sleep 0.1; done\n\
-             \x20 wget -q -O /tmp/got http://127.0.0.1:8080/file\n\
+             \x20 ready=no; for i in $(seq 600); do grep -q Tracing /tmp/trace.err && ready=yes && break; sleep 0.1; done\n\
+             \x20 [ $ready = yes ] || { echo \"probe did not attach in 60 s: $(cat /tmp/trace.err)\"; rc=1; }\n\
+             \x20 wget -q -O /tmp/got http://127.0.0.1:8080/file || { echo \"the download failed\"; rc=1; }\n\
              \x20 kill -INT $tracer; wait $tracer\n\
              \x20 kill $server; wait $server\n\
+             \x20 return $rc\n\
              }",
         );
     for (strategy, _) in STRATEGIES {
         script
-            .shell(&format!("serve {strategy}"))
+            .run(&format!("{strategy}-serve"), &format!("serve {strategy}"))
             .run(&format!("{strategy}-trace"), "cat /tmp/trace.json")
             .run(&format!("{strategy}-sha"), "sha256sum /tmp/got")
             .shell("rm -f /tmp/got");
@@ -216,6 +223,10 @@ fn serving_checks(s: &Sections) -> Vec<(String, Outcome)> {
     };
     let mut results = Vec::new();
     for (strategy, movement) in STRATEGIES {
+        results.push((
+            format!("--strategy {strategy}: served, traced and downloaded"),
+            s.ok(&format!("{strategy}-serve")).map(drop),
+        ));
         results.push((
             format!("--strategy {strategy}: download checksum matches"),
             sha("served-sha").and_then(|want| {

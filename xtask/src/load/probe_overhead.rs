@@ -9,8 +9,8 @@ use std::process::{Command, Stdio};
 
 use anyhow::{bail, Context as _, Result};
 
-use crate::stats::median;
-use crate::{cargo, ensure_packages, project_root, step};
+use crate::util::stats::median;
+use crate::util::{cargo, ensure_packages, step};
 
 /// Options of the task.
 #[derive(Debug, clap::Args)]
@@ -50,7 +50,7 @@ pub(crate) fn run(options: &Options) -> Result<()> {
         "build probe (release)",
         cargo(&["build", "--release", "-p", "ioserve-probe"]),
     )?;
-    let probe = project_root().join("target/release/probe");
+    let probe = crate::util::target_dir()?.join("release/probe");
     let probe = probe.to_str().context("non-UTF-8 path")?;
     let tracers = tracers(probe);
     let mut samples: Vec<Vec<f64>> = vec![Vec::new(); tracers.len()];

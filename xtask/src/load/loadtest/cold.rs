@@ -28,7 +28,7 @@ use super::servers::{cold_servers, select, start, Running, ServerSpec};
 use super::throttle::DiskThrottle;
 use super::wrk::{wrk, WrkResult};
 use super::{Options, Workload};
-use crate::stats::median;
+use crate::util::stats::median;
 
 /// Cold clients, each with a file of its own.
 const CLIENTS: usize = 16;
@@ -211,10 +211,10 @@ fn prepare_cold_files(dir: &Path) -> Result<Vec<String>> {
         if !fs::metadata(&path).is_ok_and(|m| m.len() == COLD_FILE) {
             eprintln!("xtask loadtest --cold: writing {}", path.display());
             let mut block = vec![0u8; 1 << 20];
-            let mut state = 0x2545_f491_4f6c_dd1du64 ^ i as u64;
+            let mut rng = fastrand::Rng::with_seed(0x2545_f491_4f6c_dd1du64 ^ i as u64);
             let mut file = std::io::BufWriter::new(fs::File::create(&path)?);
             for _ in 0..COLD_FILE / block.len() as u64 {
-                super::fill_pseudo_random(&mut block, &mut state);
+                rng.fill(&mut block);
                 file.write_all(&block)?;
             }
             file.into_inner()?.sync_all()?;

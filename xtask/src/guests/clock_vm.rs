@@ -8,15 +8,17 @@
 //! `Instant::now()`, and every probe program must load and count exactly on the 6.1
 //! kernel (see [`probe_checks`], shared with arm64-vm).
 
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::process::Command;
 use std::time::Duration;
 
-use anyhow::{ensure, Context as _, Result};
+use anyhow::{ensure, Result};
 use serde_json::Value;
 
-use crate::guest::{self, expect, Arch, Checks, Initramfs, Machine, Outcome, Script, Sections};
-use crate::{ensure_packages, step};
+use crate::guests::{
+    self as guest, expect, Arch, Checks, Initramfs, Machine, Outcome, Script, Sections,
+};
+use crate::util::step;
 
 /// The clocksources booted, with the kernel arguments that select them.
 const CLOCKSOURCES: &[(&str, &str)] = &[
@@ -33,6 +35,9 @@ const VDSO_CLOCKS: &[&str] = &[
     "CLOCK_BOOTTIME",
     "CLOCK_TAI",
 ];
+
+/// Seconds the guest waits for the clocksource it was booted with to be the current one.
+const CLOCKSOURCE_SECONDS: u32 = 60;
 
 /// Seconds probe traces the Go program, which runs from a second before probe starts
 /// until SIGTERM after probe ends (GO_MAX_SECONDS at most, should the kill not come).
@@ -58,9 +63,14 @@ pub(crate) fn run() -> Result<()> {
         initramfs.host_program("clock_cost", &clock_cost)?;
         initramfs.program("gotime", &gotime)?;
         let mut script = Script::default();
-        script.run(
+        // The kernel starts on tsc-early and switches to tsc only when its delayed
+        // calibration work runs (a second or more into boot under TCG, often after
+        // init has started): wait for the switch instead of reading it once.
+        script.settle(
             "clocksource",
             "cat /sys/devices/system/clocksource/clocksource0/current_clocksource",
+            source,
+            CLOCKSOURCE_SECONDS,
         );
         add_clock_commands(&mut script);
         add_probe_commands(&mut script);
@@ -75,12 +85,7 @@ pub(crate) fn run() -> Result<()> {
         let sections = machine.boot("clock-vm", &kernel, &initramfs.finish(&script))?;
         let mut results = vec![(
             format!("clocksource is {source}"),
-            sections.ok("clocksource").and_then(|lines| {
-                expect(
-                    lines.first().map(String::as_str) == Some(source),
-                    format!("current clocksource {lines:?}"),
-                )
-            }),
+            sections.settled("clocksource", source).map(drop),
         )];
         results.extend(clock_checks(&sections, source != "tsc"));
         results.extend(probe_checks(&sections));
@@ -150,18 +155,11 @@ fn clock_cost() -> Result<PathBuf> {
 /// xtask/guest/gotime built with CGO_ENABLED=0 (a static binary, as the seed's
 /// service would ship in a scratch container).
 fn go_program() -> Result<PathBuf> {
-    let go = match crate::which("go") {
-        Some(go) => go,
-        None if Path::new("/usr/local/go/bin/go").is_file() => "/usr/local/go/bin/go".into(),
-        None => {
-            ensure_packages(&[("golang-go", "go")])?;
-            crate::which("go").context("golang-go installed no go on PATH")?
-        }
-    };
+    let go = crate::util::find_go()?;
     let out = guest::work_dir()?.join("gotime");
     let mut build = Command::new(go);
     build
-        .current_dir(crate::project_root().join("xtask/guest/gotime"))
+        .current_dir(crate::util::project_root().join("xtask/guest/gotime"))
         .args(["build", "-o"])
         .arg(&out)
         .arg("main.go")
@@ -182,10 +180,13 @@ fn add_clock_commands(script: &mut Script) {
         .run("doctor-text", "probe doctor")
         .shell(&format!("gotime {GO_MAX_SECONDS} > /tmp/gotime.out 2>&1 &"))
         .shell("GOTIME=$!")
-        .shell("sleep 1")
+        // Traced by name: wait until the exec has given the process its name.
+        .settle("gotime-started", "cat /proc/$GOTIME/comm", "gotime", 60)
         .run(
             "go-traced",
-            &format!("probe syscalls --comm gotime --duration {GO_TRACE_SECONDS} --json"),
+            &format!(
+                "probe syscalls --comm gotime --duration {GO_TRACE_SECONDS} --json -o /dev/stdout"
+            ),
         )
         .shell("kill -TERM $GOTIME")
         .shell("wait $GOTIME")
@@ -302,6 +303,7 @@ fn go_counts(s: &Sections) -> Result<GoRun, String> {
 }
 
 fn check_go(s: &Sections, fallback: bool) -> Outcome {
+    s.settled("gotime-started", "gotime")?;
     let GoRun {
         clock_gettime,
         calls,
@@ -353,16 +355,16 @@ pub(crate) fn add_probe_commands(script: &mut Script) {
     script
         .run(
             "probe-syscalls",
-            "probe syscalls --json -- probe-calibrate syscalls --count 5000",
+            "probe syscalls --json -o /dev/stdout -- probe-calibrate syscalls --count 5000",
         )
         .run(
             "probe-syscalls-per-tid",
-            "probe syscalls --json --per-tid -L -f -e trace=getppid -- \
+            "probe syscalls --json -o /dev/stdout --per-tid -L -f -e trace=getppid -- \
              probe-calibrate syscalls --count 1000 --threads 2",
         )
         .run(
             "probe-faults",
-            "probe faults --json -- probe-calibrate faults --pages 2000",
+            "probe faults --json -o /dev/stdout -- probe-calibrate faults --pages 2000",
         )
         .run("probe-runq", "probe runq --duration 1 --json");
 }

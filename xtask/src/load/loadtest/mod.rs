@@ -19,7 +19,7 @@ use std::process::Command;
 use anyhow::Result;
 use serde::Serialize;
 
-use crate::{cargo, ensure_packages, on_path, project_root, step};
+use crate::util::{cargo, ensure_packages, on_path, project_root, step};
 
 mod cold;
 mod memory;
@@ -198,7 +198,7 @@ struct Report<'a> {
 /// Runs the load test and writes target/loadtest/{report.md,results.json,chart.svg}.
 pub fn run(options: &Options) -> Result<()> {
     ensure_packages(&[("nginx", "nginx"), ("wrk", "wrk")])?;
-    let out = project_root().join("target/loadtest");
+    let out = crate::util::target_dir()?.join("loadtest");
     fs::create_dir_all(&out)?;
     step(
         "build ioserve (release)",
@@ -341,8 +341,8 @@ fn prepare_files(www: &Path) -> Result<()> {
         }
         eprintln!("xtask loadtest: writing {}", path.display());
         let mut block = vec![0u8; (len as usize).min(1 << 20)];
-        let mut state = 0x9e37_79b9_7f4a_7c15u64 ^ len;
-        fill_pseudo_random(&mut block, &mut state);
+        // Incompressible, not sparse, and the same on every run.
+        fastrand::Rng::with_seed(0x9e37_79b9_7f4a_7c15u64 ^ len).fill(&mut block);
         let mut file = std::io::BufWriter::new(fs::File::create(&path)?);
         for i in 0..len / block.len() as u64 {
             // Every MiB differs from the others.
@@ -359,17 +359,6 @@ fn prepare_files(www: &Path) -> Result<()> {
         }
     }
     Ok(())
-}
-
-/// Fills `block` from a xorshift generator at `state`: incompressible, not sparse, and
-/// the same on every run.
-fn fill_pseudo_random(block: &mut [u8], state: &mut u64) {
-    for chunk in block.chunks_mut(8) {
-        *state ^= *state << 13;
-        *state ^= *state >> 7;
-        *state ^= *state << 17;
-        chunk.copy_from_slice(&state.to_le_bytes()[..chunk.len()]);
-    }
 }
 
 fn measure(

@@ -1,6 +1,8 @@
 //! The aarch64 lane of `cargo xtask ci`: without a container engine (so without
 //! `cross`), Debian's gcc cross linker and qemu-user run what rustup's aarch64 target
-//! builds (design.md §6; the linker and runner are set in .cargo/config.toml).
+//! builds. The linker (`aarch64-linux-gnu-gcc`) and the runner (`qemu-aarch64 -L
+//! /usr/aarch64-linux-gnu`) are set in .cargo/config.toml, so a plain `cargo test
+//! --target aarch64-unknown-linux-gnu` runs the tests under qemu-user too.
 
 use std::fs;
 use std::path::Path;
@@ -8,7 +10,7 @@ use std::process::Command;
 
 use anyhow::{bail, Context as _, Result};
 
-use crate::{cargo, ensure_packages, project_root, step};
+use crate::util::{cargo, ensure_packages, step};
 
 pub(crate) const TARGET: &str = "aarch64-unknown-linux-gnu";
 
@@ -61,7 +63,7 @@ fn ensure_arm64_link_libraries() -> Result<()> {
     if sysroot.join("libelf.so").exists() && sysroot.join("libz.so").exists() {
         return Ok(());
     }
-    if !crate::is_root() {
+    if !crate::util::is_root() {
         bail!(
             "arm64 libelf and zlib are missing from {SYSROOT_LIB}: run `cargo xtask ci` (or \
              `cargo xtask cross`) as root once to unpack them there"
@@ -71,7 +73,7 @@ fn ensure_arm64_link_libraries() -> Result<()> {
     let mut update = Command::new("apt-get");
     update.args(["-q", "update"]);
     step("apt-get update", update)?;
-    let work = project_root().join("target/arm64-debs");
+    let work = crate::util::target_dir()?.join("arm64-debs");
     if work.exists() {
         fs::remove_dir_all(&work)?;
     }

@@ -4,8 +4,8 @@ use std::fmt::Write as _;
 
 use super::servers::ServerSpec;
 use super::{Figures, Median, Options, Sample, WORKLOADS};
-use crate::stats::median;
-use crate::svg::{Anchor, Svg, PALETTE};
+use crate::util::stats::median;
+use crate::util::svg::{Anchor, Svg, PALETTE};
 
 pub(super) fn medians(samples: &[Sample], specs: &[ServerSpec]) -> Vec<Median> {
     let mut out = Vec::new();

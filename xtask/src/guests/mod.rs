@@ -5,8 +5,8 @@
 //! the commands' outputs. The checks are made here, on the captured console, and
 //! printed as one table per task.
 //!
-//! Downloads and builds are cached under target/guest/ (kernels, busybox) and
-//! target/guest/build/ (the static binaries), so a second run only boots.
+//! Downloads and builds are cached under guest/ (kernels, busybox) and guest/build/
+//! (the static binaries) in cargo's target directory, so a second run only boots.
 
 use std::collections::BTreeMap;
 use std::fmt::Write as _;
@@ -17,8 +17,14 @@ use std::time::{Duration, Instant};
 
 use anyhow::{bail, ensure, Context as _, Result};
 
-use crate::cpio::Archive;
-use crate::{cargo, ensure_packages, project_root, step};
+pub(crate) mod arm64_vm;
+pub(crate) mod clock_vm;
+mod cpio;
+mod numa_serving;
+pub(crate) mod numa_vm;
+
+use self::cpio::Archive;
+use crate::util::{cargo, ensure_packages, step};
 
 /// A guest architecture.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -40,7 +46,7 @@ impl Arch {
     pub(crate) fn rust_target(self) -> &'static str {
         match self {
             Arch::X86_64 => "x86_64-unknown-linux-gnu",
-            Arch::Aarch64 => crate::aarch64::TARGET,
+            Arch::Aarch64 => crate::release::aarch64::TARGET,
         }
     }
 
@@ -66,15 +72,16 @@ impl Arch {
         let (package, program) = self.qemu();
         ensure_packages(&[(package, program), ("busybox-static", "busybox")])?;
         if self == Arch::Aarch64 {
-            crate::aarch64::ensure_toolchain()?;
+            crate::release::aarch64::ensure_toolchain()?;
         }
         Ok(())
     }
 }
 
-/// Where the guests keep their downloads, builds and consoles.
+/// Where the guests keep their downloads, builds and consoles: guest/ in cargo's
+/// target directory.
 pub(crate) fn work_dir() -> Result<PathBuf> {
-    let work = project_root().join("target/guest");
+    let work = crate::util::target_dir()?.join("guest");
     fs::create_dir_all(&work).with_context(|| format!("cannot create {}", work.display()))?;
     Ok(work)
 }
@@ -112,7 +119,7 @@ pub(crate) fn debian_kernel(arch: Arch) -> Result<PathBuf> {
 pub(crate) fn busybox(arch: Arch) -> Result<Vec<u8>> {
     match arch {
         Arch::X86_64 => {
-            let path = crate::which("busybox").context("busybox is not on PATH")?;
+            let path = crate::util::which("busybox").context("busybox is not on PATH")?;
             let bytes = read(&path)?;
             ensure!(
                 !is_dynamic_elf(&bytes),
@@ -212,7 +219,7 @@ pub(crate) fn host_build(what: &str, args: &[&str]) -> Result<PathBuf> {
     let mut build = cargo(&["build"]);
     build.args(args);
     step(&format!("build {what}"), build)?;
-    Ok(project_root().join("target").join(profile(args)))
+    Ok(crate::util::target_dir()?.join(profile(args)))
 }
 
 /// The profile directory cargo builds into for `args`.
@@ -289,6 +296,26 @@ impl Script {
         self
     }
 
+    /// A section for kernel state that settles after boot (the clocksource leaving
+    /// `tsc-early`, nodes coming online, a module's files appearing): `command` is run
+    /// every 0.1 s until it prints exactly `want` or `seconds` have passed. The section
+    /// holds the last output seen, then a `settled after N polls` or `still not settled
+    /// after N polls` line, and exits 0 or 1; [`Sections::settled`] reads it.
+    pub(crate) fn settle(
+        &mut self,
+        name: &str,
+        command: &str,
+        want: &str,
+        seconds: u32,
+    ) -> &mut Self {
+        let _ = writeln!(
+            self.body,
+            "settle {name} '{want}' {} {command}",
+            seconds * 10
+        );
+        self
+    }
+
     /// A shell line run as is (setup, background jobs), outside any section.
     pub(crate) fn shell(&mut self, line: &str) -> &mut Self {
         let _ = writeln!(self.body, "{line}");
@@ -307,6 +334,11 @@ impl Script {
              mount -t tmpfs tmpfs /tmp\n\
              ip link set lo up\n\
              run() {{ name=$1; shift; echo \"@@@ begin $name\"; \"$@\" 2>&1; echo \"@@@ end $name rc=$?\"; }}\n\
+             settle() {{ name=$1; want=$2; polls=$3; shift 3; n=0; \
+             while out=$(\"$@\" 2>&1); [ \"$out\" != \"$want\" ] && [ $n -lt $polls ]; do sleep 0.1; n=$((n+1)); done; \
+             echo \"@@@ begin $name\"; echo \"$out\"; \
+             if [ \"$out\" = \"$want\" ]; then echo \"settled after $n polls\"; rc=0; else echo \"still not settled after $n polls\"; rc=1; fi; \
+             echo \"@@@ end $name rc=$rc\"; }}\n\
              {}echo '@@@ done'\n\
              poweroff -f\n",
             self.body
@@ -579,6 +611,21 @@ impl Sections {
             .map_err(|e| format!("{name}: not JSON: {e}"))
     }
 
+    /// The value a [`Script::settle`] section settled on; when it did not settle in
+    /// time, the error says the last value seen, how long it was polled and what was
+    /// wanted.
+    pub(crate) fn settled(&self, name: &str, want: &str) -> Result<String, String> {
+        let (lines, rc) = self.0.get(name).ok_or(format!("no output for {name}"))?;
+        let (verdict, value) = lines.split_last().ok_or(format!("{name}: empty section"))?;
+        let value = value.join("\n");
+        match rc {
+            0 => Ok(value),
+            _ => Err(format!(
+                "{name}: {verdict} of 0.1 s: the last value seen was {value:?}, want {want:?}"
+            )),
+        }
+    }
+
     /// The output of a command that must have exited 1.
     pub(crate) fn failure(&self, name: &str) -> Result<String, String> {
         match self.0.get(name) {
@@ -767,6 +814,62 @@ mod tests {
         );
         assert!(line.contains("node,nodeid=1,cpus=1-1,memdev=m1"), "{line}");
         assert!(line.contains("console=ttyAMA0 panic=-1 quiet transparent_hugepage=never"));
+    }
+
+    #[test]
+    fn settled_sections_report_the_last_value_seen() {
+        let mut script = Script::default();
+        script.settle(
+            "clocksource",
+            "cat /sys/devices/system/clocksource/clocksource0/current_clocksource",
+            "tsc",
+            60,
+        );
+        assert!(script.init().contains(
+            "settle clocksource 'tsc' 600 cat /sys/devices/system/clocksource/clocksource0/current_clocksource\n"
+        ));
+        let console = "@@@ begin ok\ntsc\nsettled after 12 polls\n@@@ end ok rc=0\n\
+                       @@@ begin late\ntsc-early\nstill not settled after 600 polls\n@@@ end late rc=1\n@@@ done\n";
+        let s = Sections::parse(console).unwrap();
+        assert_eq!(s.settled("ok", "tsc").unwrap(), "tsc");
+        let why = s.settled("late", "tsc").unwrap_err();
+        assert!(
+            why.contains("still not settled after 600 polls") && why.contains("\"tsc-early\""),
+            "{why}"
+        );
+    }
+
+    /// The init script's `settle` function, run by the host's sh: it polls until the
+    /// value comes, and gives up with the last value when it does not.
+    #[test]
+    fn the_settle_function_polls_until_the_value_comes() {
+        let dir = tempfile::tempdir().unwrap();
+        let state = dir.path().join("state");
+        fs::write(&state, "tsc-early\n").unwrap();
+        let functions: String = Script::default()
+            .init()
+            .lines()
+            .filter(|line| line.starts_with("settle()"))
+            .collect();
+        assert!(
+            !functions.is_empty(),
+            "no settle function in the init script"
+        );
+        let script = format!(
+            "{functions}\n(sleep 0.3; echo tsc > {0}) &\nsettle switched 'tsc' 100 cat {0}\nsettle never 'hpet' 3 cat {0}\nwait\n",
+            state.display()
+        );
+        let out = Command::new("sh").arg("-c").arg(&script).output().unwrap();
+        let s = Sections::parse(&format!(
+            "{}@@@ done\n",
+            String::from_utf8_lossy(&out.stdout)
+        ))
+        .unwrap();
+        assert_eq!(s.settled("switched", "tsc").unwrap(), "tsc");
+        assert!(s
+            .settled("never", "hpet")
+            .unwrap_err()
+            .contains("after 3 polls"));
     }
 
     #[test]

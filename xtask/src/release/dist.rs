@@ -16,7 +16,7 @@ use std::time::{Duration, Instant};
 
 use anyhow::{bail, ensure, Context as _, Result};
 
-use crate::{cargo, ensure_packages, is_root, project_root, step, succeeds};
+use crate::util::{cargo, ensure_packages, is_root, project_root, step, succeeds, target_dir};
 
 /// The cargo-deb release `cargo xtask dist` installs when cargo-deb is missing (it
 /// builds with rustc 1.85 and later).
@@ -135,9 +135,8 @@ pub(crate) fn write_docs(out: &Path) -> Result<()> {
 fn build(out: Option<&Path>) -> Result<Vec<PathBuf>> {
     ensure_packages(BUILD_PACKAGES)?;
     ensure_cargo_deb()?;
-    let metadata = cargo_metadata()?;
-    let target = target_directory(&metadata)?;
-    check_changelog(&metadata)?;
+    let target = target_dir()?;
+    check_changelog(&cargo_metadata()?)?;
 
     let mut release = cargo(&["build", "--release"]);
     for package in PACKAGES {
@@ -197,19 +196,6 @@ fn cargo_metadata() -> Result<serde_json::Value> {
         );
     }
     serde_json::from_slice(&output.stdout).context("cargo metadata printed no JSON")
-}
-
-/// Cargo's target directory (CARGO_TARGET_DIR, build.target-dir, else target/ in the
-/// workspace), as `cargo metadata` reports it.
-pub(crate) fn target_dir() -> Result<PathBuf> {
-    target_directory(&cargo_metadata()?)
-}
-
-fn target_directory(metadata: &serde_json::Value) -> Result<PathBuf> {
-    metadata["target_directory"]
-        .as_str()
-        .map(PathBuf::from)
-        .context("cargo metadata has no target_directory")
 }
 
 /// The version of a workspace package, from its metadata.

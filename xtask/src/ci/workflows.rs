@@ -7,13 +7,10 @@ use std::process::Command;
 
 use anyhow::{bail, ensure, Context as _, Result};
 
-use crate::{ensure_packages, project_root, step, which};
+use crate::util::{ensure_packages, find_go, project_root, step, which};
 
 /// The actionlint release installed when none is on PATH or in Go's bin directory.
 const ACTIONLINT: &str = "github.com/rhysd/actionlint/cmd/actionlint@v1.7.7";
-
-/// Where Debian-less hosts may keep Go (the official tarball's place).
-const GO_FALLBACK: &str = "/usr/local/go/bin/go";
 
 /// `actionlint` over the workflows: any finding fails.
 pub(crate) fn lint() -> Result<()> {
@@ -40,12 +37,7 @@ fn actionlint() -> Result<PathBuf> {
     if let Some(path) = which("actionlint") {
         return Ok(path);
     }
-    let go = which("go")
-        .or_else(|| {
-            let fallback = PathBuf::from(GO_FALLBACK);
-            fallback.is_file().then_some(fallback)
-        })
-        .context("actionlint is missing and installing it needs Go (`go` on PATH or /usr/local/go/bin/go; https://go.dev/dl/)")?;
+    let go = find_go().context("actionlint is missing and installing it needs Go")?;
     let installed = go_bin(&go)?.join("actionlint");
     if installed.is_file() {
         return Ok(installed);

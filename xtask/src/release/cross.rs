@@ -3,7 +3,8 @@
 //!
 //! With `cross` and a working container engine it builds through `cross`; otherwise
 //! (as on this project's machines, where Docker does not run) through rustup's target,
-//! Debian's gcc cross linker and, for `--smoke`, qemu-user (design.md §6).
+//! Debian's gcc cross linker and, for `--smoke`, qemu-user: the toolchain of the
+//! aarch64 lane of `cargo xtask ci` ([`aarch64`]), which needs no container engine.
 
 use std::fs;
 use std::path::{Path, PathBuf};
@@ -11,7 +12,8 @@ use std::process::Command;
 
 use anyhow::{bail, Context as _, Result};
 
-use crate::{aarch64, cargo, on_path, project_root, step, succeeds};
+use crate::release::aarch64;
+use crate::util::{cargo, on_path, project_root, step, succeeds};
 
 /// The command-line options.
 #[derive(Debug, clap::Args)]
@@ -52,7 +54,8 @@ pub(crate) fn run(options: &Options) -> Result<()> {
 
     let arch = options.target.split('-').next().unwrap_or("aarch64");
     let name = format!("ioserve-toolkit-{arch}");
-    let out = project_root().join("target/cross");
+    let target_dir = crate::util::target_dir()?;
+    let out = target_dir.join("cross");
     let staging = out.join(&name);
     if staging.exists() {
         fs::remove_dir_all(&staging)
@@ -60,10 +63,7 @@ pub(crate) fn run(options: &Options) -> Result<()> {
     }
     fs::create_dir_all(staging.join("bin"))?;
     fs::create_dir_all(staging.join("benches"))?;
-    let release = project_root()
-        .join("target")
-        .join(&options.target)
-        .join("release");
+    let release = target_dir.join(&options.target).join("release");
     for (_, binary) in BINARIES {
         copy(&release.join(binary), &staging.join("bin").join(binary))?;
     }

@@ -21,8 +21,8 @@ use serde::Serialize;
 use timeserve::io::{RecvBatch, SendBatch};
 use timeserve::packet::{client_request, NtpTimestamp, Reply};
 
-use crate::svg::{Anchor, Svg, PALETTE};
-use crate::{cargo, project_root, stats, step};
+use crate::util::svg::{Anchor, Svg, PALETTE};
+use crate::util::{cargo, project_root, stats, step};
 
 /// The command-line options.
 #[derive(Debug, PartialEq)]
@@ -143,13 +143,14 @@ struct Step {
 
 /// Runs the sweep and writes the report.
 pub fn run(options: &Options) -> Result<()> {
-    crate::ensure_packages(&[("chrony", "/usr/sbin/chronyd")])?;
+    crate::util::ensure_packages(&[("chrony", "/usr/sbin/chronyd")])?;
     step(
         "cargo build --release -p timeserve",
         cargo(&["build", "--release", "-p", "timeserve"]),
     )?;
     let root = project_root();
-    let out = root.join("target/udpload");
+    let target_dir = crate::util::target_dir()?;
+    let out = target_dir.join("udpload");
     fs::create_dir_all(&out)?;
     let go_peer = build_go_peer(&root, &out)?;
     let targets = [
@@ -180,7 +181,7 @@ pub fn run(options: &Options) -> Result<()> {
     ];
     let mut steps = Vec::new();
     for target in &targets {
-        let running = start(target, &root, &go_peer, options)?;
+        let running = start(target, &target_dir, &go_peer, options)?;
         wait_until_answering(running.address)?;
         for &rate in &options.rates {
             let runs = (0..options.repeat)
@@ -208,7 +209,7 @@ pub fn run(options: &Options) -> Result<()> {
 }
 
 fn build_go_peer(root: &Path, out: &Path) -> Result<PathBuf> {
-    let go = crate::loadtest::find_go()?;
+    let go = crate::util::find_go()?;
     let binary = out.join("go-ntp");
     let mut command = Command::new(go);
     command
@@ -221,10 +222,10 @@ fn build_go_peer(root: &Path, out: &Path) -> Result<PathBuf> {
     Ok(binary)
 }
 
-fn start(target: &Target, root: &Path, go_peer: &Path, options: &Options) -> Result<Running> {
+fn start(target: &Target, target_dir: &Path, go_peer: &Path, options: &Options) -> Result<Running> {
     let (mut command, dir) = match target.kind {
         Kind::Timeserve { sockets } => {
-            let mut c = Command::new(root.join("target/release/timeserve"));
+            let mut c = Command::new(target_dir.join("release/timeserve"));
             c.args([
                 "--listen",
                 "127.0.0.1:0",

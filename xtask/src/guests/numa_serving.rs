@@ -8,7 +8,7 @@ use std::collections::BTreeMap;
 
 use serde_json::Value;
 
-use crate::guest::{expect, Outcome, Script, Sections};
+use crate::guests::{expect, Outcome, Script, Sections};
 
 /// MiB of the served file, and the read strategy's buffer: the first request takes a
 /// 4 MiB buffer (allocated and zeroed by a worker, so placed by its policy) that stays
@@ -46,6 +46,16 @@ impl Layout {
                 "ready() { for i in $(seq 100); do \
                  wget -q --spider http://127.0.0.1:$1/file && return 0; sleep 0.2; done; return 1; }",
             )
+            // Each worker thread is named when it is spawned and restricts itself to its
+            // node's CPUs once it runs: `placed PID N` prints `placed` once N worker
+            // threads exist and none still has every CPU, else what it saw.
+            .shell(
+                "placed() { all=$(cat /sys/devices/system/cpu/online); n=0; unplaced=0; \
+                 for task in /proc/$1/task/*; do case $(cat $task/comm) in ioserve-n*) n=$((n+1)); \
+                 [ \"$(sed -n 's/^Cpus_allowed_list:\\t*//p' $task/status)\" = \"$all\" ] && unplaced=$((unplaced+1));; esac; done; \
+                 if [ $n -eq $2 ] && [ $unplaced -eq 0 ]; then echo placed; \
+                 else echo \"$n worker threads of $2, $unplaced with every CPU\"; fi; }",
+            )
             .shell(&format!(
                 "download() {{ for i in $(seq {DOWNLOADS}); do \
                  wget -q -O /tmp/got http://127.0.0.1:$1/file || return 1; done; sha256sum /srv/file /tmp/got; }}"
@@ -53,6 +63,12 @@ impl Layout {
             // Every node.
             .shell("ioserve /srv --listen 127.0.0.1:8080 --numa 2>/tmp/all.log & all=$!")
             .shell("ready 8080")
+            .settle(
+                "numa-all-placed",
+                &format!("placed $all {}", self.cpus_of.iter().map(Vec::len).sum::<usize>()),
+                "placed",
+                60,
+            )
             .run("numa-all-download", "download 8080")
             .run("numa-all-threads", "threads $all")
             .shell("kill $all; wait $all")
@@ -66,6 +82,12 @@ impl Layout {
             )
             .run("numa-one-before", "numa stat -p $one --json")
             .shell("ready 8081")
+            .settle(
+                "numa-one-placed",
+                &format!("placed $one {}", self.cpus_of[t as usize].len()),
+                "placed",
+                60,
+            )
             .run("numa-one-download", "download 8081")
             .run("numa-one-after", "numa stat -p $one --json")
             .run("numa-one-threads", "threads $one")
@@ -86,8 +108,10 @@ impl Layout {
             ),
             (
                 "ioserve --numa: a worker per CPU, each on its node's CPUs".into(),
-                s.ok("numa-all-threads")
-                    .and_then(|lines| self.check_threads(lines, &every)),
+                s.settled("numa-all-placed", "placed").and_then(|_| {
+                    s.ok("numa-all-threads")
+                        .and_then(|lines| self.check_threads(lines, &every))
+                }),
             ),
             (
                 format!("ioserve --numa-nodes {t}: downloads match"),
@@ -95,8 +119,10 @@ impl Layout {
             ),
             (
                 format!("ioserve --numa-nodes {t}: workers only on node {t}'s CPUs"),
-                s.ok("numa-one-threads")
-                    .and_then(|lines| self.check_threads(lines, &[t])),
+                s.settled("numa-one-placed", "placed").and_then(|_| {
+                    s.ok("numa-one-threads")
+                        .and_then(|lines| self.check_threads(lines, &[t]))
+                }),
             ),
             (
                 format!("ioserve --numa-nodes {t}: memory added while serving is on node {t}"),
@@ -105,7 +131,7 @@ impl Layout {
             (
                 "ioserve --numa-nodes <absent> exits 1 naming the valid nodes".into(),
                 s.failure("numa-absent").and_then(|text| {
-                    crate::numa_vm::names_absent_node(&text, self.nodes + 3, self.nodes)
+                    crate::guests::numa_vm::names_absent_node(&text, self.nodes + 3, self.nodes)
                 }),
             ),
         ]
@@ -131,7 +157,7 @@ impl Layout {
                 .cpus_of
                 .get(node as usize)
                 .ok_or(format!("{comm}: no node {node}"))?;
-            let allowed = crate::numa_vm::parse_list(allowed)?;
+            let allowed = crate::guests::numa_vm::parse_list(allowed)?;
             let last: u32 = last_cpu.parse().map_err(|_| format!("{line:?}"))?;
             expect(
                 &allowed == want && want.contains(&last),

@@ -15,8 +15,10 @@ use std::time::{Duration, Instant};
 
 use anyhow::{ensure, Result};
 
-use crate::guest::{self, expect, Arch, Checks, Initramfs, Machine, Outcome, Script, Sections};
-use crate::numa_serving;
+use crate::guests::numa_serving;
+use crate::guests::{
+    self as guest, expect, Arch, Checks, Initramfs, Machine, Outcome, Script, Sections,
+};
 
 /// MiB the `touch` runs allocate: 8192 pages, far above the guest's background noise.
 const TOUCH_MIB: u64 = 32;
@@ -39,7 +41,7 @@ pub(crate) fn run() -> Result<()> {
         let started = Instant::now();
         let mut initramfs = Initramfs::new(arch)?;
         binaries.add_to(&mut initramfs)?;
-        if let Some(numactl) = crate::which("numactl") {
+        if let Some(numactl) = crate::util::which("numactl") {
             initramfs.program_with_libraries(&numactl, "usr/bin/numactl")?;
         }
         initramfs.host_program("ioserve", &ioserve)?;
@@ -217,8 +219,28 @@ impl Guest {
         commands
     }
 
+    /// The node list the kernel shows once every node is online (`0-3`).
+    fn online_nodes(&self) -> String {
+        format!("0-{}", self.nodes - 1)
+    }
+
     /// Adds the commands to `script`; numactl's only where the guest has it.
     pub(crate) fn add_commands(&self, script: &mut Script) {
+        // Every later check reads the topology: wait for the kernel to show every node
+        // and CPU online rather than trusting that boot has finished bringing them up.
+        script
+            .settle(
+                "nodes-online",
+                "cat /sys/devices/system/node/online",
+                &self.online_nodes(),
+                60,
+            )
+            .settle(
+                "cpus-online",
+                "cat /sys/devices/system/cpu/online",
+                &format!("0-{}", self.cpus - 1),
+                60,
+            );
         script.shell(": > /tmp/numactl-key");
         for (name, command) in self.commands() {
             if command.starts_with("numactl") {
@@ -232,7 +254,18 @@ impl Guest {
     /// Every check, by name, with why it failed.
     pub(crate) fn check(&self, s: &Sections) -> Vec<(String, Outcome)> {
         let t = self.target();
-        let mut results = vec![("--hardware".to_string(), self.check_hardware(s))];
+        let mut results = vec![
+            (
+                format!("nodes {} online", self.online_nodes()),
+                s.settled("nodes-online", &self.online_nodes()).map(drop),
+            ),
+            (
+                format!("CPUs 0-{} online", self.cpus - 1),
+                s.settled("cpus-online", &format!("0-{}", self.cpus - 1))
+                    .map(drop),
+            ),
+            ("--hardware".to_string(), self.check_hardware(s)),
+        ];
         results.extend(self.placement_checks(s));
         results.push((
             format!("numa stat: numa_hit moves on node {t}"),

@@ -9,8 +9,6 @@ use std::time::{Duration, Instant};
 
 use anyhow::{bail, Context as _, Result};
 
-use crate::project_root;
-
 /// How a server under test is started.
 #[derive(Clone, Debug)]
 enum Kind {
@@ -168,7 +166,7 @@ pub(crate) fn start(spec: &ServerSpec, www: &Path, out: &Path) -> Result<Running
             runtime,
             cold_reads,
         } => {
-            let mut command = Command::new(project_root().join("target/release/ioserve"));
+            let mut command = Command::new(crate::util::target_dir()?.join("release/ioserve"));
             command.arg(www).args([
                 "--listen",
                 &addr.to_string(),

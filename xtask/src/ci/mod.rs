@@ -1,0 +1,268 @@
+//! `cargo xtask ci`: every check CI runs, in order, and the checks of its own that no
+//! other task runs (probe built without clang, a guest under another target
+//! directory, the published libraries, simd in a native build and under Miri).
+
+pub(crate) mod bpf;
+pub(crate) mod fuzz;
+pub(crate) mod workflows;
+
+use std::env;
+use std::process::Command;
+use std::time::Instant;
+
+use anyhow::{Context as _, Result};
+
+use crate::guests::{arm64_vm, clock_vm};
+use crate::release::aarch64;
+use crate::util::test_run::{cargo_test, run_tests, TestTotals};
+use crate::util::{
+    cargo, ensure_packages, ensure_rustup_components, for_this_cpu, is_root, project_root, step,
+    succeeds, target_dir,
+};
+
+/// Debian packages the checks need, with the command each provides.
+/// probe's build needs libelf, zlib, pkg-config and make (the vendored libbpf: the
+/// README's set-up line); clang and bpftool rebuild its committed BPF objects for
+/// `cargo xtask bpf --check`; its tests compare with strace and list programs with
+/// bpftool.
+/// The simd bench's simdutf peer is C++ (g++; clippy builds it with all targets).
+/// timeserve's tests query it with chronyd -Q and ntpdig (the latter inside a network
+/// namespace made with unshare and ip).
+const SYSTEM_PACKAGES: &[(&str, &str)] = &[
+    ("chrony", "/usr/sbin/chronyd"),
+    ("ntpsec-ntpdig", "ntpdig"),
+    ("iproute2", "ip"),
+    ("haproxy", "/usr/sbin/haproxy"),
+    ("goaccess", "goaccess"),
+    ("curl", "curl"),
+    ("man-db", "man"),
+    ("brotli", "brotli"),
+    ("systemd", "systemd-socket-activate"),
+    ("prometheus", "promtool"),
+    ("strace", "strace"),
+    ("numactl", "numactl"),
+    ("clang", "clang"),
+    ("libelf-dev", "/usr/include/libelf.h"),
+    ("zlib1g-dev", "/usr/include/zlib.h"),
+    ("pkg-config", "pkg-config"),
+    ("make", "make"),
+    ("g++", "g++"),
+    ("bpftool", "/usr/sbin/bpftool"),
+];
+
+/// Runs every check; the closing line sums the tests of every test run.
+pub(crate) fn run() -> Result<()> {
+    let started = Instant::now();
+    ensure_packages(SYSTEM_PACKAGES)?;
+    ensure_rustup_components(&["rustfmt", "clippy"])?;
+    step("cargo fmt", cargo(&["fmt", "--all", "--", "--check"]))?;
+    workflows::lint()?;
+    step(
+        "cargo clippy",
+        cargo(&[
+            "clippy",
+            "--workspace",
+            "--all-targets",
+            "--",
+            "-D",
+            "warnings",
+        ]),
+    )?;
+    publishable()?;
+    bpf::run(&bpf::Options { check: true })?;
+    probe_builds_without_clang()?;
+    // Before cargo test fills target/debug, so that a binary looked for there instead
+    // of where cargo put it is missing, not found by accident.
+    numa_vm_elsewhere()?;
+    // probe's tests load BPF programs: as root they must run, not skip.
+    let probe_env: &[(&str, &str)] = if is_root() {
+        &[("PROBE_TESTS_REQUIRE_ROOT", "1")]
+    } else {
+        eprintln!("xtask: not root: probe's BPF tests will skip themselves");
+        &[]
+    };
+    let mut totals = cargo_test(&["test", "--workspace"], probe_env)?;
+    totals.add(&simd_for_this_cpu()?);
+    crate::release::dist::ci()?;
+    clock_vm::run()?;
+    aarch64::ci_lane()?;
+    totals.add(&arm64_vm::run()?);
+    totals.add(&miri()?);
+    eprintln!("xtask ci: all checks passed in {:.0?}", started.elapsed());
+    // The closing line: the sum over every test binary and doc-test run.
+    println!(
+        "tests: {} passed, {} failed, {} skipped",
+        totals.passed, totals.failed, totals.ignored
+    );
+    Ok(())
+}
+
+/// Builds probe (library and binaries) in its own target directory with a `clang` first
+/// on PATH that fails when run, so that a build that still compiled BPF programs
+/// would fail here: the committed objects are all it needs.
+fn probe_builds_without_clang() -> Result<()> {
+    let shims = target_dir()?.join("no-clang/bin");
+    std::fs::create_dir_all(&shims)?;
+    for name in ["clang", "clang-14", "bpftool"] {
+        let shim = shims.join(name);
+        std::fs::write(
+            &shim,
+            format!(
+                "#!/bin/sh\necho \"{name} was run: building probe must not need it\" >&2\nexit 1\n"
+            ),
+        )?;
+        std::fs::set_permissions(&shim, std::os::unix::fs::PermissionsExt::from_mode(0o755))?;
+    }
+    let path = env::var_os("PATH").unwrap_or_default();
+    let mut paths = vec![shims.clone()];
+    paths.extend(env::split_paths(&path));
+    let mut build = cargo(&["build", "--package", "ioserve-probe", "--bins"]);
+    build
+        .env("PATH", env::join_paths(paths)?)
+        .env("CARGO_TARGET_DIR", target_dir()?.join("no-clang"));
+    step(
+        "cargo build -p ioserve-probe with clang and bpftool failing",
+        build,
+    )
+}
+
+/// `cargo xtask numa-vm` in a child xtask whose `CARGO_TARGET_DIR` is a directory
+/// outside the workspace, so that every binary a guest check runs must be found where
+/// cargo put it (cargo metadata's `target_directory`), not under a fixed `target/`.
+/// The directory is `numa-vm-target/` under the default target directory (so that a
+/// second run reuses its builds), reached through a symbolic link in the temporary
+/// directory: nothing it builds lands in `target/debug` or `target/release`.
+fn numa_vm_elsewhere() -> Result<()> {
+    let elsewhere = env::temp_dir().join(format!("ioserve-numa-vm-target-{}", std::process::id()));
+    let kept = target_dir()?.join("numa-vm-target");
+    std::fs::create_dir_all(&kept).with_context(|| format!("cannot create {}", kept.display()))?;
+    std::os::unix::fs::symlink(&kept, &elsewhere)
+        .with_context(|| format!("cannot link {}", elsewhere.display()))?;
+    let mut command = cargo(&["xtask", "numa-vm"]);
+    command.env("CARGO_TARGET_DIR", &elsewhere);
+    let result = step(
+        &format!(
+            "CARGO_TARGET_DIR={} cargo xtask numa-vm",
+            elsewhere.display()
+        ),
+        command,
+    );
+    let _ = std::fs::remove_file(&elsewhere);
+    result
+}
+
+/// The libraries as they are published: numa and probe lint clean without their `cli`
+/// feature (what an embedding service builds), and duration-arg, ioserve-simd and
+/// ioserve-numa package and build from their packaged sources (`cargo publish
+/// --dry-run`, which builds each against the others' packages).
+fn publishable() -> Result<()> {
+    step(
+        "cargo clippy --no-default-features (ioserve-numa, ioserve-probe libraries)",
+        cargo(&[
+            "clippy",
+            "--package",
+            "ioserve-numa",
+            "--package",
+            "ioserve-probe",
+            "--no-default-features",
+            "--lib",
+            "--",
+            "-D",
+            "warnings",
+        ]),
+    )?;
+    step(
+        "cargo publish --dry-run (duration-arg, ioserve-simd, ioserve-numa)",
+        cargo(&[
+            "publish",
+            "--dry-run",
+            // A local run may have uncommitted changes; what is checked is the package.
+            "--allow-dirty",
+            "--package",
+            "duration-arg",
+            "--package",
+            "ioserve-simd",
+            "--package",
+            "ioserve-numa",
+        ]),
+    )
+}
+
+/// The simd tests Miri runs: the scalar paths (under Miri, CPU detection reports only
+/// the baseline features, so the kernels dispatch to scalar code, and SSE2 for count),
+/// with inputs small enough to interpret.
+const MIRI_TESTS: &[&str] = &[
+    "rfc_4648",
+    "lengths_no_encoding",
+    "set_bits_below",
+    "short_outputs",
+    "errors_say",
+    "the_alphabets",
+    "adler32_equals_zlib",
+    "adler32_streams",
+    "dispatch_reports",
+    "the_table_follows",
+    "round_matches_fips",
+];
+
+/// Runs simd's tests built with `-C target-cpu=native`: the paths that such builds call
+/// in line instead of through the dispatcher (the hash's AES path, the AVX-512 VBMI
+/// base64 encoder, where this CPU has them) are compiled only there.
+fn simd_for_this_cpu() -> Result<TestTotals> {
+    let args = ["test", "--package", "ioserve-simd"];
+    let mut command = cargo(&args);
+    for_this_cpu(&mut command)?;
+    run_tests(
+        command,
+        &format!(
+            "RUSTFLAGS=\"-C target-cpu=native\" cargo {}",
+            args.join(" ")
+        ),
+    )
+}
+
+/// Runs simd's scalar paths under Miri (undefined behaviour, out-of-bounds and
+/// alignment checks), installing a minimal nightly with Miri when missing.
+fn miri() -> Result<TestTotals> {
+    let has_miri =
+        succeeds(Command::new("rustup").args(["run", "nightly", "cargo", "miri", "--version"]));
+    if has_miri {
+        return run_miri_tests();
+    }
+    let mut install = Command::new("rustup");
+    install.args([
+        "toolchain",
+        "install",
+        "nightly",
+        "--profile",
+        "minimal",
+        "--component",
+        "miri,rust-src",
+    ]);
+    step("rustup toolchain install nightly (miri)", install)?;
+    run_miri_tests()
+}
+
+fn run_miri_tests() -> Result<TestTotals> {
+    let mut command = Command::new("rustup");
+    command.current_dir(project_root()).args([
+        "run",
+        "nightly",
+        "cargo",
+        "miri",
+        "test",
+        "--package",
+        "ioserve-simd",
+        "--lib",
+        "--test",
+        "base64",
+        "--test",
+        "kernels",
+        "--",
+    ]);
+    command.args(MIRI_TESTS);
+    run_tests(
+        command,
+        "cargo +nightly miri test --package ioserve-simd (scalar paths)",
+    )
+}

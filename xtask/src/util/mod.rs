@@ -1,0 +1,200 @@
+//! What every task shares: running cargo and other programs, finding them and cargo's
+//! target directory, installing the Debian packages a task needs; and, in submodules,
+//! test-run totals, statistics and SVG charts.
+
+pub(crate) mod stats;
+pub(crate) mod svg;
+pub(crate) mod test_run;
+
+use std::env;
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::time::Instant;
+
+use anyhow::{bail, Context as _, Result};
+
+/// Installs the Debian packages that are missing, with apt-get when running as root;
+/// otherwise names them. `packages` pairs a package with a command it provides or, for
+/// a package without one, an absolute path it installs.
+pub(crate) fn ensure_packages(packages: &[(&str, &str)]) -> Result<()> {
+    let present = |provided: &str| {
+        if provided.starts_with('/') {
+            Path::new(provided).exists()
+        } else {
+            on_path(provided)
+        }
+    };
+    let missing: Vec<&str> = packages
+        .iter()
+        .filter(|(_, provided)| !present(provided))
+        .map(|(package, _)| *package)
+        .collect();
+    if missing.is_empty() {
+        return Ok(());
+    }
+    if !is_root() {
+        bail!(
+            "missing system packages: {} (run as root to install them, or: sudo apt-get install {})",
+            missing.join(" "),
+            missing.join(" ")
+        );
+    }
+    let mut update = Command::new("apt-get");
+    update.args(["-q", "update"]);
+    step("apt-get update", update)?;
+    let mut install = Command::new("apt-get");
+    install
+        .args(["-q", "install", "-y", "--no-install-recommends"])
+        .args(&missing)
+        .env("DEBIAN_FRONTEND", "noninteractive");
+    step(&format!("apt-get install {}", missing.join(" ")), install)
+}
+
+pub(crate) fn ensure_rustup_components(components: &[&str]) -> Result<()> {
+    for component in components {
+        let probe = match *component {
+            "rustfmt" => ["fmt", "--version"],
+            _ => ["clippy", "--version"],
+        };
+        if !succeeds(Command::new("cargo").args(probe)) {
+            let mut add = Command::new("rustup");
+            add.args(["component", "add", component]);
+            step(&format!("rustup component add {component}"), add)?;
+        }
+    }
+    Ok(())
+}
+
+pub(crate) fn cargo(args: &[&str]) -> Command {
+    let mut command = Command::new(env::var("CARGO").unwrap_or_else(|_| "cargo".into()));
+    command.current_dir(project_root()).args(args);
+    command
+}
+
+/// Runs a command with inherited output; an error names the step and its exit status.
+pub(crate) fn step(name: &str, mut command: Command) -> Result<()> {
+    eprintln!("xtask: {name}");
+    let started = Instant::now();
+    let status = command
+        .status()
+        .with_context(|| format!("{name}: cannot start {:?}", command.get_program()))?;
+    if !status.success() {
+        bail!("{name} failed ({status})");
+    }
+    eprintln!("xtask: {name} ok ({:.1?})", started.elapsed());
+    Ok(())
+}
+
+pub(crate) fn succeeds(command: &mut Command) -> bool {
+    command
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .status()
+        .is_ok_and(|s| s.success())
+}
+
+pub(crate) fn on_path(program: &str) -> bool {
+    which(program).is_some()
+}
+
+/// Where `program` is on PATH.
+pub(crate) fn which(program: &str) -> Option<PathBuf> {
+    let paths = env::var_os("PATH")?;
+    env::split_paths(&paths)
+        .map(|dir| dir.join(program))
+        .find(|path| path.is_file())
+}
+
+pub(crate) fn is_root() -> bool {
+    // Reading the effective uid from /proc keeps xtask free of libc.
+    std::fs::read_to_string("/proc/self/status")
+        .ok()
+        .and_then(|status| {
+            status
+                .lines()
+                .find_map(|line| line.strip_prefix("Uid:"))
+                .and_then(|ids| ids.split_whitespace().nth(1).map(|e| e == "0"))
+        })
+        .unwrap_or(false)
+}
+
+/// Cargo's target directory for this workspace, as `cargo metadata` reports it:
+/// `CARGO_TARGET_DIR`, a `build.target-dir` in a cargo config, or `target/` under the
+/// workspace. Asked once per run; every path xtask reads cargo's builds from (or puts
+/// its own outputs under) starts here, never at a fixed `target/`.
+pub(crate) fn target_dir() -> Result<PathBuf> {
+    static TARGET_DIR: std::sync::OnceLock<PathBuf> = std::sync::OnceLock::new();
+    if let Some(dir) = TARGET_DIR.get() {
+        return Ok(dir.clone());
+    }
+    let output = cargo(&["metadata", "--format-version", "1", "--no-deps"])
+        .stderr(std::process::Stdio::inherit())
+        .output()
+        .context("cannot run cargo metadata")?;
+    if !output.status.success() {
+        bail!("cargo metadata failed ({})", output.status);
+    }
+    let dir = target_dir_of(&output.stdout)?;
+    Ok(TARGET_DIR.get_or_init(|| dir).clone())
+}
+
+/// The `target_directory` of `cargo metadata`'s JSON.
+fn target_dir_of(metadata: &[u8]) -> Result<PathBuf> {
+    let metadata: serde_json::Value =
+        serde_json::from_slice(metadata).context("cargo metadata printed no JSON")?;
+    metadata["target_directory"]
+        .as_str()
+        .map(PathBuf::from)
+        .context("cargo metadata gave no target_directory")
+}
+
+pub(crate) fn project_root() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .parent()
+        .expect("xtask lives one level below the workspace root")
+        .to_path_buf()
+}
+
+/// Builds for this CPU (`-C target-cpu=native`, and `-march=native` for C++ such as
+/// simdutf), appended to any flags already set, in `native/` under the target
+/// directory so that neither build invalidates the other.
+pub(crate) fn for_this_cpu(command: &mut Command) -> Result<&mut Command> {
+    let append = |name: &str, flag: &str| match env::var(name) {
+        Ok(existing) if !existing.trim().is_empty() => format!("{existing} {flag}"),
+        _ => flag.to_owned(),
+    };
+    command
+        .env("RUSTFLAGS", append("RUSTFLAGS", "-C target-cpu=native"))
+        .env("CXXFLAGS", append("CXXFLAGS", "-march=native"))
+        .env("CARGO_TARGET_DIR", target_dir()?.join("native"));
+    Ok(command)
+}
+
+/// The go command: on PATH, Go's own /usr/local/go, or Debian's golang-go installed.
+pub(crate) fn find_go() -> Result<PathBuf> {
+    if on_path("go") {
+        return Ok(PathBuf::from("go"));
+    }
+    let local = PathBuf::from("/usr/local/go/bin/go");
+    if local.is_file() {
+        return Ok(local);
+    }
+    ensure_packages(&[("golang-go", "go")])?;
+    Ok(PathBuf::from("go"))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_target_directory_comes_from_cargo_metadata() {
+        let metadata = br#"{"packages":[],"target_directory":"/elsewhere/t","version":1}"#;
+        assert_eq!(
+            target_dir_of(metadata).unwrap(),
+            PathBuf::from("/elsewhere/t")
+        );
+        assert!(target_dir_of(br#"{"version":1}"#).is_err());
+        assert!(target_dir_of(b"warning: not JSON").is_err());
+    }
+}
