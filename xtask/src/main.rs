@@ -12,38 +12,42 @@
 //! cargo xtask clock-vm           probe's clock checks under tsc, hpet and acpi_pm guests
 //! cargo xtask arm64-vm           simd, numa, probe and ioserve on Debian's arm64 kernel
 //! cargo xtask bench [--quick]    criterion benches + Go peers -> target/bench-report
+//! cargo xtask bench-compare      criterion's latest run against a saved baseline
 //! cargo xtask cross [--smoke]    aarch64 binaries and bench executables in a tarball
 //! cargo xtask vmlinux [--btf F]  regenerate probe's vmlinux.h from the kernel's BTF
 //! cargo xtask bpf [--check]      compile probe's BPF programs into its committed objects
-//! cargo xtask dist [--out DIR]   shell completions and man pages of ioserve, numa, probe
+//! cargo xtask dist [--check]     Debian packages of ioserve, numa, probe and timeserve
+//! cargo xtask actionlint         lint .github/workflows (actionlint, shellcheck)
 //! cargo xtask udpload [--quick]  SNTP servers under load: timeserve, chrony, Go (seed 002)
 //! cargo xtask probe-overhead     dd under probe, strace -c and perf trace (as root)
 //! ```
 //!
 //! The modules group the tasks by job: `ci` (the CI run and the checks only it makes,
-//! probe's BPF objects, fuzzing), `guests` (the qemu guests and what they share),
-//! `load` (load tests), `bench` (criterion benches and their report), `release`
-//! (aarch64 and cross builds, shell completions and man pages); `util` holds what they
+//! probe's BPF objects, fuzzing, the workflows' lint), `guests` (the qemu guests and
+//! what they share), `load` (load tests), `bench` and `bench_compare` (criterion benches,
+//! their report, the pull-request gate), `release` (aarch64 and cross builds, the
+//! Debian packages with their man pages and completions); `util` holds what they
 //! all use (running cargo and programs, cargo's target directory, Debian packages,
 //! test-run totals, statistics, SVG charts), written once.
 
 mod bench;
+mod bench_compare;
 mod ci;
 mod guests;
 mod load;
 mod release;
 mod util;
 
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::process::ExitCode;
 
-use anyhow::Result;
 use clap::{Parser, Subcommand};
 
 use crate::guests::{arm64_vm, clock_vm, numa_vm};
 use crate::load::{loadtest, probe_overhead, udpload};
 use crate::release::cross;
-use crate::util::{cargo, project_root, step};
+// The cross tarball carries the man pages and completions too (release/cross.rs).
+pub(crate) use crate::release::dist::write_docs as dist;
 
 /// `cargo xtask`: the command line, one subcommand per task, each with its own
 /// `--help`.
@@ -63,8 +67,9 @@ pub(crate) struct Cli {
 pub(crate) enum Task {
     /// Every check CI runs: packages, fmt, clippy, tests, guests, aarch64, Miri
     ///
-    /// Install missing system packages (as root), then cargo fmt --check, clippy -D
-    /// warnings, cargo test for the whole workspace, the numa-vm and clock-vm guests,
+    /// Install missing system packages (as root), then cargo fmt --check, actionlint on
+    /// the GitHub workflows, clippy -D warnings, cargo test for the whole workspace, the
+    /// .deb packages (dist --check), the numa-vm and clock-vm guests,
     /// the workspace built for aarch64, the arm64-vm guest (simd's tests run there,
     /// with AES and with SIMD_DISABLE=aes), and simd's scalar paths under Miri
     /// (nightly, installed when missing)
@@ -75,6 +80,12 @@ pub(crate) enum Task {
     /// write target/bench-report/report.md (a table per group with the ratio of ours to
     /// the best peer), results.json and an SVG chart per group
     Bench(bench::Options),
+    /// Criterion's latest run against a saved baseline; fails past a threshold
+    ///
+    /// Compare each benchmark's median in TARGET_DIR/criterion/<id>/new with the one
+    /// saved by `cargo bench -- --save-baseline NAME`, print a table, and fail when one
+    /// is slower by more than --threshold percent (the bench workflow's pull-request gate)
+    BenchCompare(bench_compare::Options),
     /// aarch64 binaries and bench executables in a tarball
     ///
     /// Build ioserve, numa and the criterion bench executables for aarch64 (with cross
@@ -126,17 +137,18 @@ pub(crate) enum Task {
     /// committed so that building probe needs no clang; --check rebuilds them in a
     /// scratch directory and fails if they differ (part of ci)
     Bpf(ci::bpf::Options),
-    /// Shell completions and man pages of ioserve, numa and probe
+    /// Debian packages of ioserve, numa, probe and timeserve (cargo-deb)
     ///
-    /// Write bash, zsh and fish completions and man pages (one per probe command, and
-    /// numa stat's) from the programs' clap definitions, with the cli-docs crate, under
-    /// OUT: man/man1/*.1 and completions/{bash,zsh,fish}/ (the cross tarball carries
-    /// them under share/)
-    Dist {
-        /// Output directory
-        #[arg(long, value_name = "DIR", default_value = "target/dist")]
-        out: PathBuf,
-    },
+    /// Build ioserve, ioserve-numa, ioserve-probe and timeserve .deb files with cargo-deb
+    /// (installed when missing) from a release build: each with its man pages and bash,
+    /// zsh and fish completions (the cli-docs crate), ioserve's with its systemd units
+    /// and /etc/ioserve/ioserve.toml; into OUT, by default TARGET_DIR/debian
+    Dist(release::dist::Options),
+    /// Lint .github/workflows with actionlint and shellcheck (installed when missing)
+    ///
+    /// Run actionlint (go install, when missing) on the GitHub workflows, with
+    /// shellcheck (apt) on their run: scripts; any finding fails (part of ci)
+    Actionlint,
     /// numa in 2- and 4-node qemu guests
     ///
     /// Boot Debian's kernel under qemu-system-x86_64 (TCG) with 2 and 4 NUMA nodes and
@@ -172,9 +184,11 @@ fn main() -> ExitCode {
         Task::Arm64Vm => arm64_vm::run().map(drop),
         Task::Vmlinux { btf } => ci::bpf::vmlinux(&btf),
         Task::Bpf(options) => ci::bpf::run(&options),
-        Task::Dist { out } => dist(&out),
+        Task::Dist(options) => release::dist::run(&options),
+        Task::Actionlint => ci::workflows::lint(),
         Task::ProbeOverhead(options) => probe_overhead::run(&options),
         Task::Bench(options) => bench::run(&options),
+        Task::BenchCompare(options) => bench_compare::run(&options),
         Task::Cross(options) => cross::run(&options),
         Task::Loadtest(args) => loadtest::run(&args.resolve()),
         Task::Udpload(args) => udpload::run(&args.resolve()),
@@ -186,15 +200,4 @@ fn main() -> ExitCode {
             ExitCode::FAILURE
         }
     }
-}
-
-/// Writes the completions and man pages under `out` (relative to the project root).
-pub(crate) fn dist(out: &Path) -> Result<()> {
-    let out = project_root().join(out);
-    let mut generate = cargo(&["run", "--quiet", "--package", "cli-docs", "--"]);
-    generate.arg(&out);
-    step(
-        &format!("completions and man pages -> {}", out.display()),
-        generate,
-    )
 }

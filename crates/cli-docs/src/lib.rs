@@ -1,13 +1,13 @@
 //! Shell completions (bash, zsh, fish) and man pages of the toolkit's programs, written
 //! from the same clap definitions the programs parse with, so they cannot drift:
-//! `ioserve`, `numa` (numactl's command line) with `numa stat` (numastat's), and
-//! `probe` with one page per command. `cargo xtask dist` runs the `cli-docs` binary;
+//! `ioserve`, `numa` (numactl's command line) with `numa stat` (numastat's), `probe`
+//! and `probe-calibrate` with one page per command, and `timeserve`. `cargo xtask dist` runs the `cli-docs` binary;
 //! the cross tarball carries the result.
 //!
 //! Layout under the output directory, as distributions install them:
 //!
 //! ```text
-//! man/man1/ioserve.1  numa.1  numa-stat.1  probe.1  probe-syscalls.1 ...
+//! man/man1/ioserve.1  numa.1  numa-stat.1  probe.1  probe-syscalls.1 ...  timeserve.1
 //! completions/bash/ioserve  completions/zsh/_ioserve  completions/fish/ioserve.fish ...
 //! ```
 
@@ -25,6 +25,8 @@ pub fn programs() -> Vec<Command> {
         ioserve_numa::cli::Cli::command(),
         ioserve_numa::cli::StatCli::command(),
         ioserve_probe::cli::Cli::command(),
+        ioserve_probe::cli::calibrate::Cli::command(),
+        timeserve::cli::Args::command(),
     ]
 }
 
@@ -50,6 +52,9 @@ fn write_man_pages(command: &Command, dir: &Path) -> io::Result<Vec<PathBuf>> {
     command.build();
     let mut written = Vec::new();
     let name = command.get_name().replace(' ', "-");
+    // The page's NAME line is what whatis and apropos index: it must be the page's
+    // name (numa-stat), while SYNOPSIS keeps the command as typed (numa stat).
+    let command = command.display_name(name.clone());
     let path = dir.join(format!("{name}.1"));
     let mut page = Vec::new();
     clap_mangen::Man::new(command.clone()).render(&mut page)?;

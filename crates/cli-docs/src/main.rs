@@ -1,5 +1,5 @@
-//! `cli-docs OUT`: writes the man pages and shell completions of ioserve, numa and
-//! probe under OUT (see the library's docs for the layout).
+//! `cli-docs OUT`: writes the man pages and shell completions of ioserve, numa, probe
+//! and timeserve under OUT (see the library's docs for the layout).
 
 use std::path::PathBuf;
 use std::process::ExitCode;

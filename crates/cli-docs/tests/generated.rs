@@ -7,7 +7,7 @@ use std::process::Command;
 fn generated() -> tempfile::TempDir {
     let dir = tempfile::tempdir().unwrap();
     let written = cli_docs::write_all(dir.path()).unwrap();
-    assert_eq!(written.len(), 19, "{written:#?}");
+    assert_eq!(written.len(), 30, "{written:#?}");
     dir
 }
 
@@ -18,7 +18,7 @@ fn text(dir: &Path, file: &str) -> String {
 #[test]
 fn bash_loads_every_completion() {
     let dir = generated();
-    for program in ["ioserve", "numa", "probe"] {
+    for program in ["ioserve", "numa", "probe", "probe-calibrate", "timeserve"] {
         let script = format!(
             "set -e; source {}; complete -p {program}",
             dir.path().join("completions/bash").join(program).display()
@@ -55,6 +55,8 @@ fn completions_name_the_options_the_programs_parse() {
     assert!(zsh.contains("--comm") && zsh.contains("syscalls"));
     let fish = text(dir.path(), "completions/fish/numa.fish");
     assert!(fish.contains("complete -c numa") && fish.contains("membind"));
+    let timeserve = text(dir.path(), "completions/bash/timeserve");
+    assert!(timeserve.contains("--rate-limit-interval") && timeserve.contains("--stratum"));
 }
 
 #[test]
@@ -72,13 +74,18 @@ fn man_renders_every_page() {
             "ioserve.1",
             "numa-stat.1",
             "numa.1",
+            "probe-calibrate-copy.1",
+            "probe-calibrate-faults.1",
+            "probe-calibrate-syscalls.1",
+            "probe-calibrate.1",
             "probe-clock.1",
             "probe-daemon.1",
             "probe-doctor.1",
             "probe-faults.1",
             "probe-runq.1",
             "probe-syscalls.1",
-            "probe.1"
+            "probe.1",
+            "timeserve.1"
         ]
     );
     for name in &names {
@@ -101,6 +108,9 @@ fn man_renders_every_page() {
         stat.contains("numastat"),
         "numa stat's page says what it mirrors"
     );
+    // whatis indexes the NAME line: it names the page; SYNOPSIS shows the command.
+    assert!(stat.contains(".SH NAME\nnuma\\-stat \\-"), "{stat}");
+    assert!(stat.contains("\\fBnuma stat\\fR"), "{stat}");
 }
 
 /// The page without grotty's overstrikes (`N\x08N` for bold, `_\x08x` for

@@ -13,6 +13,9 @@ use crate::numactl::Step;
 #[derive(Debug, Parser)]
 #[command(
     name = "numa",
+    version,
+    // numactl's -V is --verify: the version flag is long only (below).
+    disable_version_flag = true,
     infer_long_args = true,
     after_help = "<nodes> and <cpus>: comma-separated numbers or A-B ranges, or all; a leading ! \
                   inverts the list, a leading + makes numbers relative to the allowed set; \
@@ -101,6 +104,9 @@ pub struct Cli {
     /// Shared memory: check the region against the policy (numactl's debugging aid)
     #[arg(short = 'V', long, action = ArgAction::Append, num_args = 0, default_missing_value = "true", hide = true)]
     pub verify: Vec<bool>,
+    /// Print the version
+    #[arg(long, action = ArgAction::Version)]
+    pub version: Option<bool>,
     /// Read sysfs and procfs under this directory instead of / (for snapshots)
     #[arg(long, value_name = "DIR", default_value = "/", hide = true)]
     pub root: PathBuf,

@@ -217,3 +217,15 @@ fn stat_intervals_json_and_processes() {
     assert_eq!(code, 0);
     assert!(out.contains("MemTotal") && out.contains("Total"), "{out}");
 }
+
+#[test]
+fn version_is_long_only_because_v_is_verify() {
+    let (code, out, err) = numa(&["--version"]);
+    assert_eq!(code, 0, "{err}");
+    assert_eq!(out.trim(), format!("numa {}", env!("CARGO_PKG_VERSION")));
+    // -V stays numactl's --verify: with no shared memory segment it is refused, not a
+    // version.
+    let (code, out, _) = numa(&["-V"]);
+    assert_ne!(out.trim(), format!("numa {}", env!("CARGO_PKG_VERSION")));
+    assert_ne!(code, 0);
+}

@@ -14,6 +14,8 @@ use crate::session::TargetSpec;
 use crate::strace_format::SortKey;
 use crate::syscalls::TaskBreakdown;
 
+pub mod calibrate;
+
 /// eBPF diagnostics: syscalls (sendfile vs read+write), vDSO clock fallback, page
 /// faults, run-queue delay; a Prometheus daemon and a doctor. Needs root or
 /// CAP_BPF + CAP_PERFMON.

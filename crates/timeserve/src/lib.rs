@@ -28,6 +28,7 @@
 //! # Ok::<(), timeserve::error::Error>(())
 //! ```
 
+pub mod cli;
 pub mod error;
 pub mod exporter;
 pub mod io;

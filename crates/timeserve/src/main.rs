@@ -5,80 +5,16 @@ use std::io::Write as _;
 use std::net::{SocketAddr, UdpSocket};
 use std::process::ExitCode;
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::time::Duration;
 
 use anyhow::Context as _;
-use clap::Parser;
+use clap::Parser as _;
 use ioserve_exporter::signals::OperatorSignals;
+use timeserve::cli::Args;
 use timeserve::exporter::Exporter;
 use timeserve::ratelimit::Limit;
-use timeserve::server::{Config, Server, DEFAULT_BATCH};
+use timeserve::server::{Config, Server};
 use timeserve::socket::SocketOptions;
-use timeserve::sync::{parse_reference_id, Declared, KernelState};
-
-/// An SNTPv4 server (RFC 5905 server mode) on one SO_REUSEPORT UDP socket per worker.
-///
-/// Replies carry the kernel's receive timestamp and a transmit timestamp taken just
-/// before sending. Whether they call the clock synchronised comes from the kernel
-/// (adjtimex, as chrony or ntpd keep it): an unsynchronised host answers with leap
-/// indicator 3 and stratum 0, which clients discard, unless --stratum declares the
-/// host synchronised by other means.
-#[derive(Debug, Parser)]
-#[command(name = "timeserve", version)]
-struct Args {
-    /// Address to serve on; repeat for several (default: 0.0.0.0:123 and [::]:123).
-    #[arg(long, value_name = "ADDR")]
-    listen: Vec<SocketAddr>,
-
-    /// Sockets and threads per address (default: one per CPU this process may use).
-    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u16).range(1..=1024))]
-    workers: Option<u16>,
-
-    /// Pin worker i of each address to the i-th CPU this process may use.
-    #[arg(long)]
-    pin: bool,
-
-    /// Receive buffer of each socket in bytes (SO_RCVBUF; as root past
-    /// net.core.rmem_max). Default: the kernel's.
-    #[arg(long, value_name = "BYTES", value_parser = clap::value_parser!(u32).range(1024..))]
-    receive_buffer: Option<u32>,
-
-    /// Datagrams taken per recvmmsg call.
-    #[arg(long, value_name = "N", default_value_t = DEFAULT_BATCH as u16,
-          value_parser = clap::value_parser!(u16).range(1..=1024))]
-    batch: u16,
-
-    /// Declare the host synchronised at this stratum (1-15), whatever the kernel
-    /// says: for a clock disciplined outside adjtimex (PTP, a GPS daemon). Default:
-    /// the kernel's state, reported as stratum 3 when synchronised.
-    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u8).range(1..=15))]
-    stratum: Option<u8>,
-
-    /// Reference id: an IPv4 address (upstream server) or 1-4 ASCII letters and
-    /// digits (a reference clock: GPS, PPS...). Default: KERN.
-    #[arg(long, value_name = "ID", value_parser = parse_reference_id)]
-    refid: Option<[u8; 4]>,
-
-    /// Root dispersion to report when --stratum is given and the kernel has no error
-    /// estimate (500ms, 1ms, 0.002...). Default: 1ms.
-    #[arg(long, value_name = "DURATION", value_parser = parse_duration)]
-    root_dispersion: Option<Duration>,
-
-    /// Limit each client address to one request per DURATION on average (500ms, 2s,
-    /// 1m, or seconds); over it, one Kiss-o'-Death RATE reply per interval, then
-    /// silence. Default: no limit.
-    #[arg(long, value_name = "DURATION", value_parser = parse_duration)]
-    rate_limit_interval: Option<Duration>,
-
-    /// Requests a client may send back to back under --rate-limit-interval.
-    #[arg(long, value_name = "N", default_value_t = 8,
-          value_parser = clap::value_parser!(u32).range(1..=1_000_000))]
-    rate_limit_burst: u32,
-
-    /// Serve Prometheus metrics at http://ADDR/metrics (and /healthz).
-    #[arg(long, value_name = "ADDR")]
-    metrics_listen: Option<SocketAddr>,
-}
+use timeserve::sync::{Declared, KernelState};
 
 fn main() -> ExitCode {
     let args = Args::parse();
@@ -248,12 +184,6 @@ fn report_start(
         ),
     }
     Ok(())
-}
-
-/// A duration: seconds (`2`, `0.5`) or a number with a unit (`500ms`, `5s`, `1m`),
-/// the toolkit's one syntax.
-fn parse_duration(text: &str) -> Result<Duration, String> {
-    duration_arg::parse(text).map_err(|e| e.to_string())
 }
 
 /// A line on stderr; a closed stderr is ignored, never a panic.

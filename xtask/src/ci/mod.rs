@@ -4,6 +4,7 @@
 
 pub(crate) mod bpf;
 pub(crate) mod fuzz;
+pub(crate) mod workflows;
 
 use std::env;
 use std::process::Command;
@@ -55,6 +56,7 @@ pub(crate) fn run() -> Result<()> {
     ensure_packages(SYSTEM_PACKAGES)?;
     ensure_rustup_components(&["rustfmt", "clippy"])?;
     step("cargo fmt", cargo(&["fmt", "--all", "--", "--check"]))?;
+    workflows::lint()?;
     step(
         "cargo clippy",
         cargo(&[
@@ -81,6 +83,7 @@ pub(crate) fn run() -> Result<()> {
     };
     let mut totals = cargo_test(&["test", "--workspace"], probe_env)?;
     totals.add(&simd_for_this_cpu()?);
+    crate::release::dist::ci()?;
     clock_vm::run()?;
     aarch64::ci_lane()?;
     totals.add(&arm64_vm::run()?);

@@ -556,8 +556,12 @@ fn the_shipped_systemd_units_verify() {
     let contrib = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../contrib/systemd");
     for name in ["ioserve.service", "ioserve.socket"] {
         let text = std::fs::read_to_string(contrib.join(name)).unwrap();
-        // The unit names the installed binary; verify it against the one built here.
-        let text = text.replace("/usr/local/bin/ioserve", env!("CARGO_BIN_EXE_ioserve"));
+        // The unit names the binary where the Debian package installs it; verify it
+        // against the one built here.
+        if name == "ioserve.service" {
+            assert!(text.contains("\nExecStart=/usr/bin/ioserve "), "{text}");
+        }
+        let text = text.replace("/usr/bin/ioserve", env!("CARGO_BIN_EXE_ioserve"));
         std::fs::write(units.path().join(name), text).unwrap();
     }
     let output = Command::new(analyze)

@@ -11,59 +11,11 @@
 use std::fs::File;
 use std::io::{Read, Write};
 use std::net::TcpStream;
-use std::path::PathBuf;
 use std::process::ExitCode;
 
 use anyhow::Context;
-use clap::{Parser, Subcommand, ValueEnum};
-
-/// Workloads with known syscall and fault counts.
-#[derive(Parser, Debug)]
-#[command(name = "probe-calibrate", version, about)]
-struct Cli {
-    #[command(subcommand)]
-    workload: Workload,
-}
-
-#[derive(Subcommand, Debug)]
-enum Workload {
-    /// Make exactly N syscall(SYS_clock_gettime, CLOCK_MONOTONIC) and N getppid calls.
-    Syscalls {
-        /// How many of each.
-        #[arg(long, value_name = "N")]
-        count: u64,
-        /// Make them in each of T new threads instead of the main thread (which then
-        /// only waits for them).
-        #[arg(long, value_name = "T", default_value_t = 0)]
-        threads: u32,
-    },
-    /// Touch N fresh pages of an anonymous mapping (N minor faults).
-    Faults {
-        /// How many pages.
-        #[arg(long, value_name = "N", value_parser = clap::value_parser!(u64).range(1..=16_777_216))]
-        pages: u64,
-    },
-    /// Send a file to a TCP peer with sendfile or with read+write.
-    Copy {
-        /// How to move the bytes.
-        #[arg(long)]
-        via: CopyVia,
-        /// The file to send.
-        #[arg(long)]
-        file: PathBuf,
-        /// Where to send it.
-        #[arg(long, value_name = "HOST:PORT")]
-        connect: String,
-    },
-}
-
-#[derive(Clone, Copy, Debug, ValueEnum)]
-enum CopyVia {
-    /// sendfile(2): zero-copy.
-    Sendfile,
-    /// read(2) into a 64 KiB buffer, write(2) it out.
-    ReadWrite,
-}
+use clap::Parser as _;
+use ioserve_probe::cli::calibrate::{Cli, CopyVia, Workload};
 
 fn main() -> ExitCode {
     match run(Cli::parse().workload) {

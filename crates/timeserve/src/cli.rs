@@ -1,0 +1,81 @@
+//! The `timeserve` command line, in the library so that the man page and the shell
+//! completions (the `cli-docs` crate) are written from the definition the binary
+//! parses with.
+
+use std::net::SocketAddr;
+use std::time::Duration;
+
+use clap::Parser;
+
+use crate::server::DEFAULT_BATCH;
+use crate::sync::parse_reference_id;
+
+/// An SNTPv4 server (RFC 5905 server mode) on one SO_REUSEPORT UDP socket per worker.
+///
+/// Replies carry the kernel's receive timestamp and a transmit timestamp taken just
+/// before sending. Whether they call the clock synchronised comes from the kernel
+/// (adjtimex, as chrony or ntpd keep it): an unsynchronised host answers with leap
+/// indicator 3 and stratum 0, which clients discard, unless --stratum declares the
+/// host synchronised by other means.
+#[derive(Debug, Parser)]
+#[command(name = "timeserve", version)]
+pub struct Args {
+    /// Address to serve on; repeat for several (default: 0.0.0.0:123 and [::]:123).
+    #[arg(long, value_name = "ADDR")]
+    pub listen: Vec<SocketAddr>,
+
+    /// Sockets and threads per address (default: one per CPU this process may use).
+    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u16).range(1..=1024))]
+    pub workers: Option<u16>,
+
+    /// Pin worker i of each address to the i-th CPU this process may use.
+    #[arg(long)]
+    pub pin: bool,
+
+    /// Receive buffer of each socket in bytes (SO_RCVBUF; as root past
+    /// net.core.rmem_max). Default: the kernel's.
+    #[arg(long, value_name = "BYTES", value_parser = clap::value_parser!(u32).range(1024..))]
+    pub receive_buffer: Option<u32>,
+
+    /// Datagrams taken per recvmmsg call.
+    #[arg(long, value_name = "N", default_value_t = DEFAULT_BATCH as u16,
+          value_parser = clap::value_parser!(u16).range(1..=1024))]
+    pub batch: u16,
+
+    /// Declare the host synchronised at this stratum (1-15), whatever the kernel
+    /// says: for a clock disciplined outside adjtimex (PTP, a GPS daemon). Default:
+    /// the kernel's state, reported as stratum 3 when synchronised.
+    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u8).range(1..=15))]
+    pub stratum: Option<u8>,
+
+    /// Reference id: an IPv4 address (upstream server) or 1-4 ASCII letters and
+    /// digits (a reference clock: GPS, PPS...). Default: KERN.
+    #[arg(long, value_name = "ID", value_parser = parse_reference_id)]
+    pub refid: Option<[u8; 4]>,
+
+    /// Root dispersion to report when --stratum is given and the kernel has no error
+    /// estimate (500ms, 1ms, 0.002...). Default: 1ms.
+    #[arg(long, value_name = "DURATION", value_parser = parse_duration)]
+    pub root_dispersion: Option<Duration>,
+
+    /// Limit each client address to one request per DURATION on average (500ms, 2s,
+    /// 1m, or seconds); over it, one Kiss-o'-Death RATE reply per interval, then
+    /// silence. Default: no limit.
+    #[arg(long, value_name = "DURATION", value_parser = parse_duration)]
+    pub rate_limit_interval: Option<Duration>,
+
+    /// Requests a client may send back to back under --rate-limit-interval.
+    #[arg(long, value_name = "N", default_value_t = 8,
+          value_parser = clap::value_parser!(u32).range(1..=1_000_000))]
+    pub rate_limit_burst: u32,
+
+    /// Serve Prometheus metrics at http://ADDR/metrics (and /healthz).
+    #[arg(long, value_name = "ADDR")]
+    pub metrics_listen: Option<SocketAddr>,
+}
+
+/// A duration: seconds (`2`, `0.5`) or a number with a unit (`500ms`, `5s`, `1m`),
+/// the toolkit's one syntax.
+fn parse_duration(text: &str) -> Result<Duration, String> {
+    duration_arg::parse(text).map_err(|e| e.to_string())
+}
