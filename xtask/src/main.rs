@@ -17,6 +17,7 @@
 //! cargo xtask dist [--out DIR]   shell completions and man pages of ioserve, numa, probe
 //! cargo xtask udpload [--quick]  SNTP servers under load: timeserve, chrony, Go (seed 002)
 //! cargo xtask probe-overhead     dd under probe, strace -c and perf trace (as root)
+//! cargo xtask hash-quality       simd's hash beside foldhash-quality and gxhash
 //! ```
 
 mod aarch64;
@@ -26,6 +27,7 @@ mod clock_vm;
 mod cpio;
 mod cross;
 mod guest;
+mod hash_quality;
 mod loadtest;
 mod numa_serving;
 mod numa_vm;
@@ -190,6 +192,14 @@ pub(crate) enum Task {
     /// that kernel, probe clock, and ioserve serving over loopback while probe judges
     /// sendfile zero-copy and read copying (part of ci)
     Arm64Vm,
+    /// The simd hash's full quality suite beside foldhash-quality and gxhash
+    ///
+    /// Run simd's quality suite (avalanche at every key length to 128 and beyond, seed
+    /// avalanche, bit independence, sparse keys with up to 3 bits set, appended zeros,
+    /// cyclic keys, (key, seed) grids) on ours, foldhash's quality variant and gxhash,
+    /// built for this CPU; print the table and write it to
+    /// <target dir>/hash-quality/table.md
+    HashQuality(hash_quality::Options),
 }
 
 fn main() -> ExitCode {
@@ -207,6 +217,7 @@ fn main() -> ExitCode {
         Task::Cross(options) => cross::run(&options),
         Task::Loadtest(args) => loadtest::run(&args.resolve()),
         Task::Udpload(args) => udpload::run(&args.resolve()),
+        Task::HashQuality(options) => hash_quality::run(&options),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,
@@ -243,6 +254,7 @@ fn ci() -> Result<()> {
     };
     let mut totals = cargo_test(&["test", "--workspace"], probe_env)?;
     totals.add(&simd_for_this_cpu()?);
+    hash_quality::ci_embedding_checks()?;
     numa_vm::run()?;
     clock_vm::run()?;
     aarch64::ci_lane()?;
