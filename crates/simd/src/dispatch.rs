@@ -178,7 +178,7 @@ pub(crate) fn disabled_by_env(feature: &str) -> bool {
 
 /// Whether the CPU has an x86 feature: asked at run time with `std` (less those
 /// `SIMD_DISABLE` names), otherwise what the build enabled.
-#[cfg(target_arch = "x86_64")]
+#[cfg(all(target_arch = "x86_64", target_feature = "sse2"))]
 macro_rules! x86_has {
     ($feature:tt) => {{
         #[cfg(feature = "std")]
@@ -250,7 +250,7 @@ macro_rules! cached_choice {
 #[cfg(target_arch = "aarch64")]
 pub(crate) use arm_has;
 pub(crate) use cached_choice;
-#[cfg(target_arch = "x86_64")]
+#[cfg(all(target_arch = "x86_64", target_feature = "sse2"))]
 pub(crate) use x86_has;
 
 #[cfg(test)]

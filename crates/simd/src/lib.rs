@@ -67,6 +67,12 @@ pub mod base64;
 pub mod count;
 mod dispatch;
 pub mod hash;
+// The SIMD registers' traits; x86_64 builds without SSE (x86_64-unknown-none, whose
+// kernel code may not touch vector registers) use the scalar kernels only.
+#[cfg(any(
+    all(target_arch = "x86_64", target_feature = "sse2"),
+    target_arch = "aarch64"
+))]
 mod vector;
 
 pub use dispatch::{force_scalar, Implementation};

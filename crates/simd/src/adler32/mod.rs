@@ -14,12 +14,12 @@
 #[cfg(target_arch = "aarch64")]
 mod aarch64;
 pub mod scalar;
-#[cfg(target_arch = "x86_64")]
+#[cfg(all(target_arch = "x86_64", target_feature = "sse2"))]
 mod x86_64;
 
 #[cfg(target_arch = "aarch64")]
 use crate::dispatch::arm_has;
-#[cfg(target_arch = "x86_64")]
+#[cfg(all(target_arch = "x86_64", target_feature = "sse2"))]
 use crate::dispatch::x86_has;
 use crate::dispatch::{cached_choice, Candidate};
 use crate::Implementation;
@@ -99,19 +99,19 @@ fn choose() -> (UpdateFn, Implementation) {
 
 /// The implementations, fastest first, for the dispatcher and [`implementations`].
 static CANDIDATES: &[Candidate<UpdateFn>] = &[
-    #[cfg(target_arch = "x86_64")]
+    #[cfg(all(target_arch = "x86_64", target_feature = "sse2"))]
     Candidate {
         implementation: Implementation::Avx512Bw,
         available: || x86_has!("avx512bw"),
         function: x86_64::update_avx512bw,
     },
-    #[cfg(target_arch = "x86_64")]
+    #[cfg(all(target_arch = "x86_64", target_feature = "sse2"))]
     Candidate {
         implementation: Implementation::Avx2,
         available: || x86_has!("avx2"),
         function: x86_64::update_avx2,
     },
-    #[cfg(target_arch = "x86_64")]
+    #[cfg(all(target_arch = "x86_64", target_feature = "sse2"))]
     Candidate {
         implementation: Implementation::Ssse3,
         available: || x86_has!("ssse3"),
@@ -142,6 +142,10 @@ pub fn implementations() -> alloc::vec::Vec<(Implementation, UpdateFn)> {
     crate::dispatch::all_available(CANDIDATES)
 }
 
+#[cfg(any(
+    all(target_arch = "x86_64", target_feature = "sse2"),
+    target_arch = "aarch64"
+))]
 /// zlib's NMAX: the most bytes a block may have for [`fold_block`] to stay in 32 bits.
 const NMAX: usize = 5552;
 
@@ -152,6 +156,10 @@ const NMAX: usize = 5552;
 /// 0xFFFF (a checksum's halves, reduced or not), `b + n·a + s2` ≤ (n+1)·0xFFFF +
 /// 255·n(n+1)/2 < 2^32, which is how zlib chose NMAX: 32-bit arithmetic, two
 /// reductions.
+#[cfg(any(
+    all(target_arch = "x86_64", target_feature = "sse2"),
+    target_arch = "aarch64"
+))]
 #[inline]
 fn fold_block(a: u32, b: u32, n: usize, s1: u32, s2: u32) -> (u32, u32) {
     debug_assert!(n <= NMAX && a <= 0xFFFF && b <= 0xFFFF, "see NMAX");

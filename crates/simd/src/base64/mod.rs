@@ -31,11 +31,11 @@
 
 #[cfg(target_arch = "aarch64")]
 mod aarch64;
-#[cfg(target_arch = "x86_64")]
+#[cfg(all(target_arch = "x86_64", target_feature = "sse2"))]
 mod lanes;
 mod scalar;
 mod tables;
-#[cfg(target_arch = "x86_64")]
+#[cfg(all(target_arch = "x86_64", target_feature = "sse2"))]
 mod x86_64;
 
 use core::fmt;
@@ -43,7 +43,7 @@ use core::sync::atomic::{AtomicPtr, Ordering};
 
 #[cfg(target_arch = "aarch64")]
 use crate::dispatch::arm_has;
-#[cfg(target_arch = "x86_64")]
+#[cfg(all(target_arch = "x86_64", target_feature = "sse2"))]
 use crate::dispatch::x86_has;
 use crate::dispatch::Candidate;
 use crate::Implementation;
@@ -378,7 +378,7 @@ impl Kernels {
         padding: Padding,
     ) {
         #[cfg(all(
-            target_arch = "x86_64",
+            all(target_arch = "x86_64", target_feature = "sse2"),
             target_feature = "avx512vbmi",
             target_feature = "avx512bw"
         ))]
@@ -399,19 +399,19 @@ static SCALAR: Kernels = Kernels {
     encode: scalar::encode,
     decode: scalar::decode_body,
 };
-#[cfg(target_arch = "x86_64")]
+#[cfg(all(target_arch = "x86_64", target_feature = "sse2"))]
 static SSSE3: Kernels = Kernels {
     implementation: Implementation::Ssse3,
     encode: x86_64::encode_ssse3,
     decode: x86_64::decode_ssse3,
 };
-#[cfg(target_arch = "x86_64")]
+#[cfg(all(target_arch = "x86_64", target_feature = "sse2"))]
 static AVX2: Kernels = Kernels {
     implementation: Implementation::Avx2,
     encode: x86_64::encode_avx2,
     decode: x86_64::decode_avx2,
 };
-#[cfg(target_arch = "x86_64")]
+#[cfg(all(target_arch = "x86_64", target_feature = "sse2"))]
 static AVX512_VBMI: Kernels = Kernels {
     implementation: Implementation::Avx512Vbmi,
     encode: x86_64::encode_avx512vbmi,
@@ -458,19 +458,19 @@ fn choose() -> &'static Kernels {
 
 /// The kernels, fastest first, for the dispatcher and [`implementations`].
 static CANDIDATES: &[Candidate<&Kernels>] = &[
-    #[cfg(target_arch = "x86_64")]
+    #[cfg(all(target_arch = "x86_64", target_feature = "sse2"))]
     Candidate {
         implementation: Implementation::Avx512Vbmi,
         available: || x86_has!("avx512vbmi") && x86_has!("avx512bw"),
         function: &AVX512_VBMI,
     },
-    #[cfg(target_arch = "x86_64")]
+    #[cfg(all(target_arch = "x86_64", target_feature = "sse2"))]
     Candidate {
         implementation: Implementation::Avx2,
         available: || x86_has!("avx2"),
         function: &AVX2,
     },
-    #[cfg(target_arch = "x86_64")]
+    #[cfg(all(target_arch = "x86_64", target_feature = "sse2"))]
     Candidate {
         implementation: Implementation::Ssse3,
         available: || x86_has!("ssse3"),

@@ -6,14 +6,18 @@
 
 #[cfg(target_arch = "aarch64")]
 mod aarch64;
+#[cfg(any(
+    all(target_arch = "x86_64", target_feature = "sse2"),
+    target_arch = "aarch64"
+))]
 mod generic;
 pub mod scalar;
-#[cfg(target_arch = "x86_64")]
+#[cfg(all(target_arch = "x86_64", target_feature = "sse2"))]
 mod x86_64;
 
 #[cfg(target_arch = "aarch64")]
 use crate::dispatch::arm_has;
-#[cfg(target_arch = "x86_64")]
+#[cfg(all(target_arch = "x86_64", target_feature = "sse2"))]
 use crate::dispatch::x86_has;
 use crate::dispatch::{cached_choice, Candidate};
 use crate::Implementation;
@@ -36,13 +40,13 @@ fn choose() -> (CountFn, Implementation) {
 
 /// The implementations, fastest first, for the dispatcher and [`implementations`].
 static CANDIDATES: &[Candidate<CountFn>] = &[
-    #[cfg(target_arch = "x86_64")]
+    #[cfg(all(target_arch = "x86_64", target_feature = "sse2"))]
     Candidate {
         implementation: Implementation::Avx2,
         available: || x86_has!("avx2"),
         function: x86_64::count_avx2,
     },
-    #[cfg(target_arch = "x86_64")]
+    #[cfg(all(target_arch = "x86_64", target_feature = "sse2"))]
     Candidate {
         implementation: Implementation::Sse2,
         // SSE2 is part of x86_64 itself.

@@ -29,14 +29,14 @@
 mod aarch64;
 mod algorithm;
 mod block;
-#[cfg(target_arch = "x86_64")]
+#[cfg(all(target_arch = "x86_64", target_feature = "sse2"))]
 mod x86_64;
 
 use core::hash::{BuildHasher, Hasher};
 
 #[cfg(target_arch = "aarch64")]
 use crate::dispatch::arm_has;
-#[cfg(target_arch = "x86_64")]
+#[cfg(all(target_arch = "x86_64", target_feature = "sse2"))]
 use crate::dispatch::x86_has;
 use crate::dispatch::{cached_choice, Candidate};
 use crate::Implementation;
@@ -44,7 +44,10 @@ use crate::Implementation;
 use aarch64 as compiled;
 use algorithm::{EachLane, Keys};
 use block::Soft;
-#[cfg(all(target_arch = "x86_64", target_feature = "aes"))]
+#[cfg(all(
+    all(target_arch = "x86_64", target_feature = "sse2"),
+    target_feature = "aes"
+))]
 use x86_64 as compiled;
 
 /// The hash of `bytes` under `seed`.
@@ -62,14 +65,20 @@ fn hash_keyed(bytes: &[u8], keys: Keys, tweak: u64) -> u64 {
         return algorithm::hash_short(bytes, keys, tweak);
     }
     #[cfg(all(
-        any(target_arch = "x86_64", target_arch = "aarch64"),
+        any(
+            all(target_arch = "x86_64", target_feature = "sse2"),
+            target_arch = "aarch64"
+        ),
         target_feature = "aes"
     ))]
     {
         compiled::hash_compiled(bytes, keys, tweak)
     }
     #[cfg(not(all(
-        any(target_arch = "x86_64", target_arch = "aarch64"),
+        any(
+            all(target_arch = "x86_64", target_feature = "sse2"),
+            target_arch = "aarch64"
+        ),
         target_feature = "aes"
     )))]
     {
@@ -198,7 +207,7 @@ fn choose() -> (HashFn, Implementation) {
 /// The hash's implementations, fastest first, each as the dispatcher calls it and as a
 /// function of (bytes, seed) for [`implementations`].
 static CANDIDATES: &[Candidate<(HashFn, SeededHashFn)>] = &[
-    #[cfg(target_arch = "x86_64")]
+    #[cfg(all(target_arch = "x86_64", target_feature = "sse2"))]
     Candidate {
         implementation: Implementation::AesNiVaes,
         available: || x86_has!("aes") && x86_has!("avx2") && x86_has!("vaes"),
@@ -207,7 +216,7 @@ static CANDIDATES: &[Candidate<(HashFn, SeededHashFn)>] = &[
             unsafe { x86_64::hash_aesni_vaes(bytes, Keys::new([seed, 0]), 0) }
         }),
     },
-    #[cfg(target_arch = "x86_64")]
+    #[cfg(all(target_arch = "x86_64", target_feature = "sse2"))]
     Candidate {
         implementation: Implementation::AesNiAvx,
         available: || x86_has!("aes") && x86_has!("avx"),
@@ -216,7 +225,7 @@ static CANDIDATES: &[Candidate<(HashFn, SeededHashFn)>] = &[
             unsafe { x86_64::hash_aesni_avx(bytes, Keys::new([seed, 0]), 0) }
         }),
     },
-    #[cfg(target_arch = "x86_64")]
+    #[cfg(all(target_arch = "x86_64", target_feature = "sse2"))]
     Candidate {
         implementation: Implementation::AesNi,
         available: || x86_has!("aes"),
