@@ -75,7 +75,7 @@ pub mod hash;
 ))]
 mod vector;
 
-pub use dispatch::{force_scalar, Implementation};
+pub use dispatch::Implementation;
 
 /// The implementation each kernel dispatches to on this CPU (choosing them now if no
 /// call has yet).
@@ -89,6 +89,25 @@ pub struct Features {
     pub adler32: Implementation,
     /// [`hash`].
     pub hash: Implementation,
+}
+
+/// Makes every kernel use its scalar implementation from the next call on, for tests
+/// and for users who must (a CPU erratum, bit-exact reproduction of a bug report).
+///
+/// With the `std` feature, setting the environment variable `SIMD_FORCE_SCALAR` to a
+/// value other than `0` before the first call does the same for a whole process, and
+/// `SIMD_DISABLE=aes` (or any comma-separated list of CPU feature names such as
+/// `avx512bw,avx2`) makes the kernels behave as on a CPU without those features.
+///
+/// The hash's in-line paths (keys of up to 16 bytes; every length in builds that
+/// enable AES at compile time) do not dispatch and are not switched: they give the
+/// same values as the scalar code.
+pub fn force_scalar() {
+    dispatch::set_scalar_forced();
+    base64::reset();
+    count::reset();
+    adler32::reset();
+    hash::reset();
 }
 
 /// Which implementation each kernel uses.

@@ -19,23 +19,38 @@ mod x86_64;
 use crate::dispatch::arm_has;
 #[cfg(all(target_arch = "x86_64", target_feature = "sse2"))]
 use crate::dispatch::x86_has;
-use crate::dispatch::{cached_choice, Candidate};
+use crate::dispatch::{Candidate, Choice};
 use crate::Implementation;
 
 /// How many bytes of `haystack` equal `needle`.
 #[inline]
 pub fn count(haystack: &[u8], needle: u8) -> usize {
-    let function = selected();
-    // SAFETY: `choose` only picks a function whose CPU features are present.
+    let function = CHOICE.current().function;
+    // SAFETY: the choice is `detect` or a function whose CPU features are present.
     unsafe { function(haystack, needle) }
 }
 
 type CountFn = unsafe fn(&[u8], u8) -> usize;
 
-cached_choice!(CountFn, choose);
+/// Where calls go: [`detect`] until the first call has chosen.
+static CHOICE: Choice<CountFn> = Choice::new(&DETECT);
+static DETECT: Candidate<CountFn> = Candidate::detect(detect);
 
-fn choose() -> (CountFn, Implementation) {
-    crate::dispatch::first_available(CANDIDATES)
+/// Chooses (once), then calls the choice.
+unsafe fn detect(haystack: &[u8], needle: u8) -> usize {
+    let chosen = CHOICE.choose(CANDIDATES).function;
+    // SAFETY: `choose` only picks a function whose CPU features are present.
+    unsafe { chosen(haystack, needle) }
+}
+
+/// Forgets the choice; the next call chooses again.
+pub(crate) fn reset() {
+    CHOICE.reset();
+}
+
+/// The implementation calls go to (choosing it if no call has yet).
+pub fn implementation() -> Implementation {
+    CHOICE.implementation(CANDIDATES)
 }
 
 /// The implementations, fastest first, for the dispatcher and [`implementations`].
@@ -76,4 +91,7 @@ unsafe fn scalar_count(haystack: &[u8], needle: u8) -> usize {
 #[cfg(feature = "alloc")]
 pub fn implementations() -> alloc::vec::Vec<(Implementation, CountFn)> {
     crate::dispatch::all_available(CANDIDATES)
+        .into_iter()
+        .map(|candidate| (candidate.implementation, candidate.function))
+        .collect()
 }

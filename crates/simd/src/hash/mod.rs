@@ -38,7 +38,7 @@ use core::hash::{BuildHasher, Hasher};
 use crate::dispatch::arm_has;
 #[cfg(all(target_arch = "x86_64", target_feature = "sse2"))]
 use crate::dispatch::x86_has;
-use crate::dispatch::{cached_choice, Candidate};
+use crate::dispatch::{Candidate, Choice};
 use crate::Implementation;
 #[cfg(all(target_arch = "aarch64", target_feature = "aes"))]
 use aarch64 as compiled;
@@ -82,8 +82,8 @@ fn hash_keyed(bytes: &[u8], keys: Keys, tweak: u64) -> u64 {
         target_feature = "aes"
     )))]
     {
-        let function = selected();
-        // SAFETY: `choose` only picks a function whose CPU features are present.
+        let function = CHOICE.current().function.0;
+        // SAFETY: the choice is `detect` or a function whose CPU features are present.
         unsafe { function(bytes, keys, tweak) }
     }
 }
@@ -197,11 +197,30 @@ impl Hasher for AesHasher {
 /// A hash function: (bytes, keys, tweak) -> hash.
 type HashFn = unsafe fn(&[u8], Keys, u64) -> u64;
 
-cached_choice!(HashFn, choose);
+/// Where calls go: [`detect`] until the first call has chosen.
+static CHOICE: Choice<(HashFn, SeededHashFn)> = Choice::new(&DETECT);
+static DETECT: Candidate<(HashFn, SeededHashFn)> = Candidate::detect((detect, |bytes, seed| {
+    // SAFETY: detect needs no CPU feature; what it calls, it has chosen.
+    unsafe { detect(bytes, Keys::new([seed, 0]), 0) }
+}));
 
-fn choose() -> (HashFn, Implementation) {
-    let (functions, implementation) = crate::dispatch::first_available(CANDIDATES);
-    (functions.0, implementation)
+/// Chooses (once), then calls the choice.
+unsafe fn detect(bytes: &[u8], keys: Keys, tweak: u64) -> u64 {
+    let chosen = CHOICE.choose(CANDIDATES).function.0;
+    // SAFETY: `choose` only picks a function whose CPU features are present.
+    unsafe { chosen(bytes, keys, tweak) }
+}
+
+/// Forgets the choice; the next call chooses again.
+pub(crate) fn reset() {
+    CHOICE.reset();
+}
+
+/// The implementation [`hash_bytes`] dispatches to for keys of more than 16 bytes
+/// (choosing it if no call has yet). Builds that enable AES at compile time call the
+/// AES path in line instead (the same values).
+pub fn implementation() -> Implementation {
+    CHOICE.implementation(CANDIDATES)
 }
 
 /// The hash's implementations, fastest first, each as the dispatcher calls it and as a
@@ -270,6 +289,6 @@ pub type SeededHashFn = fn(&[u8], u64) -> u64;
 pub fn implementations() -> alloc::vec::Vec<(Implementation, SeededHashFn)> {
     crate::dispatch::all_available(CANDIDATES)
         .into_iter()
-        .map(|(implementation, (_, seeded))| (implementation, seeded))
+        .map(|candidate| (candidate.implementation, candidate.function.1))
         .collect()
 }
