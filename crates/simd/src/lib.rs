@@ -36,6 +36,41 @@
 //! assert_eq!(downloads["/iso/debian.iso"], 2);
 //! ```
 //!
+//! The same hash in [`hashbrown`](https://docs.rs/hashbrown)'s map, as a `no_std`
+//! service embeds it (fixed seeds from the caller, since without `std` there is no
+//! source of randomness here), and the hash of bytes under a seed called directly:
+//!
+//! ```
+//! use hashbrown::HashMap;
+//! use ioserve_simd::hash::{hash_bytes, RandomState};
+//!
+//! // One seed per table (or tenant): the same key hashes differently in each.
+//! let mut sessions: HashMap<u64, &str, RandomState> =
+//!     HashMap::with_hasher(RandomState::with_seeds(0x5EED_0001, 0x5EED_0002));
+//! sessions.insert(7, "alice");
+//! assert_eq!(sessions.get(&7), Some(&"alice"));
+//! assert_ne!(hash_bytes(b"alice", 1), hash_bytes(b"alice", 2));
+//! ```
+//!
+//! base64 into and out of the caller's buffers, with no allocation (what the `alloc`
+//! feature's `encode`/`decode` wrap):
+//!
+//! ```
+//! use ioserve_simd::base64::STANDARD;
+//!
+//! let mut encoded = [0u8; 64];
+//! let written = STANDARD.encode_to_slice(b"user:secret", &mut encoded).unwrap();
+//! assert_eq!(&encoded[..written], b"dXNlcjpzZWNyZXQ=");
+//!
+//! let mut decoded = [0u8; 48];
+//! let len = STANDARD.decode_to_slice(&encoded[..written], &mut decoded).unwrap();
+//! assert_eq!(&decoded[..len], b"user:secret");
+//!
+//! // A buffer too small is an error that says how much is needed, never a panic.
+//! let error = STANDARD.encode_to_slice(b"user:secret", &mut [0u8; 8]).unwrap_err();
+//! assert_eq!((error.needed, error.available), (16, 8));
+//! ```
+//!
 //! base64 in a service: a session token encoded for a cookie, and a client's
 //! `Authorization: Basic` credentials decoded strictly (bad input is an error that says
 //! where, not a guess):
