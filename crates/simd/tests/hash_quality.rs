@@ -330,6 +330,11 @@ mod no_worse_than_the_peers {
     }
 
     #[test]
+    fn combinations_of_blocks() {
+        check(|report, candidates| quality::combinations(report, candidates, Profile::Short));
+    }
+
+    #[test]
     fn key_and_seed_grids() {
         check(|report, candidates| quality::grids(report, candidates, Profile::Short));
     }
@@ -353,7 +358,7 @@ fn full_quality_table() {
     let candidates = quality::candidates();
     let names: Vec<&str> = candidates.iter().map(|c| c.name).collect();
     type Section = fn(&mut Report, &[quality::Candidate], Profile, usize);
-    let sections: [Section; 8] = [
+    let sections: [Section; 9] = [
         |r, c, p, _| quality::avalanche(r, c, p),
         |r, c, p, _| quality::fixed_seed_avalanche(r, c, p),
         |r, c, p, _| quality::seed_avalanche(r, c, p),
@@ -362,6 +367,7 @@ fn full_quality_table() {
         |r, c, p, _| quality::appended_zeros(r, c, p),
         |r, c, p, _| quality::cyclic(r, c, p),
         |r, c, p, _| quality::grids(r, c, p),
+        |r, c, p, _| quality::combinations(r, c, p),
     ];
     let reports: Vec<Report> = std::thread::scope(|scope| {
         let handles: Vec<_> = sections

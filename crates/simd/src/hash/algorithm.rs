@@ -14,8 +14,8 @@
 //!   bytes, it let hash(k, s) = hash(k', s ^ k ^ k') (SMHasher's PerlinNoise found
 //!   65,536 distinct hashes among 16.8 M 2-byte (key, seed) pairs).
 //! - 17 to 64 bytes: two or four 16-byte blocks (the first and last 16/32 bytes,
-//!   overlapping), each XORed into its own lane's start and given two keyed rounds
-//!   of its own before it meets another lane.
+//!   overlapping), each given two keyed rounds of its own (the second keyed with its
+//!   lane's start, which holds the length) before it meets another lane.
 //! - 65 to 128 bytes: the first and the last 64 bytes, overlapping, into eight lanes;
 //!   129 to 256: the first and the last 128 into sixteen, as above.
 //! - Longer: sixteen lanes absorb 256 bytes per step, then the last 256 bytes
@@ -279,11 +279,15 @@ unsafe fn one_block<B: Block>(bytes: &[u8], k: &[B; 4], i: usize, at: usize) -> 
     unsafe { block_rounds(lane_start(k, i, bytes.len()), block_at(bytes, at), k, i) }
 }
 
-/// A lane's only block: `aesenc(aesenc(block ^ start, k[i % 4]), k[(i + 1) % 4])`,
+/// A lane's only block: `aesenc(aesenc(block ^ k[i % 4], start), k[(i + 1) % 4])`,
 /// two keyed rounds on the block itself before it meets another lane. (The long
 /// loop's [`absorb`], `aesenc(aesenc(lane, block), key)`, gives a lane's first block
 /// one round, since `aesenc(start)` is a constant: the 33-64-byte path, where every
 /// block was a lane's first and last, let sparse keys of 60-64 bytes collide in full.)
+/// The lane's start, which holds the length, enters after the first round: XORed into
+/// the block itself, a key of one length equalled a key of another whose bytes
+/// differed by the lengths' XOR (SMHasher's Permutation keys: every 28-byte key of
+/// 32-bit words below 8 collided with a 24-byte one).
 ///
 /// # Safety
 /// The CPU must support `B`'s instructions.
@@ -292,8 +296,8 @@ unsafe fn block_rounds<B: Block>(start: B, block: &[u8; 16], k: &[B; 4], i: usiz
     // SAFETY: the caller guarantees B's instructions exist.
     unsafe {
         B::load(block)
-            .xor(start)
-            .aesenc(k[i % 4])
+            .xor(k[i % 4])
+            .aesenc(start)
             .aesenc(k[(i + 1) % 4])
     }
 }

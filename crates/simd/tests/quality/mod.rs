@@ -197,7 +197,7 @@ impl Report {
         let _ = writeln!(out, "---:|---|");
         let mut groups: Vec<(&str, &str, Vec<&Measurement>)> = Vec::new();
         for m in &self.measurements {
-            let key_class = if m.test.starts_with("grid") {
+            let key_class = if m.test.starts_with("grid") || m.test.starts_with("combinations") {
                 "keys"
             } else {
                 class(m.len)
@@ -731,6 +731,55 @@ pub fn grids(report: &mut Report, candidates: &[Candidate], profile: Profile) {
                 }
                 hashes
             },
+        ));
+    }
+}
+
+/// Keys of 1 to `max_blocks` 32-bit words, each word one of `blocks` (SMHasher's
+/// Permutation/Combination keysets): full collisions over all of them together, so
+/// that keys of different lengths must differ too.
+fn combination_hashes(blocks: &[u32], max_blocks: u32, hash: fn(&[u8], u64) -> u64) -> Vec<u64> {
+    let base = blocks.len() as u64;
+    let mut hashes = Vec::new();
+    let mut key = Vec::with_capacity(4 * max_blocks as usize);
+    for count in 1..=max_blocks {
+        for mut index in 0..base.pow(count) {
+            key.clear();
+            for _ in 0..count {
+                key.extend_from_slice(&blocks[(index % base) as usize].to_le_bytes());
+                index /= base;
+            }
+            hashes.push(hash(&key, 0));
+        }
+    }
+    hashes
+}
+
+/// Combinations of a few 32-bit blocks (SMHasher's Permutation tests): set 1, low
+/// bits (0..8); set 2, high bits (multiples of 2^29); sets 3 and 4, null and one bit
+/// (0 and 1, 0 and 2^31), up to 7 blocks of the first two and 16 (full: 20) of the
+/// others.
+pub fn combinations(report: &mut Report, candidates: &[Candidate], profile: Profile) {
+    let null_blocks = match profile {
+        Profile::Short => 16,
+        Profile::Full => 20,
+    };
+    let low: Vec<u32> = (0..8).collect();
+    let high: Vec<u32> = (0..8).map(|i| i << 29).collect();
+    let sets: [(&[u32], u32, usize); 4] = [
+        (&low, 7, 1),
+        (&high, 7, 2),
+        (&[0, 1], null_blocks, 3),
+        (&[0, 0x8000_0000], null_blocks, 4),
+    ];
+    for (blocks, max_blocks, set) in sets {
+        let keys: u64 = (1..=max_blocks).map(|n| (blocks.len() as u64).pow(n)).sum();
+        report.measurements.push(collision_measurement(
+            "combinations (sets 1-4)",
+            set,
+            candidates,
+            keys,
+            |c| combination_hashes(blocks, max_blocks, c.hash),
         ));
     }
 }
