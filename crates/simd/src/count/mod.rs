@@ -23,12 +23,27 @@ use crate::dispatch::{Candidate, Choice};
 use crate::Implementation;
 
 /// How many bytes of `haystack` equal `needle`.
+///
+/// On x86_64, haystacks shorter than 128 bytes are counted in line with
+/// SSE2 (every x86_64 build has it) once a SIMD kernel has been chosen, as that kernel
+/// would count them (AVX2's takes 16-byte vectors below 32 bytes too): the indirect
+/// call cost as much as the counting there. Until the first choice, and after
+/// [`crate::force_scalar`], every call goes through the choice.
 #[inline]
 pub fn count(haystack: &[u8], needle: u8) -> usize {
-    let function = CHOICE.current().function;
+    let chosen = CHOICE.current();
+    #[cfg(all(target_arch = "x86_64", target_feature = "sse2"))]
+    if haystack.len() < IN_LINE_BELOW && chosen.implementation != Implementation::Scalar {
+        // SAFETY: the build enables SSE2, all count_sse2 needs.
+        return unsafe { x86_64::count_sse2(haystack, needle) };
+    }
     // SAFETY: the choice is `detect` or a function whose CPU features are present.
-    unsafe { function(haystack, needle) }
+    unsafe { (chosen.function)(haystack, needle) }
 }
+
+/// Haystacks shorter than this are counted in line on x86_64 (see [`count`]).
+#[cfg(all(target_arch = "x86_64", target_feature = "sse2"))]
+const IN_LINE_BELOW: usize = 128;
 
 type CountFn = unsafe fn(&[u8], u8) -> usize;
 

@@ -129,26 +129,46 @@ impl Default for RandomState {
 impl BuildHasher for RandomState {
     type Hasher = AesHasher;
 
+    #[inline]
     fn build_hasher(&self) -> AesHasher {
         AesHasher {
             keys: self.keys,
             state: 0,
+            pending: None,
         }
     }
 }
 
 /// The [`Hasher`] of [`RandomState`]: each write is hashed with the state so far
 /// mixed into the key, so writes chain and their order matters.
+///
+/// An integer write is held until the next write: a byte write takes it into its
+/// tweak (the state XOR the integer), with no hashing of its own, so that a `HashMap`
+/// key of bytes (`[u8]`, `str`, `Vec<u8>`: a length, then the bytes) costs one hash,
+/// as a direct [`hash_bytes`] does; an integer that meets another integer or
+/// [`Hasher::finish`] is hashed as its 8 little-endian bytes.
 #[derive(Clone, Debug)]
 pub struct AesHasher {
     keys: Keys,
     state: u64,
+    pending: Option<u64>,
 }
 
 impl AesHasher {
     #[inline]
     fn absorb(&mut self, bytes: &[u8]) {
-        self.state = hash_keyed(bytes, self.keys, self.state);
+        let tweak = match self.pending.take() {
+            Some(integer) => self.state ^ integer,
+            None => self.state,
+        };
+        self.state = hash_keyed(bytes, self.keys, tweak);
+    }
+
+    #[inline]
+    fn absorb_integer(&mut self, value: u64) {
+        if let Some(earlier) = self.pending.replace(value) {
+            self.state = hash_keyed(&earlier.to_le_bytes(), self.keys, self.state);
+        }
     }
 }
 
@@ -160,22 +180,22 @@ impl Hasher for AesHasher {
 
     #[inline]
     fn write_u8(&mut self, value: u8) {
-        self.absorb(&[value]);
+        self.absorb_integer(u64::from(value));
     }
 
     #[inline]
     fn write_u16(&mut self, value: u16) {
-        self.absorb(&value.to_le_bytes());
+        self.absorb_integer(u64::from(value));
     }
 
     #[inline]
     fn write_u32(&mut self, value: u32) {
-        self.absorb(&value.to_le_bytes());
+        self.absorb_integer(u64::from(value));
     }
 
     #[inline]
     fn write_u64(&mut self, value: u64) {
-        self.absorb(&value.to_le_bytes());
+        self.absorb_integer(value);
     }
 
     #[inline]
@@ -185,12 +205,15 @@ impl Hasher for AesHasher {
 
     #[inline]
     fn write_usize(&mut self, value: usize) {
-        self.absorb(&(value as u64).to_le_bytes());
+        self.absorb_integer(value as u64);
     }
 
     #[inline]
     fn finish(&self) -> u64 {
-        self.state
+        match self.pending {
+            Some(integer) => hash_keyed(&integer.to_le_bytes(), self.keys, self.state),
+            None => self.state,
+        }
     }
 }
 
