@@ -168,13 +168,22 @@ fn base64_decode(c: &mut Criterion) {
     group.finish();
 }
 
-/// One `write` of the bytes and `finish`, through a `BuildHasher` built once.
+/// A hash called directly on (bytes, seed) where the crate has such a call, else one
+/// `write` of the bytes and `finish` on a hasher from a `BuildHasher` built once.
 fn hash_with(builder: &impl BuildHasher, bytes: &[u8]) -> u64 {
     let mut hasher = builder.build_hasher();
     hasher.write(bytes);
     hasher.finish()
 }
 
+/// A hash as a `HashMap` with byte-slice keys calls it: `hash_one(key)`, which
+/// hashes `[u8]` as the length (`write_usize`) and then the bytes.
+fn hash_as_map(builder: &impl BuildHasher, bytes: &[u8]) -> u64 {
+    builder.hash_one(bytes)
+}
+
+/// Every hash two ways: `NAME` directly (bytes and seed, or one write and finish
+/// where the crate has no such call) and `NAME-map` as a HashMap calls it.
 fn hash(c: &mut Criterion) {
     let mut group = c.benchmark_group("hash");
     for size in SIZES {
@@ -186,35 +195,50 @@ fn hash(c: &mut Criterion) {
             b.iter(|| ioserve_simd::hash::hash_bytes(black_box(&bytes), 42))
         });
         let ours = ioserve_simd::hash::RandomState::with_seed(42);
-        group.bench_function(id("simd-hasher"), |b| {
-            b.iter(|| hash_with(&ours, black_box(&bytes)))
+        group.bench_function(id("simd-map"), |b| {
+            b.iter(|| hash_as_map(&ours, black_box(&bytes)))
         });
-        let sip = std::collections::hash_map::RandomState::new();
-        group.bench_function(id("std-siphash"), |b| {
-            b.iter(|| hash_with(&sip, black_box(&bytes)))
+        // The variant whose quality matches ours: fast's single multiply fails the
+        // quality suite of crates/simd/tests (see the README).
+        let foldhash_quality = foldhash::quality::FixedState::with_seed(42);
+        group.bench_function(id("foldhash-quality"), |b| {
+            b.iter(|| hash_with(&foldhash_quality, black_box(&bytes)))
         });
-        let ahash = ahash::RandomState::with_seeds(1, 2, 3, 4);
-        group.bench_function(id("ahash"), |b| {
-            b.iter(|| hash_with(&ahash, black_box(&bytes)))
+        group.bench_function(id("foldhash-quality-map"), |b| {
+            b.iter(|| hash_as_map(&foldhash_quality, black_box(&bytes)))
         });
         let foldhash = foldhash::fast::FixedState::with_seed(42);
         group.bench_function(id("foldhash"), |b| {
             b.iter(|| hash_with(&foldhash, black_box(&bytes)))
         });
-        // The variant whose quality matches ours: fast's single multiply fails the
-        // avalanche and seed tests of crates/simd/tests/hash_quality.rs (see the README).
-        let foldhash_quality = foldhash::quality::FixedState::with_seed(42);
-        group.bench_function(id("foldhash-quality"), |b| {
-            b.iter(|| hash_with(&foldhash_quality, black_box(&bytes)))
+        group.bench_function(id("foldhash-map"), |b| {
+            b.iter(|| hash_as_map(&foldhash, black_box(&bytes)))
         });
+        let ahash = ahash::RandomState::with_seeds(1, 2, 3, 4);
+        group.bench_function(id("ahash"), |b| {
+            b.iter(|| hash_with(&ahash, black_box(&bytes)))
+        });
+        group.bench_function(id("ahash-map"), |b| {
+            b.iter(|| hash_as_map(&ahash, black_box(&bytes)))
+        });
+        // gxhash refuses to build without AES enabled at compile time
+        // (RUSTFLAGS="-C target-cpu=native"); its rows appear when it is.
+        #[cfg(all(target_arch = "x86_64", target_feature = "aes"))]
+        {
+            group.bench_function(id("gxhash"), |b| {
+                b.iter(|| gxhash::gxhash64(black_box(&bytes), 42))
+            });
+            let gxhash = gxhash::GxBuildHasher::with_seed(42);
+            group.bench_function(id("gxhash-map"), |b| {
+                b.iter(|| hash_as_map(&gxhash, black_box(&bytes)))
+            });
+        }
         group.bench_function(id("xxh3"), |b| {
             b.iter(|| xxhash_rust::xxh3::xxh3_64_with_seed(black_box(&bytes), 42))
         });
-        // gxhash refuses to build without AES enabled at compile time
-        // (RUSTFLAGS="-C target-cpu=native"); the row appears when it is.
-        #[cfg(all(target_arch = "x86_64", target_feature = "aes"))]
-        group.bench_function(id("gxhash"), |b| {
-            b.iter(|| gxhash::gxhash64(black_box(&bytes), 42))
+        let sip = std::collections::hash_map::RandomState::new();
+        group.bench_function(id("std-siphash-map"), |b| {
+            b.iter(|| hash_as_map(&sip, black_box(&bytes)))
         });
     }
     group.finish();

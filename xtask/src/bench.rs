@@ -101,7 +101,7 @@ const GROUPS: &[GroupInfo] = &[
     GroupInfo {
         id: "hash",
         seed: "002: AES hash",
-        ours: &["simd", "simd-hasher"],
+        ours: &["simd", "simd-map"],
         limits: &["memcpy"],
     },
     GroupInfo {

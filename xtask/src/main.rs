@@ -20,6 +20,7 @@
 //! cargo xtask actionlint         lint .github/workflows (actionlint, shellcheck)
 //! cargo xtask udpload [--quick]  SNTP servers under load: timeserve, chrony, Go (seed 002)
 //! cargo xtask probe-overhead     dd under probe, strace -c and perf trace (as root)
+//! cargo xtask hash-quality       simd's hash beside foldhash-quality and gxhash
 //! ```
 //!
 //! The modules group the tasks by job: `ci` (the CI run and the checks only it makes,
@@ -130,6 +131,14 @@ pub(crate) enum Task {
         #[arg(long, value_name = "PATH", default_value = "/sys/kernel/btf/vmlinux")]
         btf: PathBuf,
     },
+    /// The simd hash's full quality suite beside foldhash-quality and gxhash
+    ///
+    /// Run simd's quality suite (avalanche at every key length to 128 and beyond, seed
+    /// avalanche, bit independence, sparse keys with up to 3 bits set, appended zeros,
+    /// cyclic keys, (key, seed) grids) on ours, foldhash's quality variant and gxhash,
+    /// built for this CPU; print the table and write it to
+    /// <target dir>/hash-quality/table.md
+    HashQuality(ci::hash_quality::Options),
     /// Compile probe's BPF programs into its committed objects
     ///
     /// Compile crates/probe/src/bpf/*.bpf.c with clang (and libbpf's linker, through
@@ -184,6 +193,7 @@ fn main() -> ExitCode {
         Task::Arm64Vm => arm64_vm::run().map(drop),
         Task::Vmlinux { btf } => ci::bpf::vmlinux(&btf),
         Task::Bpf(options) => ci::bpf::run(&options),
+        Task::HashQuality(options) => ci::hash_quality::run(&options),
         Task::Dist(options) => release::dist::run(&options),
         Task::Actionlint => ci::workflows::lint(),
         Task::ProbeOverhead(options) => probe_overhead::run(&options),

@@ -1,12 +1,15 @@
-//! Choosing an implementation once per kernel.
-//!
-//! Each kernel keeps the function it chose in an `AtomicPtr`, starting null: the first
-//! call runs the kernel's `choose`, which asks the CPU (or, without `std`, the features
-//! enabled at compile time) and stores the fastest function it may run. Later calls
-//! are one load and an indirect call. [`force_scalar`] clears every choice and makes
-//! the next ones scalar.
+//! Choosing an implementation once per kernel, one mechanism for all (memchr's):
+//! each kernel has a [`Choice`], an `AtomicPtr` to the entry of its table of
+//! [`Candidate`]s that calls go to. It starts at a `detect` entry whose function
+//! chooses (asking the CPU, or without `std` the features enabled at compile time),
+//! stores the chosen entry and calls it; later calls are one load and an indirect
+//! call, with no branch on whether a choice was made. What a kernel reports
+//! ([`Choice::implementation`]) is read from the same pointer the calls use, so it is
+//! what runs. [`crate::force_scalar`] (in the crate root, which knows every kernel,
+//! so that this module imports none of them) sets the flag and points every
+//! `Choice` back at its `detect` entry.
 
-use core::sync::atomic::{AtomicBool, Ordering};
+use core::sync::atomic::{AtomicBool, AtomicPtr, Ordering};
 
 /// The implementations a kernel can dispatch to.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
@@ -39,26 +42,6 @@ pub enum Implementation {
 }
 
 impl Implementation {
-    /// Every implementation, in discriminant order.
-    const ALL: [Implementation; 11] = [
-        Implementation::Scalar,
-        Implementation::Sse2,
-        Implementation::Ssse3,
-        Implementation::Avx2,
-        Implementation::Avx512Bw,
-        Implementation::Avx512Vbmi,
-        Implementation::AesNi,
-        Implementation::AesNiAvx,
-        Implementation::AesNiVaes,
-        Implementation::Neon,
-        Implementation::ArmAes,
-    ];
-
-    /// The implementation whose discriminant is `value` (as stored by `cached_choice!`).
-    pub(crate) fn from_u8(value: u8) -> Implementation {
-        Implementation::ALL[usize::from(value)]
-    }
-
     /// A short lowercase name (`"avx2"`, `"neon"`, ...).
     pub fn name(self) -> &'static str {
         match self {
@@ -85,19 +68,71 @@ impl core::fmt::Display for Implementation {
 
 static FORCE_SCALAR: AtomicBool = AtomicBool::new(false);
 
-/// Makes every kernel use its scalar implementation from the next call on, for tests
-/// and for users who must (a CPU erratum, bit-exact reproduction of a bug report).
-///
-/// With the `std` feature, setting the environment variable `SIMD_FORCE_SCALAR` to a
-/// value other than `0` before the first call does the same for a whole process, and
-/// `SIMD_DISABLE=aes` (or any comma-separated list of CPU feature names such as
-/// `avx512bw,avx2`) makes the kernels behave as on a CPU without those features.
-pub fn force_scalar() {
-    FORCE_SCALAR.store(true, Ordering::Relaxed);
-    crate::base64::reset();
-    crate::count::reset();
-    crate::adler32::reset();
-    crate::hash::reset();
+/// Makes [`scalar_forced`] true for the rest of the process.
+pub(crate) fn set_scalar_forced() {
+    FORCE_SCALAR.store(true, Ordering::SeqCst);
+}
+
+/// A kernel's choice: the entry of its candidates that calls go to (see the module
+/// docs).
+pub(crate) struct Choice<F: 'static> {
+    current: AtomicPtr<Candidate<F>>,
+    detect: &'static Candidate<F>,
+}
+
+impl<F> Choice<F> {
+    /// A choice not yet made: calls go to `detect`, whose function must call
+    /// [`Choice::choose`] and then the function it returns.
+    pub(crate) const fn new(detect: &'static Candidate<F>) -> Choice<F> {
+        Choice {
+            current: AtomicPtr::new(core::ptr::from_ref(detect).cast_mut()),
+            detect,
+        }
+    }
+
+    /// The entry calls go to now (the `detect` entry until a call has chosen).
+    #[inline(always)]
+    pub(crate) fn current(&self) -> &'static Candidate<F> {
+        // SAFETY: `current` only ever holds pointers made from `&'static Candidate`
+        // references (the detect entry, or an entry of a kernel's static table),
+        // which are never written through.
+        unsafe { &*self.current.load(Ordering::Relaxed) }
+    }
+
+    /// Chooses the first of `candidates` this CPU can run (the scalar one when
+    /// forced), stores it and returns it.
+    pub(crate) fn choose(&self, candidates: &'static [Candidate<F>]) -> &'static Candidate<F> {
+        let forced = scalar_forced();
+        let chosen = first_available(candidates, forced);
+        self.current
+            .store(core::ptr::from_ref(chosen).cast_mut(), Ordering::SeqCst);
+        // force_scalar sets the flag, then resets every choice: if it ran between the
+        // flag's load above and the store, its reset may have come first, so undo the
+        // store (in the single total order of SeqCst operations, either the reset
+        // follows the store, or the flag's store precedes this load).
+        if !forced && scalar_forced() {
+            self.reset();
+        }
+        chosen
+    }
+
+    /// Points calls back at `detect`: the next call chooses again.
+    pub(crate) fn reset(&self) {
+        self.current.store(
+            core::ptr::from_ref(self.detect).cast_mut(),
+            Ordering::SeqCst,
+        );
+    }
+
+    /// The implementation calls go to, choosing it now if no call has.
+    pub(crate) fn implementation(&self, candidates: &'static [Candidate<F>]) -> Implementation {
+        let current = self.current();
+        if core::ptr::eq(current, self.detect) {
+            self.choose(candidates).implementation
+        } else {
+            current.implementation
+        }
+    }
 }
 
 /// One implementation of a kernel in its table of candidates: the table, fastest first
@@ -113,39 +148,48 @@ pub(crate) struct Candidate<F> {
     pub(crate) function: F,
 }
 
-/// The first candidate this CPU can run, or the last (scalar) one when
-/// [`force_scalar`] or `SIMD_FORCE_SCALAR` asks for it.
-pub(crate) fn first_available<F: Copy>(candidates: &[Candidate<F>]) -> (F, Implementation) {
+impl<F> Candidate<F> {
+    /// The entry a [`Choice`] starts at, whose `function` chooses (its
+    /// `implementation` is never reported: [`Choice::implementation`] chooses first).
+    pub(crate) const fn detect(function: F) -> Candidate<F> {
+        Candidate {
+            implementation: Implementation::Scalar,
+            available: || false,
+            function,
+        }
+    }
+}
+
+/// The first candidate this CPU can run, or the last (scalar) one when `forced`.
+fn first_available<F>(candidates: &'static [Candidate<F>], forced: bool) -> &'static Candidate<F> {
     let scalar = candidates
         .last()
         .expect("a table ends with its scalar candidate");
-    let chosen = if scalar_forced() {
+    if forced {
         scalar
     } else {
         candidates
             .iter()
             .find(|candidate| (candidate.available)())
             .unwrap_or(scalar)
-    };
-    (chosen.function, chosen.implementation)
+    }
 }
 
 /// Every candidate this CPU can run, scalar first.
 #[cfg(feature = "alloc")]
-pub(crate) fn all_available<F: Copy>(
-    candidates: &[Candidate<F>],
-) -> alloc::vec::Vec<(Implementation, F)> {
+pub(crate) fn all_available<F>(
+    candidates: &'static [Candidate<F>],
+) -> alloc::vec::Vec<&'static Candidate<F>> {
     candidates
         .iter()
         .rev()
         .filter(|candidate| (candidate.available)())
-        .map(|candidate| (candidate.implementation, candidate.function))
         .collect()
 }
 
 /// Whether kernels must choose their scalar implementation.
 pub(crate) fn scalar_forced() -> bool {
-    if FORCE_SCALAR.load(Ordering::Relaxed) {
+    if FORCE_SCALAR.load(Ordering::SeqCst) {
         return true;
     }
     #[cfg(feature = "std")]
@@ -178,7 +222,7 @@ pub(crate) fn disabled_by_env(feature: &str) -> bool {
 
 /// Whether the CPU has an x86 feature: asked at run time with `std` (less those
 /// `SIMD_DISABLE` names), otherwise what the build enabled.
-#[cfg(target_arch = "x86_64")]
+#[cfg(all(target_arch = "x86_64", target_feature = "sse2"))]
 macro_rules! x86_has {
     ($feature:tt) => {{
         #[cfg(feature = "std")]
@@ -208,62 +252,54 @@ macro_rules! arm_has {
     }};
 }
 
-/// Declares a kernel's cached choice: `SELECTED` (the function), `selected()` (choosing
-/// on first use with `$choose: fn() -> ($fn_type, Implementation)`), `reset()` and
-/// `implementation()`.
-macro_rules! cached_choice {
-    ($fn_type:ty, $choose:path) => {
-        static SELECTED: core::sync::atomic::AtomicPtr<()> =
-            core::sync::atomic::AtomicPtr::new(core::ptr::null_mut());
-        static CHOSEN: core::sync::atomic::AtomicU8 = core::sync::atomic::AtomicU8::new(0);
-
-        /// The chosen function, choosing it on first use.
-        #[inline]
-        fn selected() -> $fn_type {
-            let pointer = SELECTED.load(core::sync::atomic::Ordering::Relaxed);
-            if pointer.is_null() {
-                let (function, implementation) = $choose();
-                CHOSEN.store(implementation as u8, core::sync::atomic::Ordering::Relaxed);
-                SELECTED.store(function as *mut (), core::sync::atomic::Ordering::Relaxed);
-                function
-            } else {
-                // SAFETY: SELECTED only ever holds null or a `$fn_type` stored above;
-                // function pointers and `*mut ()` have the same size and representation
-                // on the targets this crate builds for.
-                unsafe { core::mem::transmute::<*mut (), $fn_type>(pointer) }
-            }
-        }
-
-        /// Forgets the choice; the next call chooses again.
-        pub(crate) fn reset() {
-            SELECTED.store(core::ptr::null_mut(), core::sync::atomic::Ordering::Relaxed);
-        }
-
-        /// The implementation calls go to (choosing it if no call has yet).
-        pub fn implementation() -> crate::Implementation {
-            selected();
-            crate::Implementation::from_u8(CHOSEN.load(core::sync::atomic::Ordering::Relaxed))
-        }
-    };
-}
-
 #[cfg(target_arch = "aarch64")]
 pub(crate) use arm_has;
-pub(crate) use cached_choice;
-#[cfg(target_arch = "x86_64")]
+#[cfg(all(target_arch = "x86_64", target_feature = "sse2"))]
 pub(crate) use x86_has;
 
 #[cfg(test)]
 mod tests {
-    use super::Implementation;
+    use super::{Candidate, Choice, Implementation};
+
+    type Double = unsafe fn(u32) -> u32;
+
+    static CANDIDATES: &[Candidate<Double>] = &[
+        Candidate {
+            implementation: Implementation::Avx2,
+            available: || false,
+            function: |x| x * 3,
+        },
+        Candidate {
+            implementation: Implementation::Sse2,
+            available: || true,
+            function: |x| x * 2,
+        },
+        Candidate {
+            implementation: Implementation::Scalar,
+            available: || true,
+            function: |x| x + x,
+        },
+    ];
+
+    static DETECT: Candidate<Double> = Candidate::detect(detect);
+    static CHOICE: Choice<Double> = Choice::new(&DETECT);
+
+    unsafe fn detect(x: u32) -> u32 {
+        // SAFETY: the test's functions need no CPU feature.
+        unsafe { (CHOICE.choose(CANDIDATES).function)(x) }
+    }
 
     #[test]
-    fn the_table_follows_the_discriminants() {
-        for implementation in Implementation::ALL {
-            assert_eq!(
-                Implementation::from_u8(implementation as u8),
-                implementation
-            );
-        }
+    fn a_choice_starts_at_detect_and_reports_what_it_stored() {
+        assert!(core::ptr::eq(CHOICE.current(), &DETECT));
+        // SAFETY: as in detect.
+        assert_eq!(unsafe { (CHOICE.current().function)(21) }, 42);
+        // The first available candidate, skipping the unavailable one.
+        assert!(core::ptr::eq(CHOICE.current(), &CANDIDATES[1]));
+        assert_eq!(CHOICE.implementation(CANDIDATES), Implementation::Sse2);
+        CHOICE.reset();
+        assert!(core::ptr::eq(CHOICE.current(), &DETECT));
+        assert_eq!(CHOICE.implementation(CANDIDATES), Implementation::Sse2);
+        assert!(core::ptr::eq(CHOICE.current(), &CANDIDATES[1]));
     }
 }

@@ -36,6 +36,41 @@
 //! assert_eq!(downloads["/iso/debian.iso"], 2);
 //! ```
 //!
+//! The same hash in [`hashbrown`](https://docs.rs/hashbrown)'s map, as a `no_std`
+//! service embeds it (fixed seeds from the caller, since without `std` there is no
+//! source of randomness here), and the hash of bytes under a seed called directly:
+//!
+//! ```
+//! use hashbrown::HashMap;
+//! use ioserve_simd::hash::{hash_bytes, RandomState};
+//!
+//! // One seed per table (or tenant): the same key hashes differently in each.
+//! let mut sessions: HashMap<u64, &str, RandomState> =
+//!     HashMap::with_hasher(RandomState::with_seeds(0x5EED_0001, 0x5EED_0002));
+//! sessions.insert(7, "alice");
+//! assert_eq!(sessions.get(&7), Some(&"alice"));
+//! assert_ne!(hash_bytes(b"alice", 1), hash_bytes(b"alice", 2));
+//! ```
+//!
+//! base64 into and out of the caller's buffers, with no allocation (what the `alloc`
+//! feature's `encode`/`decode` wrap):
+//!
+//! ```
+//! use ioserve_simd::base64::STANDARD;
+//!
+//! let mut encoded = [0u8; 64];
+//! let written = STANDARD.encode_to_slice(b"user:secret", &mut encoded).unwrap();
+//! assert_eq!(&encoded[..written], b"dXNlcjpzZWNyZXQ=");
+//!
+//! let mut decoded = [0u8; 48];
+//! let len = STANDARD.decode_to_slice(&encoded[..written], &mut decoded).unwrap();
+//! assert_eq!(&decoded[..len], b"user:secret");
+//!
+//! // A buffer too small is an error that says how much is needed, never a panic.
+//! let error = STANDARD.encode_to_slice(b"user:secret", &mut [0u8; 8]).unwrap_err();
+//! assert_eq!((error.needed, error.available), (16, 8));
+//! ```
+//!
 //! base64 in a service: a session token encoded for a cookie, and a client's
 //! `Authorization: Basic` credentials decoded strictly (bad input is an error that says
 //! where, not a guess):
@@ -67,9 +102,15 @@ pub mod base64;
 pub mod count;
 mod dispatch;
 pub mod hash;
+// The SIMD registers' traits; x86_64 builds without SSE (x86_64-unknown-none, whose
+// kernel code may not touch vector registers) use the scalar kernels only.
+#[cfg(any(
+    all(target_arch = "x86_64", target_feature = "sse2"),
+    target_arch = "aarch64"
+))]
 mod vector;
 
-pub use dispatch::{force_scalar, Implementation};
+pub use dispatch::Implementation;
 
 /// The implementation each kernel dispatches to on this CPU (choosing them now if no
 /// call has yet).
@@ -83,6 +124,25 @@ pub struct Features {
     pub adler32: Implementation,
     /// [`hash`].
     pub hash: Implementation,
+}
+
+/// Makes every kernel use its scalar implementation from the next call on, for tests
+/// and for users who must (a CPU erratum, bit-exact reproduction of a bug report).
+///
+/// With the `std` feature, setting the environment variable `SIMD_FORCE_SCALAR` to a
+/// value other than `0` before the first call does the same for a whole process, and
+/// `SIMD_DISABLE=aes` (or any comma-separated list of CPU feature names such as
+/// `avx512bw,avx2`) makes the kernels behave as on a CPU without those features.
+///
+/// The hash's in-line paths (keys of up to 16 bytes; every length in builds that
+/// enable AES at compile time) do not dispatch and are not switched: they give the
+/// same values as the scalar code.
+pub fn force_scalar() {
+    dispatch::set_scalar_forced();
+    base64::reset();
+    count::reset();
+    adler32::reset();
+    hash::reset();
 }
 
 /// Which implementation each kernel uses.

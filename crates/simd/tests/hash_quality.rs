@@ -14,6 +14,7 @@ use std::hash::BuildHasher;
 use ioserve_simd::hash::{hash_bytes, RandomState};
 
 mod common;
+mod quality;
 
 use common::random_bytes;
 
@@ -277,4 +278,125 @@ fn random_states_differ_and_seeded_ones_repeat() {
     assert_ne!(seeded.hash_one((1u32, 2u32)), seeded.hash_one((2u32, 1u32)));
     let distinct: HashSet<u64> = (0..1000u32).map(|i| seeded.hash_one(i)).collect();
     assert_eq!(distinct.len(), 1000);
+}
+
+/// The quality suite's short profile (see `quality`): every key length to 128 and a
+/// spread beyond, ours against foldhash-quality (and gxhash in builds with AES).
+mod no_worse_than_the_peers {
+    use super::quality::{self, Profile, Report};
+
+    fn check(run: impl FnOnce(&mut Report, &[quality::Candidate])) {
+        let candidates = quality::candidates();
+        let mut report = Report::default();
+        run(&mut report, &candidates);
+        let names: Vec<&str> = candidates.iter().map(|c| c.name).collect();
+        println!("{}", report.table(&names));
+        report.assert_no_worse();
+    }
+
+    #[test]
+    fn avalanche_at_every_length() {
+        check(|report, candidates| quality::avalanche(report, candidates, Profile::Short));
+    }
+
+    #[test]
+    fn avalanche_under_a_fixed_seed() {
+        check(|report, candidates| {
+            quality::fixed_seed_avalanche(report, candidates, Profile::Short)
+        });
+    }
+
+    #[test]
+    fn seed_avalanche() {
+        check(|report, candidates| quality::seed_avalanche(report, candidates, Profile::Short));
+    }
+
+    #[test]
+    fn bit_independence() {
+        check(|report, candidates| quality::bit_independence(report, candidates, Profile::Short));
+    }
+
+    #[test]
+    fn sparse_keys_at_every_length() {
+        check(|report, candidates| quality::sparse(report, candidates, Profile::Short, 128));
+    }
+
+    #[test]
+    fn appended_zeros_and_cyclic_keys() {
+        check(|report, candidates| {
+            quality::appended_zeros(report, candidates, Profile::Short);
+            quality::cyclic(report, candidates, Profile::Short);
+        });
+    }
+
+    #[test]
+    fn combinations_of_blocks() {
+        check(|report, candidates| quality::combinations(report, candidates, Profile::Short));
+    }
+
+    #[test]
+    fn key_and_seed_grids() {
+        check(|report, candidates| quality::grids(report, candidates, Profile::Short));
+    }
+}
+
+/// The quality suite's full profile, which `cargo xtask hash-quality` runs (minutes of
+/// CPU): prints the table and, when `HASH_QUALITY_TABLE` names a file, writes it there;
+/// `HASH_QUALITY_SPARSE_MAX_LEN` (1..=128, default 128) bounds the sparse test's
+/// lengths. Each test runs on its own thread.
+#[test]
+#[ignore = "minutes of CPU: cargo xtask hash-quality runs it"]
+fn full_quality_table() {
+    use quality::{Profile, Report};
+    let sparse_max_len = match std::env::var("HASH_QUALITY_SPARSE_MAX_LEN") {
+        Ok(value) => match value.parse::<usize>() {
+            Ok(len @ 1..=128) => len,
+            _ => panic!("HASH_QUALITY_SPARSE_MAX_LEN={value}: expected a length from 1 to 128"),
+        },
+        Err(_) => 128,
+    };
+    let candidates = quality::candidates();
+    let names: Vec<&str> = candidates.iter().map(|c| c.name).collect();
+    type Section = fn(&mut Report, &[quality::Candidate], Profile, usize);
+    let sections: [Section; 9] = [
+        |r, c, p, _| quality::avalanche(r, c, p),
+        |r, c, p, _| quality::fixed_seed_avalanche(r, c, p),
+        |r, c, p, _| quality::seed_avalanche(r, c, p),
+        |r, c, p, _| quality::bit_independence(r, c, p),
+        |r, c, p, max| quality::sparse(r, c, p, max),
+        |r, c, p, _| quality::appended_zeros(r, c, p),
+        |r, c, p, _| quality::cyclic(r, c, p),
+        |r, c, p, _| quality::grids(r, c, p),
+        |r, c, p, _| quality::combinations(r, c, p),
+    ];
+    let reports: Vec<Report> = std::thread::scope(|scope| {
+        let handles: Vec<_> = sections
+            .iter()
+            .map(|section| {
+                let candidates = &candidates;
+                scope.spawn(move || {
+                    let mut report = Report::default();
+                    section(&mut report, candidates, Profile::Full, sparse_max_len);
+                    report
+                })
+            })
+            .collect();
+        handles
+            .into_iter()
+            .map(|handle| handle.join().expect("a quality section panicked"))
+            .collect()
+    });
+    let mut report = Report::default();
+    for part in reports {
+        report.measurements.extend(part.measurements);
+    }
+    let table = format!(
+        "Sparse keys with up to 3 bits set at every length to {sparse_max_len} bytes.\n\n{}",
+        report.table(&names)
+    );
+    println!("{table}");
+    if let Some(path) = std::env::var_os("HASH_QUALITY_TABLE") {
+        std::fs::write(&path, &table).expect("writing HASH_QUALITY_TABLE");
+    }
+    report.assert_no_worse();
 }

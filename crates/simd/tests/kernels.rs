@@ -51,6 +51,23 @@ fn count_matches_scalar_at_every_length_and_offset() {
     }
 }
 
+/// The entry point, which counts short haystacks in line (x86_64) and dispatches the
+/// rest, on both sides of where it switches.
+#[test]
+fn count_entry_point_matches_scalar_at_every_length() {
+    let data = bytes(512 + 64, 3, 4);
+    for offset in [0, 1, 15, 33] {
+        for len in 0..=512 {
+            let input = &data[offset..offset + len];
+            assert_eq!(
+                count::count(input, 1),
+                count::scalar::count(input, 1),
+                "len {len} offset {offset}"
+            );
+        }
+    }
+}
+
 #[test]
 fn count_matches_scalar_on_long_inputs_and_full_counters() {
     for len in long_lengths() {

@@ -14,14 +14,14 @@
 #[cfg(target_arch = "aarch64")]
 mod aarch64;
 pub mod scalar;
-#[cfg(target_arch = "x86_64")]
+#[cfg(all(target_arch = "x86_64", target_feature = "sse2"))]
 mod x86_64;
 
 #[cfg(target_arch = "aarch64")]
 use crate::dispatch::arm_has;
-#[cfg(target_arch = "x86_64")]
+#[cfg(all(target_arch = "x86_64", target_feature = "sse2"))]
 use crate::dispatch::x86_has;
-use crate::dispatch::{cached_choice, Candidate};
+use crate::dispatch::{Candidate, Choice};
 use crate::Implementation;
 use scalar::MOD;
 
@@ -56,8 +56,8 @@ impl Adler32 {
 
     /// Adds `bytes` to the checksum.
     pub fn update(&mut self, bytes: &[u8]) {
-        let function = selected();
-        // SAFETY: `choose` only picks a function whose CPU features are present.
+        let function = CHOICE.current().function;
+        // SAFETY: the choice is `detect` or a function whose CPU features are present.
         (self.a, self.b) = unsafe { function(self.a, self.b, bytes) };
     }
 
@@ -91,27 +91,42 @@ pub fn combine(first: u32, second: u32, second_len: u64) -> u32 {
 /// An update function: (a, b, bytes) -> (a, b), with a and b below MOD.
 type UpdateFn = unsafe fn(u32, u32, &[u8]) -> (u32, u32);
 
-cached_choice!(UpdateFn, choose);
+/// Where calls go: [`detect`] until the first call has chosen.
+static CHOICE: Choice<UpdateFn> = Choice::new(&DETECT);
+static DETECT: Candidate<UpdateFn> = Candidate::detect(detect);
 
-fn choose() -> (UpdateFn, Implementation) {
-    crate::dispatch::first_available(CANDIDATES)
+/// Chooses (once), then calls the choice.
+unsafe fn detect(a: u32, b: u32, bytes: &[u8]) -> (u32, u32) {
+    let chosen = CHOICE.choose(CANDIDATES).function;
+    // SAFETY: `choose` only picks a function whose CPU features are present.
+    unsafe { chosen(a, b, bytes) }
+}
+
+/// Forgets the choice; the next call chooses again.
+pub(crate) fn reset() {
+    CHOICE.reset();
+}
+
+/// The implementation calls go to (choosing it if no call has yet).
+pub fn implementation() -> Implementation {
+    CHOICE.implementation(CANDIDATES)
 }
 
 /// The implementations, fastest first, for the dispatcher and [`implementations`].
 static CANDIDATES: &[Candidate<UpdateFn>] = &[
-    #[cfg(target_arch = "x86_64")]
+    #[cfg(all(target_arch = "x86_64", target_feature = "sse2"))]
     Candidate {
         implementation: Implementation::Avx512Bw,
         available: || x86_has!("avx512bw"),
         function: x86_64::update_avx512bw,
     },
-    #[cfg(target_arch = "x86_64")]
+    #[cfg(all(target_arch = "x86_64", target_feature = "sse2"))]
     Candidate {
         implementation: Implementation::Avx2,
         available: || x86_has!("avx2"),
         function: x86_64::update_avx2,
     },
-    #[cfg(target_arch = "x86_64")]
+    #[cfg(all(target_arch = "x86_64", target_feature = "sse2"))]
     Candidate {
         implementation: Implementation::Ssse3,
         available: || x86_has!("ssse3"),
@@ -140,8 +155,15 @@ unsafe fn scalar_update(a: u32, b: u32, bytes: &[u8]) -> (u32, u32) {
 #[cfg(feature = "alloc")]
 pub fn implementations() -> alloc::vec::Vec<(Implementation, UpdateFn)> {
     crate::dispatch::all_available(CANDIDATES)
+        .into_iter()
+        .map(|candidate| (candidate.implementation, candidate.function))
+        .collect()
 }
 
+#[cfg(any(
+    all(target_arch = "x86_64", target_feature = "sse2"),
+    target_arch = "aarch64"
+))]
 /// zlib's NMAX: the most bytes a block may have for [`fold_block`] to stay in 32 bits.
 const NMAX: usize = 5552;
 
@@ -152,6 +174,10 @@ const NMAX: usize = 5552;
 /// 0xFFFF (a checksum's halves, reduced or not), `b + n·a + s2` ≤ (n+1)·0xFFFF +
 /// 255·n(n+1)/2 < 2^32, which is how zlib chose NMAX: 32-bit arithmetic, two
 /// reductions.
+#[cfg(any(
+    all(target_arch = "x86_64", target_feature = "sse2"),
+    target_arch = "aarch64"
+))]
 #[inline]
 fn fold_block(a: u32, b: u32, n: usize, s1: u32, s2: u32) -> (u32, u32) {
     debug_assert!(n <= NMAX && a <= 0xFFFF && b <= 0xFFFF, "see NMAX");

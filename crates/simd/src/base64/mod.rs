@@ -31,21 +31,20 @@
 
 #[cfg(target_arch = "aarch64")]
 mod aarch64;
-#[cfg(target_arch = "x86_64")]
+#[cfg(all(target_arch = "x86_64", target_feature = "sse2"))]
 mod lanes;
 mod scalar;
 mod tables;
-#[cfg(target_arch = "x86_64")]
+#[cfg(all(target_arch = "x86_64", target_feature = "sse2"))]
 mod x86_64;
 
 use core::fmt;
-use core::sync::atomic::{AtomicPtr, Ordering};
 
 #[cfg(target_arch = "aarch64")]
 use crate::dispatch::arm_has;
-#[cfg(target_arch = "x86_64")]
+#[cfg(all(target_arch = "x86_64", target_feature = "sse2"))]
 use crate::dispatch::x86_has;
-use crate::dispatch::Candidate;
+use crate::dispatch::{Candidate, Choice};
 use crate::Implementation;
 pub(crate) use tables::Tables;
 
@@ -262,8 +261,9 @@ impl Base64 {
                 available: output.len(),
             });
         };
-        // SAFETY: `kernels` is one of the statics of this module, which only hold
-        // functions whose CPU features `choose`/`implementations` checked.
+        // SAFETY: `kernels` is the current choice or an entry of `implementations`
+        // (no other `Kernels` can be made outside this module): functions whose CPU
+        // features were checked, or the detect functions, which choose such ones.
         unsafe { kernels.run_encode(input, output, self.alphabet.tables(), self.padding) };
         Ok(needed)
     }
@@ -350,6 +350,7 @@ impl Base64 {
 /// kernels convert whole blocks and leave the partial group to the scalar code, and a
 /// block with an invalid character too, which finds and reports the exact position.
 #[doc(hidden)]
+#[derive(Clone, Copy)]
 pub struct Kernels {
     implementation: Implementation,
     encode: EncodeFn,
@@ -378,11 +379,11 @@ impl Kernels {
         padding: Padding,
     ) {
         #[cfg(all(
-            target_arch = "x86_64",
+            all(target_arch = "x86_64", target_feature = "sse2"),
             target_feature = "avx512vbmi",
             target_feature = "avx512bw"
         ))]
-        if core::ptr::eq(self, &AVX512_VBMI) {
+        if self.implementation == Implementation::Avx512Vbmi {
             // SAFETY: the build enables AVX-512 F, BW and VBMI in every function.
             return unsafe { x86_64::encode_avx512vbmi(input, output, tables, padding) };
         }
@@ -394,98 +395,108 @@ impl Kernels {
 type EncodeFn = unsafe fn(&[u8], &mut [u8], &Tables, Padding);
 type DecodeFn = unsafe fn(&[u8], &mut [u8], &Tables) -> Result<(), DecodeError>;
 
-static SCALAR: Kernels = Kernels {
+const SCALAR: Kernels = Kernels {
     implementation: Implementation::Scalar,
     encode: scalar::encode,
     decode: scalar::decode_body,
 };
-#[cfg(target_arch = "x86_64")]
-static SSSE3: Kernels = Kernels {
+#[cfg(all(target_arch = "x86_64", target_feature = "sse2"))]
+const SSSE3: Kernels = Kernels {
     implementation: Implementation::Ssse3,
     encode: x86_64::encode_ssse3,
     decode: x86_64::decode_ssse3,
 };
-#[cfg(target_arch = "x86_64")]
-static AVX2: Kernels = Kernels {
+#[cfg(all(target_arch = "x86_64", target_feature = "sse2"))]
+const AVX2: Kernels = Kernels {
     implementation: Implementation::Avx2,
     encode: x86_64::encode_avx2,
     decode: x86_64::decode_avx2,
 };
-#[cfg(target_arch = "x86_64")]
-static AVX512_VBMI: Kernels = Kernels {
+#[cfg(all(target_arch = "x86_64", target_feature = "sse2"))]
+const AVX512_VBMI: Kernels = Kernels {
     implementation: Implementation::Avx512Vbmi,
     encode: x86_64::encode_avx512vbmi,
     decode: x86_64::decode_avx512vbmi,
 };
 #[cfg(target_arch = "aarch64")]
-static NEON: Kernels = Kernels {
+const NEON: Kernels = Kernels {
     implementation: Implementation::Neon,
     encode: aarch64::encode_neon,
     decode: aarch64::decode_neon,
 };
 
-/// The chosen kernels (a pair of functions, so one pointer to a static rather than the
-/// function pointer the other kernels keep); null until the first call.
-static SELECTED: AtomicPtr<Kernels> = AtomicPtr::new(core::ptr::null_mut());
+/// Where calls go: the detect kernels until the first call has chosen.
+static CHOICE: Choice<Kernels> = Choice::new(&DETECT);
+static DETECT: Candidate<Kernels> = Candidate::detect(Kernels {
+    implementation: Implementation::Scalar,
+    encode: detect_encode,
+    decode: detect_decode,
+});
 
-#[inline]
+/// Chooses (once), then encodes with the choice.
+unsafe fn detect_encode(input: &[u8], output: &mut [u8], tables: &Tables, padding: Padding) {
+    let chosen = CHOICE.choose(CANDIDATES).function;
+    // SAFETY: `choose` only picks kernels whose CPU features are present.
+    unsafe { (chosen.encode)(input, output, tables, padding) }
+}
+
+/// Chooses (once), then decodes with the choice.
+unsafe fn detect_decode(
+    body: &[u8],
+    output: &mut [u8],
+    tables: &Tables,
+) -> Result<(), DecodeError> {
+    let chosen = CHOICE.choose(CANDIDATES).function;
+    // SAFETY: `choose` only picks kernels whose CPU features are present.
+    unsafe { (chosen.decode)(body, output, tables) }
+}
+
+/// The kernels calls go to now.
+#[inline(always)]
 fn selected() -> &'static Kernels {
-    let pointer = SELECTED.load(Ordering::Relaxed);
-    if pointer.is_null() {
-        let kernels = choose();
-        SELECTED.store(core::ptr::from_ref(kernels).cast_mut(), Ordering::Relaxed);
-        kernels
-    } else {
-        // SAFETY: SELECTED only ever holds null or a pointer to one of the statics
-        // above, which live forever and are never written through it.
-        unsafe { &*pointer }
-    }
+    &CHOICE.current().function
 }
 
 /// Forgets the choice; the next call chooses again.
 pub(crate) fn reset() {
-    SELECTED.store(core::ptr::null_mut(), Ordering::Relaxed);
+    CHOICE.reset();
 }
 
 /// The implementation calls go to (choosing it if no call has yet).
 pub fn implementation() -> Implementation {
-    selected().implementation
-}
-
-fn choose() -> &'static Kernels {
-    crate::dispatch::first_available(CANDIDATES).0
+    CHOICE.implementation(CANDIDATES)
 }
 
 /// The kernels, fastest first, for the dispatcher and [`implementations`].
-static CANDIDATES: &[Candidate<&Kernels>] = &[
-    #[cfg(target_arch = "x86_64")]
+static CANDIDATES: &[Candidate<Kernels>] = &[
+    #[cfg(all(target_arch = "x86_64", target_feature = "sse2"))]
     Candidate {
         implementation: Implementation::Avx512Vbmi,
         available: || x86_has!("avx512vbmi") && x86_has!("avx512bw"),
-        function: &AVX512_VBMI,
+        function: AVX512_VBMI,
     },
-    #[cfg(target_arch = "x86_64")]
+    #[cfg(all(target_arch = "x86_64", target_feature = "sse2"))]
     Candidate {
         implementation: Implementation::Avx2,
         available: || x86_has!("avx2"),
-        function: &AVX2,
+        function: AVX2,
     },
-    #[cfg(target_arch = "x86_64")]
+    #[cfg(all(target_arch = "x86_64", target_feature = "sse2"))]
     Candidate {
         implementation: Implementation::Ssse3,
         available: || x86_has!("ssse3"),
-        function: &SSSE3,
+        function: SSSE3,
     },
     #[cfg(target_arch = "aarch64")]
     Candidate {
         implementation: Implementation::Neon,
         available: || arm_has!("neon"),
-        function: &NEON,
+        function: NEON,
     },
     Candidate {
         implementation: Implementation::Scalar,
         available: || true,
-        function: &SCALAR,
+        function: SCALAR,
     },
 ];
 
@@ -495,6 +506,6 @@ static CANDIDATES: &[Candidate<&Kernels>] = &[
 pub fn implementations() -> alloc::vec::Vec<&'static Kernels> {
     crate::dispatch::all_available(CANDIDATES)
         .into_iter()
-        .map(|(_, kernels)| kernels)
+        .map(|candidate| &candidate.function)
         .collect()
 }

@@ -7,7 +7,7 @@ pub(crate) const INVALID: u8 = 0xFF;
 
 /// Every table the kernels use for one alphabet.
 #[cfg_attr(
-    not(target_arch = "x86_64"),
+    not(all(target_arch = "x86_64", target_feature = "sse2")),
     allow(
         dead_code,
         reason = "the nibble tables serve the SSSE3/AVX2 kernels only"

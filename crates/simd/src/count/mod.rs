@@ -6,43 +6,77 @@
 
 #[cfg(target_arch = "aarch64")]
 mod aarch64;
+#[cfg(any(
+    all(target_arch = "x86_64", target_feature = "sse2"),
+    target_arch = "aarch64"
+))]
 mod generic;
 pub mod scalar;
-#[cfg(target_arch = "x86_64")]
+#[cfg(all(target_arch = "x86_64", target_feature = "sse2"))]
 mod x86_64;
 
 #[cfg(target_arch = "aarch64")]
 use crate::dispatch::arm_has;
-#[cfg(target_arch = "x86_64")]
+#[cfg(all(target_arch = "x86_64", target_feature = "sse2"))]
 use crate::dispatch::x86_has;
-use crate::dispatch::{cached_choice, Candidate};
+use crate::dispatch::{Candidate, Choice};
 use crate::Implementation;
 
 /// How many bytes of `haystack` equal `needle`.
+///
+/// On x86_64, haystacks shorter than 128 bytes are counted in line with
+/// SSE2 (every x86_64 build has it) once a SIMD kernel has been chosen, as that kernel
+/// would count them (AVX2's takes 16-byte vectors below 32 bytes too): the indirect
+/// call cost as much as the counting there. Until the first choice, and after
+/// [`crate::force_scalar`], every call goes through the choice.
 #[inline]
 pub fn count(haystack: &[u8], needle: u8) -> usize {
-    let function = selected();
-    // SAFETY: `choose` only picks a function whose CPU features are present.
-    unsafe { function(haystack, needle) }
+    let chosen = CHOICE.current();
+    #[cfg(all(target_arch = "x86_64", target_feature = "sse2"))]
+    if haystack.len() < IN_LINE_BELOW && chosen.implementation != Implementation::Scalar {
+        // SAFETY: the build enables SSE2, all count_sse2 needs.
+        return unsafe { x86_64::count_sse2(haystack, needle) };
+    }
+    // SAFETY: the choice is `detect` or a function whose CPU features are present.
+    unsafe { (chosen.function)(haystack, needle) }
 }
+
+/// Haystacks shorter than this are counted in line on x86_64 (see [`count`]).
+#[cfg(all(target_arch = "x86_64", target_feature = "sse2"))]
+const IN_LINE_BELOW: usize = 128;
 
 type CountFn = unsafe fn(&[u8], u8) -> usize;
 
-cached_choice!(CountFn, choose);
+/// Where calls go: [`detect`] until the first call has chosen.
+static CHOICE: Choice<CountFn> = Choice::new(&DETECT);
+static DETECT: Candidate<CountFn> = Candidate::detect(detect);
 
-fn choose() -> (CountFn, Implementation) {
-    crate::dispatch::first_available(CANDIDATES)
+/// Chooses (once), then calls the choice.
+unsafe fn detect(haystack: &[u8], needle: u8) -> usize {
+    let chosen = CHOICE.choose(CANDIDATES).function;
+    // SAFETY: `choose` only picks a function whose CPU features are present.
+    unsafe { chosen(haystack, needle) }
+}
+
+/// Forgets the choice; the next call chooses again.
+pub(crate) fn reset() {
+    CHOICE.reset();
+}
+
+/// The implementation calls go to (choosing it if no call has yet).
+pub fn implementation() -> Implementation {
+    CHOICE.implementation(CANDIDATES)
 }
 
 /// The implementations, fastest first, for the dispatcher and [`implementations`].
 static CANDIDATES: &[Candidate<CountFn>] = &[
-    #[cfg(target_arch = "x86_64")]
+    #[cfg(all(target_arch = "x86_64", target_feature = "sse2"))]
     Candidate {
         implementation: Implementation::Avx2,
         available: || x86_has!("avx2"),
         function: x86_64::count_avx2,
     },
-    #[cfg(target_arch = "x86_64")]
+    #[cfg(all(target_arch = "x86_64", target_feature = "sse2"))]
     Candidate {
         implementation: Implementation::Sse2,
         // SSE2 is part of x86_64 itself.
@@ -72,4 +106,7 @@ unsafe fn scalar_count(haystack: &[u8], needle: u8) -> usize {
 #[cfg(feature = "alloc")]
 pub fn implementations() -> alloc::vec::Vec<(Implementation, CountFn)> {
     crate::dispatch::all_available(CANDIDATES)
+        .into_iter()
+        .map(|candidate| (candidate.implementation, candidate.function))
+        .collect()
 }

@@ -12,6 +12,7 @@ use crate::vector::x86_64::{V128, V256};
 ///
 /// # Safety
 /// None beyond x86_64 (SSE2 is part of the baseline).
+#[inline]
 #[target_feature(enable = "sse2")]
 pub(super) unsafe fn count_sse2(haystack: &[u8], needle: u8) -> usize {
     if haystack.len() < 16 {

@@ -4,28 +4,33 @@
 //! - Length: mixed into every lane's starting value, so `b"a"` and `b"a\0"` differ.
 //! - Up to 16 bytes: the key's bytes as two 64-bit words without a variable-length
 //!   copy (8..=16 bytes: the first and the last 8, overlapping; 4..=7: the first and
-//!   last 4; 1..=3: the first, middle and last byte; with the length mixed in,
-//!   distinct keys give distinct words), then two folded multiplies as in wyhash and
-//!   foldhash: the 128-bit product of the words XOR the seed, and the product of its
-//!   halves XOR the length and constants, folded to 64 bits by XOR. No AES here: three
-//!   dependent rounds plus the call through the dispatcher took 2-4x foldhash's time
-//!   at 16 bytes, while two multiplies pass the same quality tests and need no CPU
-//!   feature, so [`super::hash_bytes`] takes this path before it dispatches. (One
-//!   multiply, as `foldhash::fast` does, fails them: avalanche and seed bias 0.5.)
+//!   last 4; 1..=3: the first byte in one word, the middle and last in the other), the
+//!   seed through a folded multiply XORed into both (rotated for the second), their
+//!   folded 128-bit product, the length XORed in, and a second folded multiply by a
+//!   constant, as foldhash's quality variant finishes. No AES here: three dependent
+//!   rounds plus the call through the dispatcher took 2-4x foldhash's time at 16
+//!   bytes, so [`super::hash_bytes`] takes this path before it dispatches. The seed
+//!   is mixed before it meets the key: XORed in raw into the word holding the key's
+//!   bytes, it let hash(k, s) = hash(k', s ^ k ^ k') (SMHasher's PerlinNoise found
+//!   65,536 distinct hashes among 16.8 M 2-byte (key, seed) pairs).
 //! - 17 to 64 bytes: two or four 16-byte blocks (the first and last 16/32 bytes,
-//!   overlapping), each absorbed into its own lane.
+//!   overlapping), each given two keyed rounds of its own (the second keyed with its
+//!   lane's start, which holds the length) before it meets another lane.
 //! - 65 to 128 bytes: the first and the last 64 bytes, overlapping, into eight lanes;
-//!   129 to 256: the first and the last 128 into sixteen.
+//!   129 to 256: the first and the last 128 into sixteen, as above.
 //! - Longer: sixteen lanes absorb 256 bytes per step, then the last 256 bytes
 //!   (overlapping). A round's latency is four cycles and a block costs two dependent
 //!   rounds, so independent lanes are what keeps the AES units busy: four lanes ran at
 //!   half gxhash's speed; eight fill two 128-bit units; sixteen fill them with VAES's
 //!   256-bit rounds (two lanes per instruction, [`Steps`]), twice as fast again.
-//! - Absorbing a block: `lane = aesenc(aesenc(lane, block), key)`, two rounds: with
-//!   one, the difference one block leaves after a single S-box layer could be cancelled
-//!   by the next block with a guess of a few bits, whatever the key.
-//! - Finishing: the lanes are combined pairwise in a tree with a round per pair, two
-//!   more rounds with keys, and the 128 bits are folded to 64 by XOR.
+//! - Absorbing a block in the long loop: `lane = aesenc(aesenc(lane, block), key)`,
+//!   two rounds: with one, the difference one block leaves after a single S-box layer
+//!   could be cancelled by the next block with a guess of a few bits, whatever the key.
+//! - Finishing: the lanes meet pairwise in a tree, two rounds per pair
+//!   (`aesenc(aesenc(a, b), key)`), then one more keyed round, and the 128 bits are
+//!   folded to 64 by a folded multiply of the halves. The tree had one round per pair
+//!   (the second lane XORed in last) and the halves were XORed: sparse 60-64-byte keys
+//!   (up to 3 bits set) collided in full, 4-20 pairs among 22.4 M keys.
 //! - A running `Hasher` hashes each write with its state so far XORed into key 0.
 //!
 //! Go's arm64 aeshash lost bytes above 256 (a register reused in the loop); the tests
@@ -79,8 +84,11 @@ impl Keys {
     }
 }
 
-/// The (low, high) halves of a block holding every byte of a key of up to 16 bytes
-/// (see the module docs), read without a variable-length copy.
+/// The two 64-bit words holding every byte of a key of up to 16 bytes (see the module
+/// docs), read without a variable-length copy: 8..=16 bytes, the first and the last 8
+/// (overlapping); 4..=7, the first and the last 4; 1..=3, the first byte in one word
+/// and the middle and last in the other, so that the multiply of the two words has
+/// key bytes in both factors.
 #[inline(always)]
 fn small_block(bytes: &[u8]) -> (u64, u64) {
     let len = bytes.len();
@@ -91,29 +99,37 @@ fn small_block(bytes: &[u8]) -> (u64, u64) {
     } else if len >= 4 {
         (u64::from(read_u32(0)), u64::from(read_u32(len - 4)))
     } else if len > 0 {
-        let spread =
-            u64::from(bytes[0]) | u64::from(bytes[len / 2]) << 8 | u64::from(bytes[len - 1]) << 16;
-        (spread, 0)
+        (
+            u64::from(bytes[0]),
+            u64::from(bytes[len / 2]) | u64::from(bytes[len - 1]) << 8,
+        )
     } else {
         (0, 0)
     }
 }
 
+/// The seed (with `tweak`) through a folded multiply: what the short path XORs into
+/// the key's words. A seed that met the key's bytes directly would alias them:
+/// hash(k, s) = hash(k', s ^ k ^ k') wherever k and k' differ only in the word the
+/// seed is XORed into (2- and 3-byte keys, and the first 8 bytes of 16-byte keys),
+/// so that a service using one seed per table got the same hashes across tables.
+#[inline(always)]
+fn mixed_seed(keys: Keys, tweak: u64) -> u64 {
+    folded_multiply(keys.low ^ tweak ^ PI[0], keys.high ^ PI[1])
+}
+
 /// The hash of a key of at most 16 bytes (see the module docs); the same function for
-/// every implementation.
-///
-/// The seed goes into the first product only: an attacker who does not know it can
-/// make neither factor zero (which would make the key's other word irrelevant) but by
-/// guessing 64 bits.
+/// every implementation: the key's two words XOR the mixed seed (rotated for the
+/// second, so that equal words stay apart), multiplied and folded, then the length
+/// XORed in and a second folded multiply by a constant (foldhash's quality variant's
+/// finish) so that every input bit reaches every output bit.
 #[inline(always)]
 pub(crate) fn hash_short(bytes: &[u8], keys: Keys, tweak: u64) -> u64 {
     debug_assert!(bytes.len() <= 16);
+    let seed = mixed_seed(keys, tweak);
     let (low, high) = small_block(bytes);
-    let product = u128::from(low ^ keys.low ^ PI[0] ^ tweak) * u128::from(high ^ keys.high ^ PI[1]);
-    folded_multiply(
-        product as u64 ^ PI[2] ^ bytes.len() as u64,
-        (product >> 64) as u64 ^ PI[3],
-    )
+    let mixed = folded_multiply(low ^ seed, high ^ seed.rotate_left(32) ^ PI[2]);
+    folded_multiply(mixed ^ bytes.len() as u64 ^ PI[3], PI[4])
 }
 
 /// The 128-bit product of `a` and `b`, folded to 64 bits by XOR of its halves.
@@ -184,31 +200,40 @@ pub(crate) unsafe fn hash<B: Block, S: Steps<B>>(bytes: &[u8], keys: Keys, tweak
             keys.key(3, 0),
         ];
         let s = if len <= 32 {
-            combine2([
-                one_block(bytes, &k, 0, 0),
-                one_block(bytes, &k, 1, len - 16),
-            ])
+            combine2(
+                [
+                    one_block(bytes, &k, 0, 0),
+                    one_block(bytes, &k, 1, len - 16),
+                ],
+                k[1],
+            )
         } else if len <= 64 {
             // The first 32 bytes and the last 32, overlapping.
-            combine4([
-                one_block(bytes, &k, 0, 0),
-                one_block(bytes, &k, 1, 16),
-                one_block(bytes, &k, 2, len - 32),
-                one_block(bytes, &k, 3, len - 16),
-            ])
+            combine4(
+                [
+                    one_block(bytes, &k, 0, 0),
+                    one_block(bytes, &k, 1, 16),
+                    one_block(bytes, &k, 2, len - 32),
+                    one_block(bytes, &k, 3, len - 16),
+                ],
+                &k,
+            )
         } else if len <= 128 {
             // The first 64 bytes into lanes 0-3, the last 64 into 4-7.
             let last = len - 64;
-            combine8([
-                one_block(bytes, &k, 0, 0),
-                one_block(bytes, &k, 1, 16),
-                one_block(bytes, &k, 2, 32),
-                one_block(bytes, &k, 3, 48),
-                one_block(bytes, &k, 4, last),
-                one_block(bytes, &k, 5, last + 16),
-                one_block(bytes, &k, 6, last + 32),
-                one_block(bytes, &k, 7, last + 48),
-            ])
+            combine8(
+                [
+                    one_block(bytes, &k, 0, 0),
+                    one_block(bytes, &k, 1, 16),
+                    one_block(bytes, &k, 2, 32),
+                    one_block(bytes, &k, 3, 48),
+                    one_block(bytes, &k, 4, last),
+                    one_block(bytes, &k, 5, last + 16),
+                    one_block(bytes, &k, 6, last + 32),
+                    one_block(bytes, &k, 7, last + 48),
+                ],
+                &k,
+            )
         } else {
             let mut lanes = [k[0]; LANES];
             for (i, start) in lanes.iter_mut().enumerate() {
@@ -216,11 +241,10 @@ pub(crate) unsafe fn hash<B: Block, S: Steps<B>>(bytes: &[u8], keys: Keys, tweak
             }
             if len <= STEP {
                 // 129 to 256 bytes: the first 128 into lanes 0-7, the last 128 into 8-15.
-                let halves = [&bytes[..STEP / 2], &bytes[len - STEP / 2..]];
-                for (half, lanes) in halves.into_iter().zip(lanes.chunks_exact_mut(8)) {
-                    for (i, lane) in lanes.iter_mut().enumerate() {
-                        *lane = absorb(*lane, block_at(half, 16 * i), k[i % 4]);
-                    }
+                let last = len - STEP / 2;
+                for (i, lane) in lanes.iter_mut().enumerate() {
+                    let at = if i < 8 { 16 * i } else { last + 16 * (i - 8) };
+                    *lane = block_rounds(*lane, block_at(bytes, at), &k, i);
                 }
             } else {
                 // Every whole step but the last, then the last STEP bytes.
@@ -228,9 +252,9 @@ pub(crate) unsafe fn hash<B: Block, S: Steps<B>>(bytes: &[u8], keys: Keys, tweak
                 S::absorb(&mut lanes, &bytes[..steps * STEP], &k);
                 S::absorb(&mut lanes, &bytes[len - STEP..], &k);
             }
-            combine16(lanes)
+            combine16(lanes, &k)
         };
-        fold(s.aesenc(k[0]).aesenc(k[1]))
+        fold(s.aesenc(k[0]))
     }
 }
 
@@ -252,7 +276,30 @@ unsafe fn lane_start<B: Block>(k: &[B; 4], i: usize, len: usize) -> B {
 #[inline(always)]
 unsafe fn one_block<B: Block>(bytes: &[u8], k: &[B; 4], i: usize, at: usize) -> B {
     // SAFETY: the caller guarantees B's instructions exist.
-    unsafe { absorb(lane_start(k, i, bytes.len()), block_at(bytes, at), k[i % 4]) }
+    unsafe { block_rounds(lane_start(k, i, bytes.len()), block_at(bytes, at), k, i) }
+}
+
+/// A lane's only block: `aesenc(aesenc(block ^ k[i % 4], start), k[(i + 1) % 4])`,
+/// two keyed rounds on the block itself before it meets another lane. (The long
+/// loop's [`absorb`], `aesenc(aesenc(lane, block), key)`, gives a lane's first block
+/// one round, since `aesenc(start)` is a constant: the 33-64-byte path, where every
+/// block was a lane's first and last, let sparse keys of 60-64 bytes collide in full.)
+/// The lane's start, which holds the length, enters after the first round: XORed into
+/// the block itself, a key of one length equalled a key of another whose bytes
+/// differed by the lengths' XOR (SMHasher's Permutation keys: every 28-byte key of
+/// 32-bit words below 8 collided with a 24-byte one).
+///
+/// # Safety
+/// The CPU must support `B`'s instructions.
+#[inline(always)]
+unsafe fn block_rounds<B: Block>(start: B, block: &[u8; 16], k: &[B; 4], i: usize) -> B {
+    // SAFETY: the caller guarantees B's instructions exist.
+    unsafe {
+        B::load(block)
+            .xor(k[i % 4])
+            .aesenc(start)
+            .aesenc(k[(i + 1) % 4])
+    }
 }
 
 /// Absorbs a block into a lane: `aesenc(aesenc(lane, block), key)`.
@@ -265,26 +312,30 @@ unsafe fn absorb<B: Block>(lane: B, block: &[u8; 16], key: B) -> B {
     unsafe { lane.aesenc(B::load(block)).aesenc(key) }
 }
 
-/// Lanes combined pairwise in a tree, a round per pair: log2(n) rounds deep where a
-/// chain would be n - 1. One function per count, spelled out: a loop over an array
-/// of lanes was left as a loop through memory, five times slower at 256 bytes.
+/// Two lanes combined by two rounds, `aesenc(aesenc(a, b), key)`: `b` meets `a` after
+/// a round of `a`, and both go through one more keyed round before anything else
+/// meets them (a single round per pair, with the last lane XORed in, let differences
+/// in one lane cancel those in another). The lanes meet pairwise in a tree, log2(n)
+/// pairs deep where a chain would be n - 1. One function per count, spelled out: a
+/// loop over an array of lanes was left as a loop through memory, five times slower
+/// at 256 bytes.
 ///
 /// # Safety
 /// The CPU must support `B`'s instructions.
 #[inline(always)]
-unsafe fn combine2<B: Block>([a, b]: [B; 2]) -> B {
+unsafe fn combine2<B: Block>([a, b]: [B; 2], key: B) -> B {
     // SAFETY: the caller guarantees B's instructions exist.
-    unsafe { a.aesenc(b) }
+    unsafe { a.aesenc(b).aesenc(key) }
 }
 
-/// Four lanes combined as [`combine2`] says.
+/// Four lanes combined as [`combine2`] says, a key per level.
 ///
 /// # Safety
 /// As for [`combine2`].
 #[inline(always)]
-unsafe fn combine4<B: Block>([a, b, c, d]: [B; 4]) -> B {
+unsafe fn combine4<B: Block>([a, b, c, d]: [B; 4], k: &[B; 4]) -> B {
     // SAFETY: the caller guarantees B's instructions exist.
-    unsafe { combine2([combine2([a, b]), combine2([c, d])]) }
+    unsafe { combine2([combine2([a, b], k[1]), combine2([c, d], k[1])], k[2]) }
 }
 
 /// Eight lanes combined as [`combine2`] says.
@@ -292,15 +343,16 @@ unsafe fn combine4<B: Block>([a, b, c, d]: [B; 4]) -> B {
 /// # Safety
 /// As for [`combine2`].
 #[inline(always)]
-unsafe fn combine8<B: Block>(l: [B; 8]) -> B {
+unsafe fn combine8<B: Block>(l: [B; 8], k: &[B; 4]) -> B {
     // SAFETY: the caller guarantees B's instructions exist.
     unsafe {
-        combine4([
-            combine2([l[0], l[1]]),
-            combine2([l[2], l[3]]),
-            combine2([l[4], l[5]]),
-            combine2([l[6], l[7]]),
-        ])
+        combine2(
+            [
+                combine4([l[0], l[1], l[2], l[3]], k),
+                combine4([l[4], l[5], l[6], l[7]], k),
+            ],
+            k[3],
+        )
     }
 }
 
@@ -309,26 +361,27 @@ unsafe fn combine8<B: Block>(l: [B; 8]) -> B {
 /// # Safety
 /// As for [`combine2`].
 #[inline(always)]
-unsafe fn combine16<B: Block>(l: [B; 16]) -> B {
+unsafe fn combine16<B: Block>(l: [B; 16], k: &[B; 4]) -> B {
     // SAFETY: the caller guarantees B's instructions exist.
     unsafe {
-        combine8([
-            combine2([l[0], l[1]]),
-            combine2([l[2], l[3]]),
-            combine2([l[4], l[5]]),
-            combine2([l[6], l[7]]),
-            combine2([l[8], l[9]]),
-            combine2([l[10], l[11]]),
-            combine2([l[12], l[13]]),
-            combine2([l[14], l[15]]),
-        ])
+        combine2(
+            [
+                combine8([l[0], l[1], l[2], l[3], l[4], l[5], l[6], l[7]], k),
+                combine8([l[8], l[9], l[10], l[11], l[12], l[13], l[14], l[15]], k),
+            ],
+            k[0],
+        )
     }
 }
 
-/// 128 bits to 64 by XOR of the halves.
+/// 128 bits to 64 by a folded multiply of the halves (not their XOR, which keeps any
+/// difference that is equal in both halves from the last round's structure).
+///
+/// # Safety
+/// The CPU must support `B`'s instructions.
 #[inline(always)]
 unsafe fn fold<B: Block>(s: B) -> u64 {
     // SAFETY: the caller guarantees B's instructions exist.
     let (low, high) = unsafe { s.halves() };
-    low ^ high
+    folded_multiply(low ^ PI[5], high ^ PI[6])
 }

@@ -29,22 +29,25 @@
 mod aarch64;
 mod algorithm;
 mod block;
-#[cfg(target_arch = "x86_64")]
+#[cfg(all(target_arch = "x86_64", target_feature = "sse2"))]
 mod x86_64;
 
 use core::hash::{BuildHasher, Hasher};
 
 #[cfg(target_arch = "aarch64")]
 use crate::dispatch::arm_has;
-#[cfg(target_arch = "x86_64")]
+#[cfg(all(target_arch = "x86_64", target_feature = "sse2"))]
 use crate::dispatch::x86_has;
-use crate::dispatch::{cached_choice, Candidate};
+use crate::dispatch::{Candidate, Choice};
 use crate::Implementation;
 #[cfg(all(target_arch = "aarch64", target_feature = "aes"))]
 use aarch64 as compiled;
 use algorithm::{EachLane, Keys};
 use block::Soft;
-#[cfg(all(target_arch = "x86_64", target_feature = "aes"))]
+#[cfg(all(
+    all(target_arch = "x86_64", target_feature = "sse2"),
+    target_feature = "aes"
+))]
 use x86_64 as compiled;
 
 /// The hash of `bytes` under `seed`.
@@ -62,19 +65,25 @@ fn hash_keyed(bytes: &[u8], keys: Keys, tweak: u64) -> u64 {
         return algorithm::hash_short(bytes, keys, tweak);
     }
     #[cfg(all(
-        any(target_arch = "x86_64", target_arch = "aarch64"),
+        any(
+            all(target_arch = "x86_64", target_feature = "sse2"),
+            target_arch = "aarch64"
+        ),
         target_feature = "aes"
     ))]
     {
         compiled::hash_compiled(bytes, keys, tweak)
     }
     #[cfg(not(all(
-        any(target_arch = "x86_64", target_arch = "aarch64"),
+        any(
+            all(target_arch = "x86_64", target_feature = "sse2"),
+            target_arch = "aarch64"
+        ),
         target_feature = "aes"
     )))]
     {
-        let function = selected();
-        // SAFETY: `choose` only picks a function whose CPU features are present.
+        let function = CHOICE.current().function.0;
+        // SAFETY: the choice is `detect` or a function whose CPU features are present.
         unsafe { function(bytes, keys, tweak) }
     }
 }
@@ -120,26 +129,46 @@ impl Default for RandomState {
 impl BuildHasher for RandomState {
     type Hasher = AesHasher;
 
+    #[inline]
     fn build_hasher(&self) -> AesHasher {
         AesHasher {
             keys: self.keys,
             state: 0,
+            pending: None,
         }
     }
 }
 
 /// The [`Hasher`] of [`RandomState`]: each write is hashed with the state so far
 /// mixed into the key, so writes chain and their order matters.
+///
+/// An integer write is held until the next write: a byte write takes it into its
+/// tweak (the state XOR the integer), with no hashing of its own, so that a `HashMap`
+/// key of bytes (`[u8]`, `str`, `Vec<u8>`: a length, then the bytes) costs one hash,
+/// as a direct [`hash_bytes`] does; an integer that meets another integer or
+/// [`Hasher::finish`] is hashed as its 8 little-endian bytes.
 #[derive(Clone, Debug)]
 pub struct AesHasher {
     keys: Keys,
     state: u64,
+    pending: Option<u64>,
 }
 
 impl AesHasher {
     #[inline]
     fn absorb(&mut self, bytes: &[u8]) {
-        self.state = hash_keyed(bytes, self.keys, self.state);
+        let tweak = match self.pending.take() {
+            Some(integer) => self.state ^ integer,
+            None => self.state,
+        };
+        self.state = hash_keyed(bytes, self.keys, tweak);
+    }
+
+    #[inline]
+    fn absorb_integer(&mut self, value: u64) {
+        if let Some(earlier) = self.pending.replace(value) {
+            self.state = hash_keyed(&earlier.to_le_bytes(), self.keys, self.state);
+        }
     }
 }
 
@@ -151,22 +180,22 @@ impl Hasher for AesHasher {
 
     #[inline]
     fn write_u8(&mut self, value: u8) {
-        self.absorb(&[value]);
+        self.absorb_integer(u64::from(value));
     }
 
     #[inline]
     fn write_u16(&mut self, value: u16) {
-        self.absorb(&value.to_le_bytes());
+        self.absorb_integer(u64::from(value));
     }
 
     #[inline]
     fn write_u32(&mut self, value: u32) {
-        self.absorb(&value.to_le_bytes());
+        self.absorb_integer(u64::from(value));
     }
 
     #[inline]
     fn write_u64(&mut self, value: u64) {
-        self.absorb(&value.to_le_bytes());
+        self.absorb_integer(value);
     }
 
     #[inline]
@@ -176,29 +205,51 @@ impl Hasher for AesHasher {
 
     #[inline]
     fn write_usize(&mut self, value: usize) {
-        self.absorb(&(value as u64).to_le_bytes());
+        self.absorb_integer(value as u64);
     }
 
     #[inline]
     fn finish(&self) -> u64 {
-        self.state
+        match self.pending {
+            Some(integer) => hash_keyed(&integer.to_le_bytes(), self.keys, self.state),
+            None => self.state,
+        }
     }
 }
 
 /// A hash function: (bytes, keys, tweak) -> hash.
 type HashFn = unsafe fn(&[u8], Keys, u64) -> u64;
 
-cached_choice!(HashFn, choose);
+/// Where calls go: [`detect`] until the first call has chosen.
+static CHOICE: Choice<(HashFn, SeededHashFn)> = Choice::new(&DETECT);
+static DETECT: Candidate<(HashFn, SeededHashFn)> = Candidate::detect((detect, |bytes, seed| {
+    // SAFETY: detect needs no CPU feature; what it calls, it has chosen.
+    unsafe { detect(bytes, Keys::new([seed, 0]), 0) }
+}));
 
-fn choose() -> (HashFn, Implementation) {
-    let (functions, implementation) = crate::dispatch::first_available(CANDIDATES);
-    (functions.0, implementation)
+/// Chooses (once), then calls the choice.
+unsafe fn detect(bytes: &[u8], keys: Keys, tweak: u64) -> u64 {
+    let chosen = CHOICE.choose(CANDIDATES).function.0;
+    // SAFETY: `choose` only picks a function whose CPU features are present.
+    unsafe { chosen(bytes, keys, tweak) }
+}
+
+/// Forgets the choice; the next call chooses again.
+pub(crate) fn reset() {
+    CHOICE.reset();
+}
+
+/// The implementation [`hash_bytes`] dispatches to for keys of more than 16 bytes
+/// (choosing it if no call has yet). Builds that enable AES at compile time call the
+/// AES path in line instead (the same values).
+pub fn implementation() -> Implementation {
+    CHOICE.implementation(CANDIDATES)
 }
 
 /// The hash's implementations, fastest first, each as the dispatcher calls it and as a
 /// function of (bytes, seed) for [`implementations`].
 static CANDIDATES: &[Candidate<(HashFn, SeededHashFn)>] = &[
-    #[cfg(target_arch = "x86_64")]
+    #[cfg(all(target_arch = "x86_64", target_feature = "sse2"))]
     Candidate {
         implementation: Implementation::AesNiVaes,
         available: || x86_has!("aes") && x86_has!("avx2") && x86_has!("vaes"),
@@ -207,7 +258,7 @@ static CANDIDATES: &[Candidate<(HashFn, SeededHashFn)>] = &[
             unsafe { x86_64::hash_aesni_vaes(bytes, Keys::new([seed, 0]), 0) }
         }),
     },
-    #[cfg(target_arch = "x86_64")]
+    #[cfg(all(target_arch = "x86_64", target_feature = "sse2"))]
     Candidate {
         implementation: Implementation::AesNiAvx,
         available: || x86_has!("aes") && x86_has!("avx"),
@@ -216,7 +267,7 @@ static CANDIDATES: &[Candidate<(HashFn, SeededHashFn)>] = &[
             unsafe { x86_64::hash_aesni_avx(bytes, Keys::new([seed, 0]), 0) }
         }),
     },
-    #[cfg(target_arch = "x86_64")]
+    #[cfg(all(target_arch = "x86_64", target_feature = "sse2"))]
     Candidate {
         implementation: Implementation::AesNi,
         available: || x86_has!("aes"),
@@ -261,6 +312,6 @@ pub type SeededHashFn = fn(&[u8], u64) -> u64;
 pub fn implementations() -> alloc::vec::Vec<(Implementation, SeededHashFn)> {
     crate::dispatch::all_available(CANDIDATES)
         .into_iter()
-        .map(|(implementation, (_, seeded))| (implementation, seeded))
+        .map(|candidate| (candidate.implementation, candidate.function.1))
         .collect()
 }

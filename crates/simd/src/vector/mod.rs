@@ -21,7 +21,7 @@
 
 #[cfg(target_arch = "aarch64")]
 pub(crate) mod aarch64;
-#[cfg(target_arch = "x86_64")]
+#[cfg(all(target_arch = "x86_64", target_feature = "sse2"))]
 pub(crate) mod x86_64;
 
 /// A register of `BYTES` bytes.
@@ -111,7 +111,7 @@ pub(crate) unsafe fn keep_last<V: Bytes>(vector: V, n: usize) -> V {
 }
 
 /// Widening sums, for checksums.
-#[cfg(target_arch = "x86_64")]
+#[cfg(all(target_arch = "x86_64", target_feature = "sse2"))]
 pub(crate) trait Sums: Vector {
     /// Lane-wise wrapping addition of 32-bit lanes.
     ///
@@ -175,7 +175,7 @@ pub(crate) trait Sums: Vector {
 
 /// Operations within each 128-bit lane (x86's byte shuffle and 16-bit multiplies), for
 /// base64.
-#[cfg(target_arch = "x86_64")]
+#[cfg(all(target_arch = "x86_64", target_feature = "sse2"))]
 pub(crate) trait Lanes: Bytes {
     /// The register's bytes to `to`, with no alignment requirement.
     ///
