@@ -2,7 +2,6 @@
 
 use std::io::Read;
 use std::process::{Command, Stdio};
-use std::time::{Duration, Instant};
 
 use crate::support::*;
 
@@ -45,7 +44,6 @@ fn a_target_that_exits_ends_the_trace_with_a_summary() {
         return;
     }
     let mut target = Reaped(Command::new("sleep").arg("0.5").spawn().unwrap());
-    let started = Instant::now();
     let out = probe(&[
         "syscalls",
         "-p",
@@ -53,17 +51,15 @@ fn a_target_that_exits_ends_the_trace_with_a_summary() {
         "--duration",
         "20",
     ]);
-    // The sleep ends, but as our child it stays a zombie until reaped: probe must
-    // treat a zombie as exited.
-    assert!(
-        started.elapsed() < Duration::from_secs(10),
-        "probe waited for its duration"
-    );
     target.wait().unwrap();
     assert!(
         out.status.success(),
         "{}",
         String::from_utf8_lossy(&out.stderr)
     );
-    assert!(String::from_utf8_lossy(&out.stdout).contains("(target exited)"));
+    // The sleep ends, but as our child it stays a zombie until reaped: probe must
+    // treat a zombie as exited. It says why it ended: the target's exit, not the end
+    // of its 20 s duration (a state, where a stopwatch would depend on the host).
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(stdout.contains("(target exited)"), "{stdout}");
 }

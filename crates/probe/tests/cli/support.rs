@@ -1,6 +1,7 @@
 //! Helpers of the probe CLI tests: running probe, workloads, the daemon, strace and
 //! bpftool.
 
+use std::fmt::Debug;
 use std::io::{BufRead, BufReader, Read, Write};
 use std::net::{TcpListener, TcpStream};
 use std::path::{Path, PathBuf};
@@ -11,6 +12,33 @@ use serde_json::Value;
 
 pub const PROBE: &str = env!("CARGO_BIN_EXE_probe");
 pub const CALIBRATE: &str = env!("CARGO_BIN_EXE_probe-calibrate");
+
+/// How long a test waits for state that settles asynchronously (a counter the daemon
+/// has not scraped yet, a rescan, an exit, programs the kernel frees after an RCU grace
+/// period): generous, for a slow and loaded 2-core CI host. Waits end as soon as the
+/// state is there.
+pub const SETTLE: Duration = Duration::from_secs(30);
+
+/// Waits until `check` holds of what `read` returns, for at most [`SETTLE`]; returns
+/// that value, or fails naming `what` was awaited and the last value read.
+pub fn wait_until<T: Debug>(
+    what: &str,
+    mut read: impl FnMut() -> T,
+    check: impl Fn(&T) -> bool,
+) -> T {
+    let deadline = Instant::now() + SETTLE;
+    loop {
+        let value = read();
+        if check(&value) {
+            return value;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "waited {SETTLE:?} for {what}; last seen: {value:?}"
+        );
+        std::thread::sleep(Duration::from_millis(100));
+    }
+}
 
 /// A child process that is killed and reaped when the test ends, also by a failed
 /// assertion, so that no workload or daemon outlives its test.
@@ -187,28 +215,22 @@ pub fn assert_detached(ids: &[(String, u64)]) {
         assert!(out.status.success());
         serde_json::from_slice(&out.stdout).unwrap_or(Value::Array(vec![]))
     };
-    // The kernel frees programs after an RCU grace period: allow it a moment.
-    let deadline = Instant::now() + Duration::from_secs(5);
-    loop {
-        let progs = listed("prog");
-        let links = listed("link");
-        let left: Vec<_> = ids
-            .iter()
-            .filter(|(kind, id)| {
-                let list = if kind == "prog_id" { &progs } else { &links };
-                let ids = list.as_array().unwrap();
-                ids.iter().any(|p| p["id"].as_u64() == Some(*id))
-            })
-            .collect();
-        if left.is_empty() {
-            return;
-        }
-        assert!(
-            Instant::now() < deadline,
-            "still loaded after probe exited: {left:?}"
-        );
-        std::thread::sleep(Duration::from_millis(100));
-    }
+    // The kernel frees programs after an RCU grace period.
+    wait_until(
+        "the programs and links to be unloaded after probe exited",
+        || {
+            let progs = listed("prog");
+            let links = listed("link");
+            ids.iter()
+                .filter(|(kind, id)| {
+                    let list = if kind == "prog_id" { &progs } else { &links };
+                    let ids = list.as_array().unwrap();
+                    ids.iter().any(|p| p["id"].as_u64() == Some(*id))
+                })
+                .collect::<Vec<_>>()
+        },
+        Vec::is_empty,
+    );
 }
 
 /// Reads `child`'s stderr until a line containing `needle`; returns that line and a
