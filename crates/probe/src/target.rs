@@ -378,12 +378,15 @@ mod tests {
             WatchedProcess::open(0x3fff_fff0),
             Err(ProbeError::NoSuchProcess { .. })
         ));
+        // Ended by the test, not by a timer: a `sleep 0.2` could end (a zombie counts as
+        // exited) before a loaded host runs the first check.
         let mut child = std::process::Command::new("sleep")
-            .arg("0.2")
+            .arg("600")
             .spawn()
             .unwrap();
         let watched = WatchedProcess::open(child.id()).unwrap();
         assert!(!watched.exited());
+        child.kill().unwrap();
         child.wait().unwrap();
         assert!(watched.exited());
     }
