@@ -397,29 +397,42 @@ mod tests {
 
     #[test]
     fn hits_see_in_place_changes_and_expire() {
+        const VALIDITY: Duration = Duration::from_millis(200);
         let dir = tempfile::tempdir().unwrap();
-        std::fs::write(dir.path().join("a"), b"one").unwrap();
         let root = Root::open(dir.path(), false).unwrap();
-        let cache = OpenFileCache::new(1, 8, Duration::from_millis(200));
+        let cache = OpenFileCache::new(1, 64, VALIDITY);
+        // The stale hit is only owed while the entry is valid: a run the scheduler
+        // stretches past the validity proves nothing, so it is tried again, on a path
+        // of its own (a loaded host may stall a thread for longer than 200 ms).
+        for attempt in 0..10 {
+            let name = format!("a{attempt}");
+            let path = dir.path().join(&name);
+            std::fs::write(&path, b"one").unwrap();
+            let created_by = std::time::Instant::now();
+            let first = file(cache.open(0, &root, Path::new(&name)));
+            // Rewritten in place: same inode, new size, seen on the next hit.
+            std::fs::write(&path, b"three").unwrap();
+            let hit = file(cache.open(0, &root, Path::new(&name)));
+            assert!(Arc::ptr_eq(&first.file, &hit.file));
+            assert_eq!(hit.meta.len(), 5);
 
-        let first = file(cache.open(0, &root, Path::new("a")));
-        assert_eq!(cache.len(0), 1);
-        // Rewritten in place: same inode, new size, seen on the next hit.
-        std::fs::write(dir.path().join("a"), b"three").unwrap();
-        let hit = file(cache.open(0, &root, Path::new("a")));
-        assert!(Arc::ptr_eq(&first.file, &hit.file));
-        assert_eq!(hit.meta.len(), 5);
-
-        // Replaced by rename: the old inode until the entry expires, then the new one.
-        let staged = dir.path().join("a.new");
-        std::fs::write(&staged, b"renamed").unwrap();
-        std::fs::rename(&staged, dir.path().join("a")).unwrap();
-        let stale = file(cache.open(0, &root, Path::new("a")));
-        assert_eq!(stale.meta.ino(), first.meta.ino());
-        std::thread::sleep(Duration::from_millis(250));
-        let fresh = file(cache.open(0, &root, Path::new("a")));
-        assert_ne!(fresh.meta.ino(), first.meta.ino());
-        assert_eq!(read(&fresh), "renamed");
+            // Replaced by rename: the old inode until the entry expires, then the new one.
+            let staged = dir.path().join("staged");
+            std::fs::write(&staged, b"renamed").unwrap();
+            std::fs::rename(&staged, &path).unwrap();
+            let stale = file(cache.open(0, &root, Path::new(&name)));
+            if created_by.elapsed() >= VALIDITY {
+                continue;
+            }
+            assert_eq!(stale.meta.ino(), first.meta.ino());
+            // sleep never returns early: the entry has expired after it.
+            std::thread::sleep(VALIDITY + Duration::from_millis(50));
+            let fresh = file(cache.open(0, &root, Path::new(&name)));
+            assert_ne!(fresh.meta.ino(), first.meta.ino());
+            assert_eq!(read(&fresh), "renamed");
+            return;
+        }
+        panic!("in 10 attempts, no rename was looked up within the {VALIDITY:?} validity");
     }
 
     #[test]

@@ -179,6 +179,7 @@ mod tests {
         let started = Instant::now();
         let mut previous = clock.now();
         let mut worst_lag = Duration::ZERO;
+        let mut worst_wall_lag = Duration::ZERO;
         while started.elapsed() < Duration::from_millis(300) {
             let cached = clock.now();
             let truth = Instant::now();
@@ -188,32 +189,49 @@ mod tests {
             let wall_lag = SystemTime::now()
                 .duration_since(clock.now_system())
                 .unwrap_or_default();
-            // Generous for a shared 2-core CI host; the bound itself is checked below.
-            assert!(
-                wall_lag < Duration::from_millis(500),
-                "wall clock {wall_lag:?} behind"
-            );
+            worst_wall_lag = worst_wall_lag.max(wall_lag);
             std::thread::sleep(Duration::from_micros(200));
         }
         // Wait for a tick after the last reading, so that the lateness of the tick
         // ending each interval we read in is recorded.
         let last_read = Instant::now();
-        while clock.now() < last_read && last_read.elapsed() < Duration::from_secs(10) {
+        while clock.now() < last_read {
+            // Generous for a slow and loaded CI host.
+            assert!(
+                last_read.elapsed() < Duration::from_secs(30),
+                "no tick in 30 s"
+            );
             std::thread::sleep(Duration::from_millis(1));
         }
         // The bound the docs state: a reading is at most one period plus the worst
         // tick delay behind (plus the gap between the two reads above, tiny).
         let bound = clock.period() + clock.worst_tick_delay() + Duration::from_millis(2);
         assert!(worst_lag <= bound, "lag {worst_lag:?} exceeds {bound:?}");
+        // The wall-clock reading is stored with the monotonic one: the same bound, not
+        // a constant tuned on a fast host.
+        assert!(
+            worst_wall_lag <= bound,
+            "wall clock {worst_wall_lag:?} behind, beyond {bound:?}"
+        );
         // And the clock moved: 300 ms of ticks are not one stale value.
         assert!(clock.now() - clock.shared.origin >= Duration::from_millis(250));
     }
 
     #[test]
     fn dropping_stops_the_ticker_promptly() {
-        let clock = CachedClock::start(Duration::from_secs(1)).unwrap();
-        let started = Instant::now();
-        drop(clock);
-        assert!(started.elapsed() < Duration::from_millis(500));
+        // A ticker left to its park_timeout ends at its first due time at the
+        // earliest; one woken by the drop ends before it. A drop that returns before
+        // the due time shows the wake; one a loaded host delays past it shows nothing,
+        // so it is tried again.
+        let period = Duration::from_secs(1);
+        for _ in 0..10 {
+            let clock = CachedClock::start(period).unwrap();
+            let first_due = clock.shared.origin + period;
+            drop(clock);
+            if Instant::now() < first_due {
+                return;
+            }
+        }
+        panic!("in 10 attempts no drop returned before the ticker's first due time");
     }
 }

@@ -272,11 +272,14 @@ impl Sleepers {
         let children: Vec<Child> = (0..count)
             .map(|_| Command::new(&program).arg("600").spawn().unwrap())
             .collect();
-        // Let them reach their sleep before stopping them.
-        std::thread::sleep(std::time::Duration::from_millis(200));
+        // Let them reach their sleep (exec'd under the link's name, asleep) before
+        // stopping them, and wait until each is stopped: a signal is taken when its
+        // process next runs, and only then does its memory hold still.
         for child in &children {
+            wait_for_state(child.id(), &name, 'S');
             // SAFETY: kill takes plain values; the child is ours and not yet reaped.
             unsafe { libc::kill(child.id() as libc::pid_t, libc::SIGSTOP) };
+            wait_for_state(child.id(), &name, 'T');
         }
         Sleepers {
             children,
@@ -287,6 +290,25 @@ impl Sleepers {
 
     fn pids(&self) -> Vec<String> {
         self.children.iter().map(|c| c.id().to_string()).collect()
+    }
+}
+
+/// Waits (at most 30 s: generous, for a slow and loaded CI host) until process `pid`
+/// runs the program named `comm` and is in `state` (`/proc/PID/stat`); fails with the
+/// last line seen.
+fn wait_for_state(pid: u32, comm: &str, state: char) {
+    let wanted = format!("{pid} ({comm}) {state} ");
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
+    loop {
+        let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
+        if stat.starts_with(&wanted) {
+            return;
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "process {pid} never came to {wanted:?}; last seen: {stat:?}"
+        );
+        std::thread::sleep(std::time::Duration::from_millis(20));
     }
 }
 

@@ -349,7 +349,24 @@ mod tests {
         let marker = dir.path().join("ran");
         let argv: Vec<OsString> = vec!["touch".into(), marker.clone().into_os_string()];
         let paused = spawn_paused(&argv).unwrap();
-        std::thread::sleep(std::time::Duration::from_millis(50));
+        // Stopped (state T) at the pause before its execve: only then does the absent
+        // marker show that nothing ran, rather than that nothing ran yet.
+        let stat = format!("/proc/{}/stat", paused.pid());
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
+        loop {
+            let line = std::fs::read_to_string(&stat).unwrap_or_default();
+            if line
+                .rsplit_once(") ")
+                .is_some_and(|(_, rest)| rest.starts_with('T'))
+            {
+                break;
+            }
+            assert!(
+                std::time::Instant::now() < deadline,
+                "the paused command never stopped: {line:?}"
+            );
+            std::thread::sleep(std::time::Duration::from_millis(10));
+        }
         assert!(!marker.exists(), "the command ran before release");
         let mut running = paused.release().unwrap();
         assert_eq!(running.wait(), Some(ChildExit::Code(0)));
@@ -383,12 +400,15 @@ mod tests {
             WatchedProcess::open(0x3fff_fff0),
             Err(ProbeError::NoSuchProcess { .. })
         ));
+        // Ended by the test, not by a timer: a `sleep 0.2` could end (a zombie counts as
+        // exited) before a loaded host runs the first check.
         let mut child = std::process::Command::new("sleep")
-            .arg("0.2")
+            .arg("600")
             .spawn()
             .unwrap();
         let watched = WatchedProcess::open(child.id()).unwrap();
         assert!(!watched.exited());
+        child.kill().unwrap();
         child.wait().unwrap();
         assert!(watched.exited());
     }

@@ -1,13 +1,36 @@
 //! The `timeserve` binary against real clients (Debian's ntpdig and chronyd -Q) and a
 //! raw UDP client for what real clients never send.
 
+use std::fmt::Debug;
 use std::io::{BufRead as _, BufReader, Read as _, Write as _};
 use std::net::{SocketAddr, TcpStream, UdpSocket};
 use std::process::{Child, Command, Stdio};
-use std::time::{Duration, SystemTime};
+use std::time::{Duration, Instant, SystemTime};
 
 use testdata::require;
 use timeserve::packet::{client_request, NtpTimestamp, Reply, HEADER_LEN};
+
+/// How long a test waits for an expected reply or for state that settles
+/// asynchronously (a counter bumped after the reply is sent, a signal being handled):
+/// generous, for a slow and loaded 2-core CI host. Waits end as soon as it is there.
+const SETTLE: Duration = Duration::from_secs(30);
+
+/// Waits until `check` holds of what `read` returns, for at most [`SETTLE`]; returns
+/// that value, or fails naming `what` was awaited and the last value read.
+fn wait_until<T: Debug>(what: &str, mut read: impl FnMut() -> T, check: impl Fn(&T) -> bool) -> T {
+    let deadline = Instant::now() + SETTLE;
+    loop {
+        let value = read();
+        if check(&value) {
+            return value;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "waited {SETTLE:?} for {what}; last seen: {value:?}"
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}
 
 /// A running timeserve, killed when dropped.
 struct Server {
@@ -115,6 +138,59 @@ impl Server {
             .find_map(|l| l.strip_prefix(line_start)?.trim().parse().ok())
             .unwrap_or_else(|| panic!("no {line_start} in:\n{text}"))
     }
+
+    /// Waits until the metric satisfies `check` (responses are counted after they are
+    /// sent, so a client can see a reply before its count); returns its value.
+    fn wait_for_metric(&self, line_start: &str, check: impl Fn(u64) -> bool) -> u64 {
+        wait_until(line_start, || self.metric(line_start), |&v| check(v))
+    }
+
+    /// Waits until every thread of the server is stopped (state `T`).
+    fn wait_for_stopped(&self) {
+        let pid = self.child.id();
+        let running = || -> Vec<String> {
+            std::fs::read_dir(format!("/proc/{pid}/task"))
+                .unwrap()
+                .filter_map(|task| {
+                    let path = task.ok()?.path().join("stat");
+                    let stat = std::fs::read_to_string(path).ok()?;
+                    let state = stat.rsplit_once(") ")?.1.chars().next()?;
+                    (state != 'T').then_some(stat)
+                })
+                .collect()
+        };
+        wait_until("every thread of the server to stop", running, Vec::is_empty);
+    }
+
+    /// Waits until every signal sent to the server has been taken by it: none is
+    /// pending any more, in the process or in one of its threads.
+    fn wait_for_signals_taken(&self) {
+        let pid = self.child.id();
+        let pending = || -> Vec<String> {
+            let mut statuses = vec![format!("/proc/{pid}/status")];
+            if let Ok(tasks) = std::fs::read_dir(format!("/proc/{pid}/task")) {
+                statuses.extend(tasks.filter_map(|task| {
+                    let task = task.ok()?.file_name().into_string().ok()?;
+                    Some(format!("/proc/{pid}/task/{task}/status"))
+                }));
+            }
+            statuses
+                .iter()
+                .flat_map(|path| {
+                    let text = std::fs::read_to_string(path).unwrap_or_default();
+                    text.lines()
+                        .filter(|l| {
+                            let (name, mask) = l.split_once(':').unwrap_or_default();
+                            matches!(name, "SigPnd" | "ShdPnd")
+                                && u64::from_str_radix(mask.trim(), 16) != Ok(0)
+                        })
+                        .map(|l| format!("{path}: {l}"))
+                        .collect::<Vec<_>>()
+                })
+                .collect()
+        };
+        wait_until("the server to take its signals", pending, Vec::is_empty);
+    }
 }
 
 impl Drop for Server {
@@ -133,17 +209,38 @@ fn client(server: SocketAddr) -> UdpSocket {
     };
     let socket = UdpSocket::bind(bind).unwrap();
     socket.connect(server).unwrap();
-    socket
-        .set_read_timeout(Some(Duration::from_millis(500)))
-        .unwrap();
+    socket.set_read_timeout(Some(SETTLE)).unwrap();
     socket
 }
 
+/// The next reply, waiting for it (at most [`SETTLE`]).
 fn receive(socket: &UdpSocket) -> Option<Reply> {
     let mut buf = [0u8; 512];
     let n = socket.recv(&mut buf).ok()?;
     assert_eq!(n, HEADER_LEN, "replies are bare 48-byte headers");
     Reply::parse(&buf[..n])
+}
+
+/// A reply already queued on `socket`, without waiting: for checks that nothing was
+/// answered, made once the server has settled (so that no waiting is needed).
+fn queued(socket: &UdpSocket) -> Option<Reply> {
+    socket.set_nonblocking(true).unwrap();
+    let reply = receive(socket);
+    socket.set_nonblocking(false).unwrap();
+    reply
+}
+
+/// The bytes queued for reading on the IPv4 UDP socket bound to 127.0.0.1:`port`, from
+/// /proc/net/udp (`None` while no such socket is listed).
+fn udp_receive_queue(port: u16) -> Option<u64> {
+    let table = std::fs::read_to_string("/proc/net/udp").unwrap();
+    let local = format!("0100007F:{port:04X}");
+    table.lines().skip(1).find_map(|line| {
+        let fields: Vec<&str> = line.split_whitespace().collect();
+        // sl local_address rem_address st tx_queue:rx_queue ...
+        (fields.get(1) == Some(&local.as_str()))
+            .then(|| u64::from_str_radix(fields.get(4)?.split(':').nth(1)?, 16).ok())?
+    })
 }
 
 fn now() -> NtpTimestamp {
@@ -247,7 +344,11 @@ fn what_is_not_a_client_request_is_dropped_and_counted() {
     socket.send(&good).unwrap();
     let reply = receive(&socket).expect("the valid request is answered");
     assert_eq!(reply.origin, NtpTimestamp(42 << 32));
-    assert!(receive(&socket).is_none(), "nothing else is answered");
+    // One worker takes the datagrams in order: a reply to junk would have been sent
+    // before this one, so it would be queued here already.
+    assert!(queued(&socket).is_none(), "nothing else is answered");
+    // Counted after the reply is sent.
+    server.wait_for_metric("timeserve_responses_total", |n| n >= 1);
     for reason in ["short", "bad_length", "mode", "version"] {
         let expected = junk.iter().filter(|(_, r)| *r == reason).count() as u64;
         let line = format!("timeserve_dropped_total{{reason=\"{reason}\"}}");
@@ -280,7 +381,19 @@ fn a_client_over_its_rate_gets_one_kiss_of_death_then_silence() {
     for i in 0..6 {
         let socket = &sockets[i % 2];
         socket.send(&client_request(4, now())).unwrap();
-        match receive(socket) {
+        // Settled once the request is counted as answered (after its reply is sent)
+        // or as limited without an answer; only then does an empty queue mean silence.
+        wait_until(
+            &format!("request {i} answered or limited"),
+            || {
+                let answered = server.metric("timeserve_responses_total");
+                let silenced = server.metric("timeserve_rate_limited_total")
+                    - server.metric("timeserve_kiss_of_death_total");
+                answered + silenced
+            },
+            |&settled| settled == i as u64 + 1,
+        );
+        match queued(socket) {
             Some(reply) if reply.stratum == 0 => kisses.push(reply),
             Some(_) => normal += 1,
             None => {}
@@ -300,9 +413,7 @@ fn a_client_over_its_rate_gets_one_kiss_of_death_then_silence() {
     // Another address (IPv4 loopback has many) is not limited.
     let other = UdpSocket::bind("127.0.0.2:0").unwrap();
     other.connect(server.address()).unwrap();
-    other
-        .set_read_timeout(Some(Duration::from_millis(500)))
-        .unwrap();
+    other.set_read_timeout(Some(SETTLE)).unwrap();
     other.send(&client_request(4, now())).unwrap();
     assert_eq!(receive(&other).map(|r| r.stratum), Some(2));
 }
@@ -321,18 +432,35 @@ fn a_full_receive_buffer_shows_in_the_kernel_drop_counter() {
     let socket = client(server.address());
     // Stopped, the server reads nothing: its small buffer fills and the kernel drops.
     server.signal(libc::SIGSTOP);
+    // Stopped once every thread has taken the SIGSTOP; until then it may still read.
+    server.wait_for_stopped();
     for _ in 0..500 {
         let _ = socket.send(&client_request(4, now()));
     }
     server.signal(libc::SIGCONT);
-    // A later datagram carries the socket's drop count to the server.
+    // Once the server has read its whole backlog, a last datagram finds room and
+    // carries the socket's drop count to the server; the replies come in order, so
+    // every one before the last datagram's answers the backlog.
+    let port = server.address().port();
+    wait_until(
+        "the server to read its receive queue empty",
+        || udp_receive_queue(port),
+        |&queued| queued == Some(0),
+    );
+    let last = NtpTimestamp(7 << 32);
+    socket.send(&client_request(4, last)).unwrap();
     let mut answered = 0;
-    while receive(&socket).is_some() {
+    loop {
+        let reply = receive(&socket).expect("the last datagram is answered");
+        if reply.origin == last {
+            break;
+        }
         answered += 1;
     }
-    socket.send(&client_request(4, now())).unwrap();
-    assert!(receive(&socket).is_some());
-    let drops = server.metric("timeserve_socket_receive_drops_total{worker=\"0\"}");
+    let drops = server.wait_for_metric(
+        "timeserve_socket_receive_drops_total{worker=\"0\"}",
+        |drops| drops + answered as u64 >= 500,
+    );
     assert!(
         drops > 0 && answered < 500,
         "answered {answered}, dropped {drops}"
@@ -387,7 +515,7 @@ fn ntpdig_accepts_the_replies_over_ipv4_and_ipv6() {
     let script = format!(
         "set -e; {} link set lo up; {} --listen 127.0.0.1:123 --listen '[::1]:123' --workers 2 --stratum 2 >/dev/null & \
          for i in $(seq 100); do ntpdig -j -t 1 127.0.0.1 >/dev/null 2>&1 && break; sleep 0.05; done; \
-         for i in 1 2 3 4 5; do ntpdig -j -t 2 127.0.0.1; ntpdig -j -t 2 ::1; done; kill $!",
+         for i in 1 2 3 4 5; do ntpdig -j -t 30 127.0.0.1; ntpdig -j -t 30 ::1; done; kill $!",
         ip.display(),
         env!("CARGO_BIN_EXE_timeserve")
     );
@@ -422,7 +550,8 @@ fn sighup_is_survived_and_sigterm_exits_zero() {
     let server = Server::loopback("2", &[]);
     server.signal(libc::SIGHUP);
     server.signal(libc::SIGUSR1);
-    std::thread::sleep(Duration::from_millis(100));
+    // Taken, not merely sent: the default action of either would end the server.
+    server.wait_for_signals_taken();
     let socket = client(server.address());
     socket.send(&client_request(4, now())).unwrap();
     assert!(receive(&socket).is_some(), "still serving after SIGHUP");

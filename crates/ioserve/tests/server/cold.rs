@@ -7,7 +7,6 @@
 //! `cargo xtask loadtest --cold` (crates/ioserve/README.md, "Cold disks").
 
 use std::os::fd::AsFd as _;
-use std::time::Duration;
 
 use crate::support::*;
 
@@ -24,16 +23,6 @@ fn drop_from_page_cache(path: &std::path::Path) {
     let file = std::fs::File::open(path).unwrap();
     file.sync_all().unwrap();
     rustix::fs::fadvise(file.as_fd(), 0, None, rustix::fs::Advice::DontNeed).unwrap();
-}
-
-/// `name`'s value in a scrape of the metrics listener.
-fn metric(server: &Server, name: &str) -> u64 {
-    let text = String::from_utf8(get(server.metrics.unwrap(), "/metrics", &[]).body).unwrap();
-    text.lines()
-        .find_map(|l| l.strip_prefix(name)?.strip_prefix(' '))
-        .unwrap_or_else(|| panic!("{name} missing in\n{text}"))
-        .parse()
-        .unwrap()
 }
 
 #[test]
@@ -72,26 +61,31 @@ fn cold_data_and_uncached_paths_go_to_the_pool_under_every_strategy() {
                 "{strategy} {cold_reads}"
             );
 
-            // Counted once the response is written, which may trail the client.
-            let settled = |name: &str, check: fn(u64) -> bool| {
-                eventually(Duration::from_secs(5), || check(metric(&server, name)))
-            };
-            let windows = "ioserve_cold_windows_total";
-            let opens = "ioserve_offloaded_opens_total";
+            // Counted once the response is written, which may trail the client: wait
+            // for every request to be counted, then read the settled counters.
+            wait_for_metric(&server, "ioserve_requests_total{status=\"200\"}", |n| {
+                n == 1
+            });
+            wait_for_metric(&server, "ioserve_requests_total{status=\"206\"}", |n| {
+                n == 1
+            });
+            wait_for_metric(&server, "ioserve_downloads_in_flight", |n| n == 0);
+            let text = scrape(server.metrics.unwrap());
+            let windows = metric_in(&text, "ioserve_cold_windows_total");
+            let opens = metric_in(&text, "ioserve_offloaded_opens_total");
             match (strategy, cold_reads) {
                 // buffered reads on the pool anyway: it has no read-ahead of its own.
-                ("buffered", "pool") => assert!(settled(windows, |n| n == 0)),
+                ("buffered", "pool") => assert_eq!(windows, 0),
                 (_, "pool") => assert!(
-                    settled(windows, |n| n >= 2),
-                    "{strategy}: each cold download reads at least one window on the pool: {}",
-                    metric(&server, windows)
+                    windows >= 2,
+                    "{strategy}: each cold download reads at least one window on the pool: {windows}"
                 ),
-                _ => assert!(settled(windows, |n| n == 0), "{strategy} inline"),
+                _ => assert_eq!(windows, 0, "{strategy} inline"),
             }
             // The first request opened the path on the pool; the second found it in the
             // open-file cache (one worker: one shard).
             let expected = if cold_reads == "pool" { 1 } else { 0 };
-            assert_eq!(metric(&server, opens), expected, "{strategy} {cold_reads}");
+            assert_eq!(opens, expected, "{strategy} {cold_reads}");
         }
     }
 }
@@ -117,12 +111,8 @@ fn paths_that_are_not_files_are_answered_off_the_loop() {
     assert_eq!(get(server.addr, "/sub/", &[]).status, 200);
     assert_eq!(get(server.addr, "/cold.bin", &[]).status, 200);
     assert_eq!(get(server.addr, "/cold.bin", &[]).status, 200);
-    let opens = || metric(&server, "ioserve_offloaded_opens_total");
-    assert!(
-        eventually(Duration::from_secs(5), || opens() == 4),
-        "4 paths opened off the loop, the fifth request from the cache: {}",
-        opens()
-    );
+    // 4 paths opened off the loop, the fifth request from the cache.
+    wait_for_metric(&server, "ioserve_offloaded_opens_total", |n| n == 4);
 }
 
 #[test]
@@ -140,7 +130,7 @@ fn a_client_that_reads_late_gets_every_byte_of_a_cold_download() {
             b"GET /cold.bin HTTP/1.1\r\nHost: t\r\nConnection: close\r\n\r\n",
         )
         .unwrap();
-        std::thread::sleep(Duration::from_millis(300));
+        wait_until_stalled(&stream);
         let mut response = Vec::new();
         std::io::Read::read_to_end(&mut stream, &mut response).unwrap();
         let head_end = response
@@ -181,8 +171,8 @@ fn a_stalled_cold_download_does_not_hold_up_the_others() {
     drop_from_page_cache(&dir.path().join("other.bin"));
     let (mut stalled, len) = start_download(&server, "/cold.bin");
     assert_eq!(len, stalled_data.len());
-    // Long enough for the server to fill the socket buffers and meet EAGAIN.
-    std::thread::sleep(Duration::from_millis(300));
+    // The server has filled the socket buffers and met EAGAIN.
+    wait_until_stalled(stalled.get_ref());
     let other = get(server.addr, "/other.bin", &[]);
     assert_eq!(other.status, 200);
     assert!(

@@ -1,10 +1,13 @@
 //! Test support: the real `ioserve` binary on 127.0.0.1:0, a raw HTTP/1.1 client that
 //! shows exactly what went over the wire, and file fixtures.
 
+use std::fmt::Debug;
 use std::io::{self, BufRead, BufReader, Read, Write};
 use std::net::{SocketAddr, TcpStream};
 use std::path::Path;
-use std::process::{Child, ChildStderr, Command, Stdio};
+use std::process::{Child, ChildStderr, Command, ExitStatus, Stdio};
+use std::sync::{Arc, Mutex};
+use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
 /// Every IO strategy; each behaviour is checked under each.
@@ -15,7 +18,8 @@ pub struct Server {
     pub child: Child,
     pub addr: SocketAddr,
     pub metrics: Option<SocketAddr>,
-    pub stderr: Option<ChildStderr>,
+    /// What the server has logged so far (started with `capture_stderr`).
+    log: Option<ServerLog>,
     /// Started under a tracer: the server is the tracer's child.
     traced: bool,
 }
@@ -105,7 +109,7 @@ impl Server {
                 addr = parsed;
             }
         }
-        let stderr = child.stderr.take();
+        let log = child.stderr.take().map(ServerLog::drain);
         // strace forks the server; other wrappers (prlimit) exec it.
         let traced = wrapper
             .first()
@@ -114,7 +118,7 @@ impl Server {
             child,
             addr: addr.unwrap(),
             metrics,
-            stderr,
+            log,
             traced,
         }
     }
@@ -158,7 +162,7 @@ impl Server {
     }
 
     /// Waits for the process to exit, at most `limit`.
-    pub fn wait_exit(&mut self, limit: Duration) -> Option<std::process::ExitStatus> {
+    pub fn wait_exit(&mut self, limit: Duration) -> Option<ExitStatus> {
         let deadline = Instant::now() + limit;
         while Instant::now() < deadline {
             if let Some(status) = self.child.try_wait().unwrap() {
@@ -169,22 +173,49 @@ impl Server {
         None
     }
 
+    /// What the server has logged so far (started with `capture_stderr`).
+    pub fn log_so_far(&self) -> String {
+        self.log
+            .as_ref()
+            .expect("started with capture_stderr")
+            .text()
+    }
+
+    /// Waits until the server has logged a line containing `needle` (the sign that an
+    /// asynchronous step, such as a signal's handling, is done); returns the log.
+    pub fn wait_for_log(&self, needle: &str) -> String {
+        wait_for(&format!("the server logs {needle:?}"), || {
+            let log = self.log_so_far();
+            if log.contains(needle) {
+                Ok(log)
+            } else {
+                Err(log)
+            }
+        })
+    }
+
     /// Stops the server with SIGTERM, waits for it, and returns what it logged (started
     /// with `capture_stderr`).
     pub fn stop_and_read_log(&mut self) -> String {
         self.signal("TERM");
-        let status = self.wait_exit(Duration::from_secs(10));
+        let status = self.wait_exit(SETTLE);
         assert!(
             status.is_some_and(|s| s.success()),
-            "the server did not drain and exit 0 on SIGTERM: {status:?}"
+            "the server did not drain and exit 0 on SIGTERM within {SETTLE:?}: {status:?}"
         );
-        let mut log = String::new();
-        self.stderr
+        self.log_after_exit()
+    }
+
+    /// Everything the server logged, once it has exited (its stderr is then closed).
+    pub fn log_after_exit(&mut self) -> String {
+        assert!(
+            self.child.try_wait().unwrap().is_some(),
+            "the whole log is there once the server has exited"
+        );
+        self.log
             .take()
             .expect("started with capture_stderr")
-            .read_to_string(&mut log)
-            .unwrap();
-        log
+            .finish()
     }
 
     /// Open file descriptors of the server process.
@@ -226,6 +257,44 @@ impl Drop for Server {
         }
         let _ = self.child.kill();
         let _ = self.child.wait();
+    }
+}
+
+/// The server's stderr, read to the end by a thread of its own so that the server never
+/// blocks on a full pipe and a test can look at the log while the server runs.
+struct ServerLog {
+    text: Arc<Mutex<String>>,
+    reader: JoinHandle<()>,
+}
+
+impl ServerLog {
+    fn drain(stderr: ChildStderr) -> ServerLog {
+        let text = Arc::new(Mutex::new(String::new()));
+        let shared = Arc::clone(&text);
+        let reader = std::thread::spawn(move || {
+            let mut lines = BufReader::new(stderr);
+            let mut line = Vec::new();
+            while lines.read_until(b'\n', &mut line).is_ok_and(|n| n > 0) {
+                shared
+                    .lock()
+                    .unwrap()
+                    .push_str(&String::from_utf8_lossy(&line));
+                line.clear();
+            }
+        });
+        ServerLog { text, reader }
+    }
+
+    fn text(&self) -> String {
+        self.text.lock().unwrap().clone()
+    }
+
+    /// The whole log; the server must have exited (closing its stderr).
+    fn finish(self) -> String {
+        self.reader.join().expect("the log reader does not panic");
+        Arc::try_unwrap(self.text)
+            .map(|text| text.into_inner().unwrap())
+            .unwrap_or_else(|text| text.lock().unwrap().clone())
     }
 }
 
@@ -422,18 +491,70 @@ pub fn parse_content_range(value: &str) -> ((u64, u64), u64) {
     )
 }
 
-/// Polls `check` until it holds or `limit` passes.
-pub fn eventually(limit: Duration, mut check: impl FnMut() -> bool) -> bool {
-    let deadline = Instant::now() + limit;
+/// How long a test waits for state that settles asynchronously (a counter bumped after
+/// the response, a log line, a closed connection, an exited process): generous, for a
+/// slow and loaded 2-core CI host. Waits end as soon as the state is there.
+pub const SETTLE: Duration = Duration::from_secs(30);
+
+/// Polls `probe` until it returns `Ok`, for at most [`SETTLE`]; on timeout fails naming
+/// `what` was awaited and the last value seen (the `Err`).
+pub fn wait_for<T, S: Debug>(what: &str, mut probe: impl FnMut() -> Result<T, S>) -> T {
+    let deadline = Instant::now() + SETTLE;
     loop {
-        if check() {
-            return true;
+        match probe() {
+            Ok(value) => return value,
+            Err(seen) if Instant::now() > deadline => {
+                panic!("waited {SETTLE:?} for {what}; last seen: {seen:?}")
+            }
+            Err(_) => std::thread::sleep(Duration::from_millis(50)),
         }
-        if Instant::now() > deadline {
-            return false;
-        }
-        std::thread::sleep(Duration::from_millis(50));
     }
+}
+
+/// Waits until `check` holds of what `read` returns; returns that value, or fails with
+/// the last one read.
+pub fn wait_until<T: Debug>(
+    what: &str,
+    mut read: impl FnMut() -> T,
+    check: impl Fn(&T) -> bool,
+) -> T {
+    wait_for(what, || {
+        let value = read();
+        if check(&value) {
+            Ok(value)
+        } else {
+            Err(value)
+        }
+    })
+}
+
+/// A scrape of the metrics listener at `metrics`.
+pub fn scrape(metrics: SocketAddr) -> String {
+    let response = get(metrics, "/metrics", &[]);
+    assert_eq!(response.status, 200);
+    String::from_utf8(response.body).unwrap()
+}
+
+/// `name`'s value in a scrape `text` (`name` holds its labels, if any).
+pub fn metric_in(text: &str, name: &str) -> u64 {
+    text.lines()
+        .find_map(|l| l.strip_prefix(name)?.strip_prefix(' '))
+        .unwrap_or_else(|| panic!("{name} missing in\n{text}"))
+        .parse()
+        .unwrap()
+}
+
+/// Waits until the metric `name` of the server's metrics listener satisfies `check`
+/// (counters are bumped once a response is written, which may trail the client);
+/// returns its value, or fails with the last one scraped.
+pub fn wait_for_metric(server: &Server, name: &str, check: impl Fn(u64) -> bool) -> u64 {
+    let metrics = server.metrics.expect("started with --metrics-listen");
+    wait_until(name, || metric_in(&scrape(metrics), name), |&v| check(v))
+}
+
+/// Waits until the server has closed every client connection (`--metrics-listen`).
+pub fn wait_for_no_connections(server: &Server) {
+    wait_for_metric(server, "ioserve_connections_open", |open| open == 0);
 }
 
 /// Reads a response head from a raw stream, leaving the body unread; returns the
@@ -460,4 +581,31 @@ pub fn start_download(server: &Server, path: &str) -> (BufReader<TcpStream>, usi
         .parse()
         .unwrap();
     (reader, len)
+}
+
+/// Waits until the server has filled the socket buffers of a download that `stream`'s
+/// client does not read: bytes are queued for the client and the queue has stopped
+/// growing, so the server's next send meets a full buffer (EAGAIN). Returns the bytes
+/// queued.
+pub fn wait_until_stalled(stream: &TcpStream) -> u64 {
+    let mut last = 0;
+    let mut unchanged = 0;
+    wait_for(
+        "the client's receive queue to fill and stop growing",
+        || {
+            let queued = rustix::io::ioctl_fionread(stream).unwrap();
+            unchanged = if queued > 0 && queued == last {
+                unchanged + 1
+            } else {
+                0
+            };
+            last = queued;
+            // Unchanged across 5 polls (250 ms): the server is blocked on the full buffer.
+            if unchanged >= 5 {
+                Ok(queued)
+            } else {
+                Err(queued)
+            }
+        },
+    )
 }

@@ -3,7 +3,6 @@
 use std::io::{BufRead, BufReader};
 use std::net::TcpStream;
 use std::process::{Command, Stdio};
-use std::time::{Duration, Instant};
 
 use crate::support::*;
 
@@ -25,24 +24,23 @@ fn the_daemon_serves_growing_counters_and_detaches_on_sigterm() {
     let series = "probe_syscalls_total{syscall=\"read\"}";
     // The first sample appears once the workload's first reads are counted (later on
     // a loaded machine).
-    let deadline = Instant::now() + Duration::from_secs(10);
-    let first = loop {
-        let scrape = http_get(&address, "/metrics");
-        if scrape.contains(series) || Instant::now() > deadline {
-            break scrape;
-        }
-        std::thread::sleep(Duration::from_millis(100));
-    };
+    let first = wait_until(
+        "the first sample of the workload's reads",
+        || http_get(&address, "/metrics"),
+        |scrape| scrape.contains(series),
+    );
     assert!(first.starts_with("HTTP/1.1 200 OK"), "{first}");
     assert!(first.contains("text/plain; version=0.0.4"));
-    std::thread::sleep(Duration::from_millis(300));
-    let second = http_get(&address, "/metrics");
-    assert!(
-        metric(&second, series) > metric(&first, series),
-        "reads did not grow"
-    );
+    // The counters grow as the workload keeps going (each scrape reads the maps anew).
     let written = "probe_syscall_bytes_total{syscall=\"write\"}";
-    assert!(metric(&second, written) > metric(&first, written));
+    let second = wait_until(
+        "the read calls and written bytes to grow",
+        || http_get(&address, "/metrics"),
+        |second| {
+            metric(second, series) > metric(&first, series)
+                && metric(second, written) > metric(&first, written)
+        },
+    );
     assert_eq!(metric(&second, "probe_targets_up"), 1.0);
     assert!(http_get(&address, "/nope").starts_with("HTTP/1.1 404"));
     testdata::assert_promtool_accepts(second.split("\r\n\r\n").nth(1).unwrap_or(""));
@@ -52,9 +50,12 @@ fn the_daemon_serves_growing_counters_and_detaches_on_sigterm() {
     // The target goes away; the daemon stays and says so.
     workload.kill().unwrap();
     workload.wait().unwrap();
-    std::thread::sleep(Duration::from_millis(1500));
-    let after = http_get(&address, "/metrics");
-    assert_eq!(metric(&after, "probe_targets_up"), 0.0, "{after}");
+    // Seen at the daemon's next rescan (every second; later on a loaded machine).
+    let after = wait_until(
+        "probe_targets_up to drop to 0",
+        || http_get(&address, "/metrics"),
+        |after| metric(after, "probe_targets_up") == 0.0,
+    );
     assert!(metric(&after, series) >= metric(&second, series));
 
     let ids = bpf_ids(daemon.id());
@@ -71,33 +72,31 @@ fn the_daemon_follows_a_command_name_across_restarts() {
     }
     let (mut daemon, address, rest) = start_daemon(&["--comm", "probe-calibrate"]);
     let up = || metric(&http_get(&address, "/metrics"), "probe_targets_up");
+    // The series appears with the first call counted: absent, none are.
     let getppid = || {
-        metric(
-            &http_get(&address, "/metrics"),
-            "probe_syscalls_total{syscall=\"getppid\"}",
-        )
+        let scrape = http_get(&address, "/metrics");
+        let body = scrape.split("\r\n\r\n").nth(1).unwrap_or("");
+        ioserve_probe::metrics::sample_value(body, "probe_syscalls_total{syscall=\"getppid\"}")
+            .unwrap_or(0.0)
     };
-    // Waits (up to 5 s) until the daemon's rescan (every second) sees `expected` targets.
+    // Waits until the daemon's rescan (every second) sees `expected` targets.
     let wait_up = |expected: f64| {
-        let deadline = Instant::now() + Duration::from_secs(5);
-        while up() != expected {
-            assert!(
-                Instant::now() < deadline,
-                "probe_targets_up never became {expected}"
-            );
-            std::thread::sleep(Duration::from_millis(100));
-        }
+        wait_until(
+            &format!("probe_targets_up to become {expected}"),
+            up,
+            |&now| now == expected,
+        );
     };
     assert_eq!(up(), 0.0);
     let mut before = 0.0;
     for _round in 0..2 {
         let mut workload = busy_clock_caller();
         wait_up(1.0);
-        std::thread::sleep(Duration::from_millis(200));
-        let during = getppid();
-        assert!(
-            during > before,
-            "getppid calls of the new process were not counted"
+        // The new process's getppid calls are counted as it makes them.
+        wait_until(
+            "getppid calls of the new process to be counted",
+            getppid,
+            |&during| during > before,
         );
         workload.kill().unwrap();
         workload.wait().unwrap();
@@ -128,17 +127,12 @@ fn the_daemon_detaches_on_sigterm_even_when_its_log_reader_is_gone() {
     let ids = bpf_ids(daemon.id());
     drop(reader); // its "detaching" lines now hit a closed pipe
     signal(daemon.id(), rustix::process::Signal::TERM);
-    let deadline = Instant::now() + Duration::from_secs(10);
-    let status = loop {
-        if let Some(status) = daemon.try_wait().unwrap() {
-            break status;
-        }
-        assert!(
-            Instant::now() < deadline,
-            "the daemon did not exit on SIGTERM"
-        );
-        std::thread::sleep(Duration::from_millis(50));
-    };
+    let status = wait_until(
+        "the daemon to exit on SIGTERM",
+        || daemon.try_wait().unwrap(),
+        Option::is_some,
+    )
+    .expect("exited");
     assert!(status.success(), "{status:?}");
     assert_detached(&ids);
 }

@@ -2,7 +2,6 @@
 
 use std::io::Read;
 use std::process::{Command, Stdio};
-use std::time::{Duration, Instant};
 
 use crate::support::*;
 
@@ -51,7 +50,6 @@ fn a_target_that_exits_ends_the_trace_with_a_summary() {
         return;
     }
     let mut target = Reaped(Command::new("sleep").arg("0.5").spawn().unwrap());
-    let started = Instant::now();
     let (out, report) = probe_report(&[
         "syscalls",
         "-p",
@@ -59,17 +57,14 @@ fn a_target_that_exits_ends_the_trace_with_a_summary() {
         "--duration",
         "20",
     ]);
-    // The sleep ends, but as our child it stays a zombie until reaped: probe must
-    // treat a zombie as exited.
-    assert!(
-        started.elapsed() < Duration::from_secs(10),
-        "probe waited for its duration"
-    );
     target.wait().unwrap();
     assert!(
         out.status.success(),
         "{}",
         String::from_utf8_lossy(&out.stderr)
     );
-    assert!(report.contains("(target exited)"));
+    // The sleep ends, but as our child it stays a zombie until reaped: probe must
+    // treat a zombie as exited. It says why it ended: the target's exit, not the end
+    // of its 20 s duration (a state, where a stopwatch would depend on the host).
+    assert!(report.contains("(target exited)"), "{report}");
 }

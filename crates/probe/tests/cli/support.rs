@@ -1,6 +1,7 @@
 //! Helpers of the probe CLI tests: running probe, workloads, the daemon, strace and
 //! bpftool.
 
+use std::fmt::Debug;
 use std::io::{BufRead, BufReader, Read, Write};
 use std::net::{TcpListener, TcpStream};
 use std::path::{Path, PathBuf};
@@ -11,6 +12,33 @@ use serde_json::Value;
 
 pub const PROBE: &str = env!("CARGO_BIN_EXE_probe");
 pub const CALIBRATE: &str = env!("CARGO_BIN_EXE_probe-calibrate");
+
+/// How long a test waits for state that settles asynchronously (a counter the daemon
+/// has not scraped yet, a rescan, an exit, programs the kernel frees after an RCU grace
+/// period): generous, for a slow and loaded 2-core CI host. Waits end as soon as the
+/// state is there.
+pub const SETTLE: Duration = Duration::from_secs(30);
+
+/// Waits until `check` holds of what `read` returns, for at most [`SETTLE`]; returns
+/// that value, or fails naming `what` was awaited and the last value read.
+pub fn wait_until<T: Debug>(
+    what: &str,
+    mut read: impl FnMut() -> T,
+    check: impl Fn(&T) -> bool,
+) -> T {
+    let deadline = Instant::now() + SETTLE;
+    loop {
+        let value = read();
+        if check(&value) {
+            return value;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "waited {SETTLE:?} for {what}; last seen: {value:?}"
+        );
+        std::thread::sleep(Duration::from_millis(100));
+    }
+}
 
 /// A child process that is killed and reaped when the test ends, also by a failed
 /// assertion, so that no workload or daemon outlives its test.
@@ -224,35 +252,24 @@ pub fn assert_detached(ids: &[(String, u64)]) {
         }
         serde_json::from_slice(&out.stdout).map_err(|e| format!("bpftool {what} list: {e}"))
     };
-    // The kernel frees programs after an RCU grace period: allow it a moment (a loaded
-    // 2-core host can take several seconds).
-    let deadline = Instant::now() + Duration::from_secs(30);
-    loop {
-        let (progs, links) = match (listed("prog"), listed("link")) {
-            (Ok(progs), Ok(links)) => (progs, links),
-            (Err(why), _) | (_, Err(why)) => {
-                assert!(Instant::now() < deadline, "{why}");
-                std::thread::sleep(Duration::from_millis(100));
-                continue;
-            }
-        };
-        let left: Vec<_> = ids
-            .iter()
-            .filter(|(kind, id)| {
-                let list = if kind == "prog_id" { &progs } else { &links };
-                let ids = list.as_array().unwrap();
-                ids.iter().any(|p| p["id"].as_u64() == Some(*id))
-            })
-            .collect();
-        if left.is_empty() {
-            return;
-        }
-        assert!(
-            Instant::now() < deadline,
-            "still loaded after probe exited: {left:?}"
-        );
-        std::thread::sleep(Duration::from_millis(100));
-    }
+    // The kernel frees programs after an RCU grace period. `bpftool prog list` fails
+    // when a program it lists is freed under it (other tests load and unload theirs at
+    // the same time): such a listing is taken again.
+    let _unloaded = wait_until(
+        "the programs and links to be unloaded after probe exited",
+        || match (listed("prog"), listed("link")) {
+            (Ok(progs), Ok(links)) => Ok(ids
+                .iter()
+                .filter(|(kind, id)| {
+                    let list = if kind == "prog_id" { &progs } else { &links };
+                    let ids = list.as_array().unwrap();
+                    ids.iter().any(|p| p["id"].as_u64() == Some(*id))
+                })
+                .collect::<Vec<_>>()),
+            (Err(why), _) | (_, Err(why)) => Err(why),
+        },
+        |left| left.as_ref().is_ok_and(Vec::is_empty),
+    );
 }
 
 /// Reads `child`'s stderr until a line containing `needle`; returns that line and a
