@@ -128,9 +128,11 @@ fn compile(
             "-I",
         ])
         .arg(include)
-        // The headers' directory is under the target directory, which differs between
-        // machines: map it to a fixed name wherever clang records it.
+        // BTF's line info names each source file by its absolute path, and the headers'
+        // directory is under the target directory: both differ between clones and
+        // machines, so map them to fixed names wherever clang records a path.
         .arg(format!("-ffile-prefix-map={}=/libbpf", include.display()))
+        .arg(format!("-ffile-prefix-map={}=/probe", probe.display()))
         .arg(format!("src/bpf/{program}.bpf.c"))
         .arg("-o")
         .arg(&unlinked);
