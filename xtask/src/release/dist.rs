@@ -86,12 +86,17 @@ pub(crate) struct Options {
     /// install with dpkg -i, answer --version, and are purged again
     #[arg(long)]
     check: bool,
+    /// The cargo profile the packaged programs are built with. `dev` packages the
+    /// debug builds `cargo test` already made (a quick check of the packaging, not
+    /// something to ship; cargo-deb warns about it)
+    #[arg(long, value_name = "NAME", default_value = "release")]
+    profile: String,
 }
 
 /// `cargo xtask dist`: builds the four packages, says where they are, and checks them
 /// with `--check`.
 pub(crate) fn run(options: &Options) -> Result<()> {
-    let debs = build(options.out.as_deref())?;
+    let debs = build(options.out.as_deref(), &options.profile)?;
     for deb in &debs {
         println!("{}", deb.display());
     }
@@ -103,7 +108,7 @@ pub(crate) fn run(options: &Options) -> Result<()> {
 
 /// What `cargo xtask ci` checks: `cargo xtask dist --check`.
 pub(crate) fn ci() -> Result<()> {
-    check(&build(None)?)
+    check(&build(None, "release")?)
 }
 
 /// lintian finds no error in the packages, and (as root) they install, answer and are
@@ -131,22 +136,35 @@ pub(crate) fn write_docs(out: &Path) -> Result<()> {
     )
 }
 
-/// Builds the .deb files into `out` (default TARGET_DIR/debian); returns their paths.
-fn build(out: Option<&Path>) -> Result<Vec<PathBuf>> {
+/// The directory under the target directory where cargo puts a profile's builds.
+fn profile_dir(profile: &str) -> &str {
+    match profile {
+        "dev" | "test" => "debug",
+        "bench" => "release",
+        custom => custom,
+    }
+}
+
+/// Builds the .deb files with cargo profile `profile` into `out` (default
+/// TARGET_DIR/debian); returns their paths.
+fn build(out: Option<&Path>, profile: &str) -> Result<Vec<PathBuf>> {
     ensure_packages(BUILD_PACKAGES)?;
     ensure_cargo_deb()?;
     let target = target_dir()?;
     check_changelog(&cargo_metadata()?)?;
 
-    let mut release = cargo(&["build", "--release"]);
+    let mut programs = cargo(&["build", "--profile", profile]);
     for package in PACKAGES {
-        release.args(["--package", package.krate]);
+        programs.args(["--package", package.krate]);
     }
-    step("cargo build --release (the packaged programs)", release)?;
+    step(
+        &format!("cargo build --profile {profile} (the packaged programs)"),
+        programs,
+    )?;
 
     // The assets name target/release/packaging/...: cargo-deb maps target/release/ to
-    // the real target directory.
-    let docs = target.join("release/packaging");
+    // the real target directory and the profile's directory in it.
+    let docs = target.join(profile_dir(profile)).join("packaging");
     if docs.exists() {
         // No page of a command that no longer exists may be packaged.
         fs::remove_dir_all(&docs).with_context(|| format!("cannot remove {}", docs.display()))?;
@@ -159,6 +177,7 @@ fn build(out: Option<&Path>) -> Result<Vec<PathBuf>> {
     let mut debs = Vec::new();
     for package in PACKAGES {
         let mut deb = cargo(&["deb", "--no-build", "--deb-revision", DEB_REVISION]);
+        deb.args(["--profile", profile]);
         deb.args(["--package", package.krate, "--output"]).arg(&out);
         let output = run_captured(&format!("cargo deb --package {}", package.krate), deb)?;
         debs.push(deb_path(&output, package.deb)?);
@@ -527,6 +546,15 @@ mod tests {
             format!("{}-{DEB_REVISION}", env!("CARGO_PKG_VERSION")),
             "xtask shares the workspace version"
         );
+    }
+
+    #[test]
+    fn profiles_build_where_cargo_puts_them() {
+        assert_eq!(profile_dir("release"), "release");
+        assert_eq!(profile_dir("dev"), "debug");
+        assert_eq!(profile_dir("test"), "debug");
+        assert_eq!(profile_dir("bench"), "release");
+        assert_eq!(profile_dir("dist"), "dist");
     }
 
     #[test]
