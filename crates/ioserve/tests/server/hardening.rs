@@ -193,8 +193,11 @@ fn idle_keep_alive_connections_make_room_oldest_first() {
             reader
         };
         let mut oldest = keep_alive();
-        std::thread::sleep(Duration::from_millis(50));
+        // Idle since the server put it on the idle list, which may trail the response:
+        // the newer one must go idle after it.
+        wait_until_quiescent(&server);
         let mut newer = keep_alive();
+        wait_until_quiescent(&server);
         // At the limit: the new client is admitted, the oldest idle one is closed.
         assert_eq!(
             get(server.addr, "/hello.txt", &[]).status,
