@@ -193,8 +193,11 @@ fn idle_keep_alive_connections_make_room_oldest_first() {
             reader
         };
         let mut oldest = keep_alive();
-        std::thread::sleep(Duration::from_millis(50));
+        // Idle since the server put it on the idle list, which may trail the response:
+        // the newer one must go idle after it.
+        wait_until_quiescent(&server);
         let mut newer = keep_alive();
+        wait_until_quiescent(&server);
         // At the limit: the new client is admitted, the oldest idle one is closed.
         assert_eq!(
             get(server.addr, "/hello.txt", &[]).status,
@@ -575,39 +578,69 @@ fn a_huge_listing_does_not_stall_the_worker() {
         dir.path(),
         &["--workers", "1", "--listing-max-entries", "10000000"],
     );
-    let (done_tx, done_rx) = std::sync::mpsc::channel();
-    std::thread::scope(|scope| {
-        let listing_done = done_tx.clone();
-        scope.spawn(move || {
-            let mut stream = connect(server.addr);
-            stream
-                .write_all(request_bytes("GET", "/many/", &[]).as_bytes())
-                .unwrap();
-            // The head goes out as soon as the listing is built.
-            let mut first = [0u8; 1];
-            stream.read_exact(&mut first).unwrap();
-            listing_done.send("listing").unwrap();
-            let mut rest = Vec::new();
-            stream.read_to_end(&mut rest).unwrap();
-            assert_eq!(
-                String::from_utf8_lossy(&rest).matches("<a href=").count(),
-                100_001
+    // The small request goes out once the server is building the listing (it holds
+    // the directory open), not after a fixed delay. A loaded host may still finish the
+    // listing before it answers the small file: such a run shows nothing and is tried
+    // again; built on the event loop, no run could answer the small file first.
+    let many = dir.path().canonicalize().unwrap().join("many");
+    let mut orders = Vec::new();
+    for _ in 0..5 {
+        let (done_tx, done_rx) = std::sync::mpsc::channel();
+        std::thread::scope(|scope| {
+            let listing_done = done_tx.clone();
+            let listing = scope.spawn(move || {
+                let mut stream = connect(server.addr);
+                stream
+                    .write_all(request_bytes("GET", "/many/", &[]).as_bytes())
+                    .unwrap();
+                // The head goes out as soon as the listing is built.
+                let mut first = [0u8; 1];
+                stream.read_exact(&mut first).unwrap();
+                listing_done.send("listing").unwrap();
+                let mut rest = Vec::new();
+                stream.read_to_end(&mut rest).unwrap();
+                assert_eq!(
+                    String::from_utf8_lossy(&rest).matches("<a href=").count(),
+                    100_001
+                );
+            });
+            let building = wait_until(
+                "the server to open the directory, or the listing to come",
+                || (holds_open(&server, &many), listing.is_finished()),
+                |&(open, finished)| open || finished,
             );
+            if building.0 {
+                assert_eq!(get(server.addr, "/small.txt", &[]).body, b"small");
+                done_tx.send("small").unwrap();
+            }
         });
-        std::thread::sleep(Duration::from_millis(20));
-        scope.spawn(move || {
-            assert_eq!(get(server.addr, "/small.txt", &[]).body, b"small");
-            done_tx.send("small").unwrap();
-        });
-    });
-    let order: Vec<&str> = done_rx.iter().collect();
-    assert_eq!(order, ["small", "listing"]);
+        drop(done_tx);
+        let order: Vec<&str> = done_rx.iter().collect();
+        if order == ["small", "listing"] {
+            break;
+        }
+        orders.push(order);
+    }
+    assert!(
+        orders.len() < 5,
+        "the small file never came before the listing: {orders:?}"
+    );
     // The default bound keeps the listing to 10 000 entries.
     let server = Server::start("sendfile", dir.path(), &[]);
     let listing = get(server.addr, "/many/", &[]);
     let html = String::from_utf8_lossy(&listing.body);
     assert_eq!(html.matches("<a href=\"0").count(), 10_000);
     assert!(html.contains("90000 more entries are not listed"));
+}
+
+/// Whether the server process has `path` open.
+fn holds_open(server: &Server, path: &std::path::Path) -> bool {
+    std::fs::read_dir(format!("/proc/{}/fd", server.pid()))
+        .map(|fds| {
+            fds.filter_map(|fd| std::fs::read_link(fd.ok()?.path()).ok())
+                .any(|target| target == path)
+        })
+        .unwrap_or(false)
 }
 
 /// Raises this process's open-file limit to its hard limit; returns it.

@@ -609,3 +609,24 @@ pub fn wait_until_stalled(stream: &TcpStream) -> u64 {
         },
     )
 }
+
+/// Waits until every thread of the server sleeps (state `S` in
+/// `/proc/PID/task/*/stat`): the server has finished what it was doing (such as
+/// putting a connection it just answered on the idle list) and waits for events.
+pub fn wait_until_quiescent(server: &Server) {
+    let pid = server.pid();
+    wait_until(
+        "every server thread to sleep",
+        || -> Vec<String> {
+            std::fs::read_dir(format!("/proc/{pid}/task"))
+                .unwrap()
+                .filter_map(|task| {
+                    let stat = std::fs::read_to_string(task.ok()?.path().join("stat")).ok()?;
+                    let state = stat.rsplit_once(") ")?.1.chars().next()?;
+                    (state != 'S').then_some(stat)
+                })
+                .collect()
+        },
+        Vec::is_empty,
+    );
+}
