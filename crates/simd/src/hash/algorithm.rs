@@ -234,24 +234,41 @@ pub(crate) unsafe fn hash<B: Block, S: Steps<B>>(bytes: &[u8], keys: Keys, tweak
                 ],
                 &k,
             )
+        } else if len <= STEP {
+            // 129 to 256 bytes: the first 128 into lanes 0-7, the last 128 into 8-15,
+            // spelled out (a loop over the lanes was left as a loop through memory:
+            // 40 ns at 256 bytes in the portable build, 2.5x 1 KiB's time).
+            let last = len - STEP / 2;
+            combine16(
+                [
+                    one_block(bytes, &k, 0, 0),
+                    one_block(bytes, &k, 1, 16),
+                    one_block(bytes, &k, 2, 32),
+                    one_block(bytes, &k, 3, 48),
+                    one_block(bytes, &k, 4, 64),
+                    one_block(bytes, &k, 5, 80),
+                    one_block(bytes, &k, 6, 96),
+                    one_block(bytes, &k, 7, 112),
+                    one_block(bytes, &k, 8, last),
+                    one_block(bytes, &k, 9, last + 16),
+                    one_block(bytes, &k, 10, last + 32),
+                    one_block(bytes, &k, 11, last + 48),
+                    one_block(bytes, &k, 12, last + 64),
+                    one_block(bytes, &k, 13, last + 80),
+                    one_block(bytes, &k, 14, last + 96),
+                    one_block(bytes, &k, 15, last + 112),
+                ],
+                &k,
+            )
         } else {
             let mut lanes = [k[0]; LANES];
             for (i, start) in lanes.iter_mut().enumerate() {
                 *start = lane_start(&k, i, len);
             }
-            if len <= STEP {
-                // 129 to 256 bytes: the first 128 into lanes 0-7, the last 128 into 8-15.
-                let last = len - STEP / 2;
-                for (i, lane) in lanes.iter_mut().enumerate() {
-                    let at = if i < 8 { 16 * i } else { last + 16 * (i - 8) };
-                    *lane = block_rounds(*lane, block_at(bytes, at), &k, i);
-                }
-            } else {
-                // Every whole step but the last, then the last STEP bytes.
-                let steps = (len - 1) / STEP;
-                S::absorb(&mut lanes, &bytes[..steps * STEP], &k);
-                S::absorb(&mut lanes, &bytes[len - STEP..], &k);
-            }
+            // Every whole step but the last, then the last STEP bytes.
+            let steps = (len - 1) / STEP;
+            S::absorb(&mut lanes, &bytes[..steps * STEP], &k);
+            S::absorb(&mut lanes, &bytes[len - STEP..], &k);
             combine16(lanes, &k)
         };
         fold(s.aesenc(k[0]))

@@ -321,13 +321,20 @@ fn add_flips(counts: &mut [u32; 64], diff: u64) {
     }
 }
 
-/// The input bits of a `len`-byte key the avalanche test flips: in the full profile
-/// every bit; in the short one every bit up to 16 bytes, else 32 bits (the first 8,
-/// the last 8 and 16 spread between).
+/// The input bits of a `len`-byte key the avalanche tests flip: every bit up to 16
+/// bytes; beyond, in the full profile every bit up to 128 bytes and the first,
+/// middle and last 64 of longer keys, in the short one 32 bits (the first 8, the last
+/// 8 and 16 spread between).
 fn input_bits(len: usize, profile: Profile) -> Vec<usize> {
     let total = len * 8;
-    if len <= 16 || profile == Profile::Full {
+    if len <= 16 || (profile == Profile::Full && len <= 128) {
         (0..total).collect()
+    } else if profile == Profile::Full {
+        let middle = total / 2 - 32;
+        (0..64)
+            .chain(middle..middle + 64)
+            .chain(total - 64..total)
+            .collect()
     } else {
         let between = (8..total - 8).step_by((total - 16) / 16);
         (0..8)
