@@ -322,7 +322,8 @@ impl Script {
         self
     }
 
-    /// The whole init script: mounts, loopback up, the commands, power-off.
+    /// The whole init script: mounts, the /dev/std* links a udev system has (reports
+    /// go to `-o /dev/stdout`), loopback up, the commands, power-off.
     pub(crate) fn init(&self) -> String {
         format!(
             "#!/bin/busybox sh\n\
@@ -331,6 +332,7 @@ impl Script {
              mount -t proc proc /proc\n\
              mount -t sysfs sysfs /sys\n\
              mount -t devtmpfs devtmpfs /dev\n\
+             ln -s /proc/self/fd /dev/fd; ln -s fd/0 /dev/stdin; ln -s fd/1 /dev/stdout; ln -s fd/2 /dev/stderr\n\
              mount -t tmpfs tmpfs /tmp\n\
              ip link set lo up\n\
              run() {{ name=$1; shift; echo \"@@@ begin $name\"; \"$@\" 2>&1; echo \"@@@ end $name rc=$?\"; }}\n\
