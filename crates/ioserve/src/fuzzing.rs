@@ -5,8 +5,8 @@
 use std::os::unix::ffi::OsStrExt;
 use std::path::Component;
 
-use crate::path::sanitize;
-use crate::range::{plan, RangePlan, MAX_RANGES};
+use crate::http::path::sanitize;
+use crate::http::range::{plan, RangePlan, MAX_RANGES};
 
 /// The range planner never amplifies: a 206 carries at most the file's length, every
 /// range lies inside the file, ranges of a multipart response never overlap.

@@ -21,9 +21,9 @@ use percent_encoding::{percent_encode, AsciiSet, NON_ALPHANUMERIC};
 use rustix::fs::{AtFlags, FileType};
 use serde::Serialize;
 
-use crate::conditional::http_date;
-use crate::negotiation::media_quality;
-use crate::path::is_hidden;
+use crate::http::conditional::http_date;
+use crate::http::negotiation::media_quality;
+use crate::http::path::is_hidden;
 
 /// Characters left as they are in an href: RFC 3986 unreserved.
 const HREF: &AsciiSet = &NON_ALPHANUMERIC

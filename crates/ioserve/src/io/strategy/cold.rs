@@ -12,12 +12,12 @@
 //! read, so a cold download streams at disk speed.
 //!
 //! Once a range has had a cold window, its sendfile(2) calls into the socket run on the
-//! pool too ([`crate::output::Output::sendfile_on_pool`]). [`ColdThreads`] bounds both
+//! pool too ([`crate::io::output::Output::sendfile_on_pool`]). [`ColdThreads`] bounds both
 //! kinds of pool work: a pool thread per cold download would leave the event loops one
 //! runnable thread among many.
 //!
 //! Where mincore cannot see (a file this process neither owns nor may write, see
-//! [`crate::cache::Residency::Unknown`]) every window goes through the pool: that costs a
+//! [`crate::io::cache::Residency::Unknown`]) every window goes through the pool: that costs a
 //! thread hop per window of a cached file, never a stalled loop.
 
 use std::fs::File;
@@ -29,7 +29,7 @@ use serde::Deserialize;
 use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 use tokio::task::JoinHandle;
 
-use crate::cache::{Residency, SharedFile};
+use crate::io::cache::{Residency, SharedFile};
 
 /// Largest span probed and brought in at once, aligned to multiples of itself in the
 /// file: 2 MiB, a large folio of the page cache and the `mmap` strategy's window.

@@ -15,9 +15,9 @@ use std::io;
 use memmap2::{Advice, MmapRaw, UncheckedAdvice};
 
 use super::cold::ReadAhead;
-use crate::cache::SharedFile;
-use crate::output::Output;
-use crate::range::ByteRange;
+use crate::http::range::ByteRange;
+use crate::io::cache::SharedFile;
+use crate::io::output::Output;
 
 pub(super) async fn send(
     out: &mut Output<'_>,

@@ -28,7 +28,7 @@ use std::time::{Duration, Instant};
 use lru::LruCache;
 use memmap2::{MmapOptions, MmapRaw};
 
-use crate::path::Root;
+use crate::http::path::Root;
 
 /// An open file that responses share: the descriptor and, made on first use, one
 /// read-only mapping of the whole file (the `mmap` strategy writes from it; every

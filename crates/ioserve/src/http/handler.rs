@@ -10,14 +10,14 @@ use std::path::Path;
 use std::sync::Arc;
 use std::time::Duration;
 
-use crate::cache::{OpenFile, OpenFileCache, Opened, SharedFile};
-use crate::conditional::{self, Outcome, Validators};
-use crate::listing;
-use crate::negotiation::{Coding, EncodingPreference};
-use crate::path::{self, PathError, Root};
-use crate::range::{self, ByteRange, RangePlan};
-use crate::request::{Method, Request};
-use crate::response::{Body, Reply};
+use crate::http::conditional::{self, Outcome, Validators};
+use crate::http::listing;
+use crate::http::negotiation::{Coding, EncodingPreference};
+use crate::http::path::{self, PathError, Root};
+use crate::http::range::{self, ByteRange, RangePlan};
+use crate::http::request::{Method, Request};
+use crate::http::response::{Body, Reply};
+use crate::io::cache::{OpenFile, OpenFileCache, Opened, SharedFile};
 
 /// What the handler needs to know about the served tree.
 #[derive(Debug)]
@@ -418,8 +418,8 @@ fn io_error_reply(error: &io::Error) -> Reply {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::conditional::Preconditions;
-    use crate::request::Version;
+    use crate::http::conditional::Preconditions;
+    use crate::http::request::Version;
     use proptest::prelude::*;
     use std::time::UNIX_EPOCH;
 

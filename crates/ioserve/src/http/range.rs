@@ -78,7 +78,7 @@ enum RangeSpec {
 /// `header` is the raw field value (`None` when the request had no `Range`).
 ///
 /// ```
-/// use ioserve::range::{plan, ByteRange, RangePlan};
+/// use ioserve::http::range::{plan, ByteRange, RangePlan};
 /// assert_eq!(plan(Some(b"bytes=-10"), 100), RangePlan::Single(ByteRange { start: 90, len: 10 }));
 /// assert_eq!(plan(Some(b"bytes=200-"), 100), RangePlan::Unsatisfiable);
 /// assert_eq!(plan(Some(b"items=0-9"), 100), RangePlan::Full);

@@ -6,7 +6,7 @@
 //! never leaves its thread. `--runtime multi` runs one work-stealing runtime with
 //! `--workers` threads and one listener. `--pin` pins worker threads to CPUs;
 //! `--numa` places a group of per-core workers on each NUMA node (see
-//! [`crate::placement`]).
+//! [`crate::ops::placement`]).
 //!
 //! Shutdown (SIGTERM, SIGINT, or [`Server::shutdown_token`]): every worker stops
 //! accepting and closes its listener, idle keep-alive connections close, responses in
@@ -31,12 +31,12 @@ use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 use tracing_appender::non_blocking::WorkerGuard;
 
-use crate::config::{Config, ConfigError, RuntimeKind};
-use crate::conn;
-use crate::metrics::{self, Metrics};
-use crate::placement::WorkerPlace;
-use crate::reload;
-use crate::shared::{ConnectionSlot, Shared};
+use crate::ops::config::{Config, ConfigError, RuntimeKind};
+use crate::ops::metrics::{self, Metrics};
+use crate::ops::placement::WorkerPlace;
+use crate::serve::conn;
+use crate::serve::reload;
+use crate::serve::shared::{ConnectionSlot, Shared};
 
 /// Why the server could not start.
 #[derive(Debug, thiserror::Error)]
@@ -248,7 +248,7 @@ impl Server {
     }
 
     /// Lets SIGHUP re-read the configuration with `source` and apply it to new
-    /// requests (see [`crate::reload`]).
+    /// requests (see [`crate::serve::reload`]).
     pub fn reload_with(mut self, source: ConfigSource) -> Server {
         self.reload.source = Some(source);
         self

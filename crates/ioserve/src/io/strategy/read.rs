@@ -12,9 +12,9 @@ use std::ptr::NonNull;
 use std::sync::Mutex;
 
 use super::cold::ReadAhead;
-use crate::cache::SharedFile;
-use crate::output::Output;
-use crate::range::ByteRange;
+use crate::http::range::ByteRange;
+use crate::io::cache::SharedFile;
+use crate::io::output::Output;
 
 /// Alignment of pooled buffers: a page, which also satisfies O_DIRECT and cache lines.
 const ALIGN: usize = 4096;

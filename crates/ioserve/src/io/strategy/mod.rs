@@ -26,9 +26,9 @@ use std::sync::Arc;
 
 use serde::Deserialize;
 
-use crate::cache::SharedFile;
-use crate::output::Output;
-use crate::range::ByteRange;
+use crate::http::range::ByteRange;
+use crate::io::cache::SharedFile;
+use crate::io::output::Output;
 
 pub use cold::{ColdReads, ColdThreads};
 pub use read::{BufferPool, PooledBuf};
@@ -106,10 +106,10 @@ impl Strategy {
 
     /// Whether the handler may open files on the event loop: not when cold data is
     /// waited for on the pool (a path walk or open of a cold inode reads the disk too).
-    pub fn blocking(&self) -> crate::handler::Blocking {
+    pub fn blocking(&self) -> crate::http::handler::Blocking {
         match self.cold {
-            ColdReads::Pool => crate::handler::Blocking::Never,
-            ColdReads::Inline => crate::handler::Blocking::Allowed,
+            ColdReads::Pool => crate::http::handler::Blocking::Never,
+            ColdReads::Inline => crate::http::handler::Blocking::Allowed,
         }
     }
 

@@ -59,7 +59,7 @@ pub fn is_hidden(name: &[u8], in_root: bool) -> bool {
 /// [`SafePath`].
 ///
 /// ```
-/// use ioserve::path::{sanitize, PathError};
+/// use ioserve::http::path::{sanitize, PathError};
 /// assert_eq!(sanitize("/a/./b%20c?x=1").unwrap().relative.to_str(), Some("a/b c"));
 /// assert_eq!(sanitize("/a/%2e%2e/%2e%2e/etc/passwd"), Err(PathError::Forbidden("..")));
 /// ```

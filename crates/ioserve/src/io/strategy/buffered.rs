@@ -10,9 +10,9 @@ use std::io::{self, SeekFrom};
 
 use tokio::io::{AsyncBufReadExt, AsyncReadExt, AsyncSeekExt, BufReader};
 
-use crate::cache::SharedFile;
-use crate::output::Output;
-use crate::range::ByteRange;
+use crate::http::range::ByteRange;
+use crate::io::cache::SharedFile;
+use crate::io::output::Output;
 
 pub(super) async fn send(
     out: &mut Output<'_>,

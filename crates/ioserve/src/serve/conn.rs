@@ -21,12 +21,12 @@ use tokio::net::TcpStream;
 use tokio::sync::Notify;
 use tokio::time::timeout_at;
 
-use crate::access_log::{Outcome, Record};
-use crate::handler::{self, Answer};
-use crate::output::Output;
-use crate::request::{self, Parsed, RequestError, Version, MAX_HEAD_BYTES};
-use crate::response::{Body, Reply};
-use crate::shared::{ConnectionSlot, Live, Shared};
+use crate::http::handler::{self, Answer};
+use crate::http::request::{self, Parsed, RequestError, Version, MAX_HEAD_BYTES};
+use crate::http::response::{Body, Reply};
+use crate::io::output::Output;
+use crate::ops::access_log::{Outcome, Record};
+use crate::serve::shared::{ConnectionSlot, Live, Shared};
 
 /// How long a closing connection keeps reading (and dropping) what the client still
 /// sends, so that the kernel does not answer it with a reset that destroys our response.

@@ -5,8 +5,8 @@ use std::fmt::Write as _;
 use std::sync::Arc;
 use std::time::{SystemTime, UNIX_EPOCH};
 
-use crate::cache::SharedFile;
-use crate::range::ByteRange;
+use crate::http::range::ByteRange;
+use crate::io::cache::SharedFile;
 
 /// What follows the head.
 #[derive(Debug)]
