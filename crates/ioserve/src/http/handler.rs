@@ -17,7 +17,8 @@ use crate::http::path::{self, PathError, Root};
 use crate::http::range::{self, ByteRange, RangePlan};
 use crate::http::request::{Method, Request};
 use crate::http::response::{Body, Reply};
-use crate::io::cache::{OpenFile, OpenFileCache, Opened, SharedFile};
+use crate::io::open_file_cache::{OpenFile, OpenFileCache, Opened};
+use crate::io::shared_file::SharedFile;
 
 /// What the handler needs to know about the served tree.
 #[derive(Debug)]

@@ -6,7 +6,7 @@ use std::sync::Arc;
 use std::time::{SystemTime, UNIX_EPOCH};
 
 use crate::http::range::ByteRange;
-use crate::io::cache::SharedFile;
+use crate::io::shared_file::SharedFile;
 
 /// What follows the head.
 #[derive(Debug)]

@@ -226,7 +226,7 @@ impl<'a> Output<'a> {
     /// buffer is awaited here, without the permit.
     pub async fn sendfile_on_pool(
         &mut self,
-        file: &Arc<crate::io::cache::SharedFile>,
+        file: &Arc<crate::io::shared_file::SharedFile>,
         offset: &mut u64,
         count: usize,
         threads: &crate::io::strategy::ColdThreads,

@@ -11,8 +11,8 @@ use std::io::{self, SeekFrom};
 use tokio::io::{AsyncBufReadExt, AsyncReadExt, AsyncSeekExt, BufReader};
 
 use crate::http::range::ByteRange;
-use crate::io::cache::SharedFile;
 use crate::io::output::Output;
+use crate::io::shared_file::SharedFile;
 
 pub(super) async fn send(
     out: &mut Output<'_>,

@@ -17,7 +17,7 @@
 //! runnable thread among many.
 //!
 //! Where mincore cannot see (a file this process neither owns nor may write, see
-//! [`crate::io::cache::Residency::Unknown`]) every window goes through the pool: that costs a
+//! [`crate::io::shared_file::Residency::Unknown`]) every window goes through the pool: that costs a
 //! thread hop per window of a cached file, never a stalled loop.
 
 use std::fs::File;
@@ -29,7 +29,7 @@ use serde::Deserialize;
 use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 use tokio::task::JoinHandle;
 
-use crate::io::cache::{Residency, SharedFile};
+use crate::io::shared_file::{Residency, SharedFile};
 
 /// Largest span probed and brought in at once, aligned to multiples of itself in the
 /// file: 2 MiB, a large folio of the page cache and the `mmap` strategy's window.

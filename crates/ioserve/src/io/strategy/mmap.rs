@@ -16,8 +16,8 @@ use memmap2::{Advice, MmapRaw, UncheckedAdvice};
 
 use super::cold::ReadAhead;
 use crate::http::range::ByteRange;
-use crate::io::cache::SharedFile;
 use crate::io::output::Output;
+use crate::io::shared_file::SharedFile;
 
 pub(super) async fn send(
     out: &mut Output<'_>,

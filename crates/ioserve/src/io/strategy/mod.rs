@@ -27,8 +27,8 @@ use std::sync::Arc;
 use serde::Deserialize;
 
 use crate::http::range::ByteRange;
-use crate::io::cache::SharedFile;
 use crate::io::output::Output;
+use crate::io::shared_file::SharedFile;
 
 pub use cold::{ColdReads, ColdThreads};
 pub use read::{BufferPool, PooledBuf};

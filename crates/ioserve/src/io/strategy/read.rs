@@ -13,8 +13,8 @@ use std::sync::Mutex;
 
 use super::cold::ReadAhead;
 use crate::http::range::ByteRange;
-use crate::io::cache::SharedFile;
 use crate::io::output::Output;
+use crate::io::shared_file::SharedFile;
 
 /// Alignment of pooled buffers: a page, which also satisfies O_DIRECT and cache lines.
 const ALIGN: usize = 4096;

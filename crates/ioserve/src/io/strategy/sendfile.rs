@@ -10,8 +10,8 @@ use std::io;
 
 use super::cold::ReadAhead;
 use crate::http::range::ByteRange;
-use crate::io::cache::SharedFile;
 use crate::io::output::Output;
+use crate::io::shared_file::SharedFile;
 
 /// Largest count handed to one sendfile(2) call, after which the task yields to the
 /// other connections of its worker (nginx's `sendfile_max_chunk`, 2 MiB by default):
