@@ -13,11 +13,12 @@ use std::time::Duration;
 use crate::http::conditional::{self, Outcome, Validators};
 use crate::http::listing;
 use crate::http::negotiation::{Coding, EncodingPreference};
-use crate::http::path::{self, PathError, Root};
+use crate::http::path::{self, PathError};
 use crate::http::range::{self, ByteRange, RangePlan};
 use crate::http::request::{Method, Request};
 use crate::http::response::{Body, Reply};
 use crate::io::open_file_cache::{OpenFile, OpenFileCache, Opened};
+use crate::io::root::Root;
 use crate::io::shared_file::SharedFile;
 
 /// What the handler needs to know about the served tree.

@@ -25,7 +25,7 @@ use std::time::{Duration, Instant};
 
 use lru::LruCache;
 
-use crate::http::path::Root;
+use crate::io::root::Root;
 use crate::io::shared_file::SharedFile;
 
 /// What a path opened to.

@@ -229,7 +229,7 @@ impl<'a> Output<'a> {
         file: &Arc<crate::io::shared_file::SharedFile>,
         offset: &mut u64,
         count: usize,
-        threads: &crate::io::strategy::ColdThreads,
+        threads: &crate::io::cold_threads::ColdThreads,
     ) -> io::Result<usize> {
         let socket = match &self.pool_socket {
             Some(socket) => Arc::clone(socket),

@@ -25,6 +25,7 @@ use crate::http::handler::{self, Answer};
 use crate::http::request::{self, Parsed, RequestError, Version, MAX_HEAD_BYTES};
 use crate::http::response::{Body, Reply};
 use crate::io::output::Output;
+use crate::io::strategy::ColdReads;
 use crate::ops::access_log::{Outcome, Record};
 use crate::serve::shared::{ConnectionSlot, Live, Shared};
 
@@ -204,7 +205,13 @@ fn next_step(shared: &Shared, peer: SocketAddr, worker: usize, buf: &[u8]) -> St
         .access_log
         .as_ref()
         .map(|_| Box::new(Record::new(peer, &request)));
-    let answer = handler::respond(&live.site, worker, &request, live.strategy.blocking());
+    // Where cold data is waited for on the pool, the loop does not open files either
+    // (a path walk or open of a cold inode reads the disk too).
+    let blocking = match live.strategy.cold_reads() {
+        ColdReads::Pool => handler::Blocking::Never,
+        ColdReads::Inline => handler::Blocking::Allowed,
+    };
+    let answer = handler::respond(&live.site, worker, &request, blocking);
     // The pool answers from the head again: the request borrows this buffer.
     let offloaded_head = match answer {
         Answer::Offload => buf[..len].to_vec(),

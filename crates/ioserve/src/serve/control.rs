@@ -8,8 +8,8 @@ use std::time::Duration;
 use tracing_appender::non_blocking::WorkerGuard;
 
 use crate::ops::config::{Config, ConfigError};
+use crate::serve::error::ServerError;
 use crate::serve::reload;
-use crate::serve::server::ServerError;
 use crate::serve::shared::Shared;
 
 /// The control thread's runtime and the operator's signals, caught from

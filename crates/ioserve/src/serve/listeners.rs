@@ -8,7 +8,7 @@ use std::net::SocketAddr;
 use socket2::{Domain, Protocol, Socket, Type};
 
 use crate::ops::config::{Config, RuntimeKind};
-use crate::serve::server::ServerError;
+use crate::serve::error::ServerError;
 
 /// The accept loops' listeners and the address they serve: the sockets passed in
 /// `LISTEN_FDS`, else new ones bound to `--listen`.

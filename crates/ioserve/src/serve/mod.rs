@@ -3,6 +3,7 @@
 mod accept;
 pub(crate) mod conn;
 mod control;
+mod error;
 mod listeners;
 pub(crate) mod reload;
 pub mod server;

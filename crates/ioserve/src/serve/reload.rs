@@ -12,12 +12,12 @@
 use tracing_appender::non_blocking::WorkerGuard;
 
 use crate::http::handler::{CacheSettings, Site};
-use crate::http::path::{Resolver, Root};
+use crate::io::root::{Resolver, Root};
 use crate::io::strategy::Strategy;
 use crate::ops::access_log::AccessLog;
 use crate::ops::budget;
 use crate::ops::config::Config;
-use crate::serve::server::ServerError;
+use crate::serve::error::ServerError;
 use crate::serve::shared::{Limits, Live};
 
 /// A built set of settings and the guard that flushes its access log.

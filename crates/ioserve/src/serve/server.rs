@@ -19,7 +19,6 @@
 //! that comes as soon as the address is printed (or a client is answered) is handled,
 //! never the default action that ends the process at once.
 
-use std::io;
 use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::sync::Arc;
@@ -33,45 +32,11 @@ use crate::ops::metrics::{self, Metrics};
 use crate::ops::placement::WorkerPlace;
 pub use crate::serve::control::ConfigSource;
 use crate::serve::control::{self, Control, Reload};
+pub use crate::serve::error::ServerError;
 use crate::serve::listeners;
 use crate::serve::reload;
 use crate::serve::shared::Shared;
 use crate::serve::workers::{self, Placement};
-
-/// Why the server could not start.
-#[derive(Debug, thiserror::Error)]
-pub enum ServerError {
-    /// The root cannot be opened.
-    #[error("cannot serve {path}: {source}")]
-    Root {
-        /// The root as given.
-        path: PathBuf,
-        /// The cause.
-        source: io::Error,
-    },
-    /// A listening socket cannot be bound.
-    #[error("cannot listen on {addr}: {source}")]
-    Listen {
-        /// The address.
-        addr: SocketAddr,
-        /// The cause.
-        source: io::Error,
-    },
-    /// Socket activation passed descriptors that cannot be served.
-    #[error("socket activation (LISTEN_FDS): {0}")]
-    Activation(String),
-    /// The access log file cannot be opened.
-    #[error("cannot open the access log {}: {source}", path.display())]
-    AccessLog {
-        /// The file.
-        path: PathBuf,
-        /// The cause.
-        source: io::Error,
-    },
-    /// A runtime or thread could not be created.
-    #[error("cannot start a worker: {0}")]
-    Worker(io::Error),
-}
 
 /// A bound, not yet running server.
 #[derive(Debug)]

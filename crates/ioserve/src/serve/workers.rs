@@ -8,7 +8,7 @@ use std::time::Duration;
 
 use crate::ops::placement::WorkerPlace;
 use crate::serve::accept::accept_loop;
-use crate::serve::server::ServerError;
+use crate::serve::error::ServerError;
 use crate::serve::shared::Shared;
 
 /// Where the per-core workers run: pinned or not, and with `--numa` their places.

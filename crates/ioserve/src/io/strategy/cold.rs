@@ -26,9 +26,9 @@ use std::sync::{Arc, OnceLock};
 
 use clap::ValueEnum;
 use serde::Deserialize;
-use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 use tokio::task::JoinHandle;
 
+use crate::io::cold_threads::ColdThreads;
 use crate::io::shared_file::{Residency, SharedFile};
 
 /// Largest span probed and brought in at once, aligned to multiples of itself in the
@@ -56,45 +56,6 @@ impl ColdReads {
             ColdReads::Inline => "inline",
         }
     }
-}
-
-/// How many pool threads work on cold ranges at once (`--cold-threads`, shared by the
-/// workers), for each of the two kinds of work: windows being read into the page cache,
-/// and sendfile(2) calls into sockets. nginx bounds the same work with its thread
-/// pool's `threads=`.
-///
-/// The default, half the CPUs, leaves the other half to the event loops. In
-/// `cargo xtask loadtest --cold` on 2 CPUs (16 cold downloads, disk reads limited to
-/// 200 MB/s), paired runs of three rounds gave a hot p99 of 0.81-1.83 ms with a thread
-/// per download, 0.51-0.54 ms with one sendfile at a time, and 0.48-0.57 ms with one
-/// window read at a time besides, at the same 200 MB/s.
-#[derive(Debug)]
-pub struct ColdThreads {
-    reads: Arc<Semaphore>,
-    sends: Arc<Semaphore>,
-}
-
-impl ColdThreads {
-    /// At most `threads` (at least 1) of each kind at once.
-    pub fn new(threads: usize) -> ColdThreads {
-        ColdThreads {
-            reads: Arc::new(Semaphore::new(threads.max(1))),
-            sends: Arc::new(Semaphore::new(threads.max(1))),
-        }
-    }
-
-    /// Waits (on the loop, in turn) until one more sendfile call may run; it runs
-    /// while the permit lives.
-    pub(crate) async fn send_permit(&self) -> OwnedSemaphorePermit {
-        permit(&self.sends).await
-    }
-}
-
-async fn permit(semaphore: &Arc<Semaphore>) -> OwnedSemaphorePermit {
-    Arc::clone(semaphore)
-        .acquire_owned()
-        .await
-        .expect("the semaphore is never closed")
 }
 
 /// The read-ahead of one range of one response.
@@ -210,9 +171,9 @@ impl<'a> ReadAhead<'a> {
     fn bring_in(&mut self, start: u64, end: u64) -> JoinHandle<()> {
         self.cold_windows += 1;
         let file = Arc::clone(self.file);
-        let reads = Arc::clone(&self.threads.reads);
+        let read_permit = self.threads.read_permit();
         tokio::spawn(async move {
-            let permit = permit(&reads).await;
+            let permit = read_permit.await;
             let read = tokio::task::spawn_blocking(move || {
                 let _permit = permit;
                 if let Err(error) = bring_in(&file, start, end) {

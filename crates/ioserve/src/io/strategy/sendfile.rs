@@ -9,7 +9,8 @@
 use std::io;
 
 use super::cold::ReadAhead;
-use crate::http::range::ByteRange;
+use super::shrank::file_shrank;
+use crate::io::byte_range::ByteRange;
 use crate::io::output::Output;
 use crate::io::shared_file::SharedFile;
 
@@ -43,7 +44,7 @@ pub(super) async fn send(
             }
         };
         if read < want {
-            return Err(super::file_shrank());
+            return Err(file_shrank());
         }
         return out.flush(false).await;
     }
@@ -60,7 +61,7 @@ pub(super) async fn send(
             false => out.sendfile(file, &mut offset, count).await?,
         };
         if sent == 0 {
-            return Err(super::file_shrank());
+            return Err(file_shrank());
         }
         tokio::task::yield_now().await;
     }
