@@ -11,7 +11,7 @@
 
 use tracing_appender::non_blocking::WorkerGuard;
 
-use crate::http::handler::{CacheSettings, Site};
+use crate::http::site::{CacheSettings, Site};
 use crate::io::root::{Resolver, Root};
 use crate::io::strategy::Strategy;
 use crate::ops::access_log::AccessLog;

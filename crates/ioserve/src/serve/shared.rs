@@ -5,7 +5,7 @@
 //! one.
 //!
 //! It sits below both [`crate::serve::server`] (which creates it) and [`crate::serve::conn`] (which
-//! uses it), so imports run one way: server → conn → handler.
+//! uses it), so imports run one way: server → conn → reply.
 
 use std::collections::BTreeMap;
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -16,7 +16,7 @@ use arc_swap::ArcSwap;
 use tokio::sync::Notify;
 use tokio_util::sync::CancellationToken;
 
-use crate::http::handler::Site;
+use crate::http::site::Site;
 use crate::io::strategy::Strategy;
 use crate::ops::access_log::AccessLog;
 use crate::ops::metrics::Metrics;
