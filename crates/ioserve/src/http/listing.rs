@@ -37,7 +37,7 @@ pub(crate) const OMITTED_HEADER: &str = "Ioserve-Listing-Omitted";
 
 /// The form of a listing.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub(crate) enum Format {
+pub enum Format {
     /// `text/html`, the default.
     Html,
     /// `application/json`.
@@ -63,7 +63,7 @@ impl Format {
 /// A listing to build: everything it needs, owned, so that it can run on the blocking
 /// pool.
 #[derive(Debug)]
-pub(crate) struct Job {
+pub struct Job {
     /// The open directory.
     pub dir: File,
     /// Its path below the root (empty for the root).

@@ -36,7 +36,7 @@ pub enum Body {
 
 impl Body {
     /// Bytes the body occupies on the wire.
-    pub fn len(&self) -> u64 {
+    pub(crate) fn len(&self) -> u64 {
         match self {
             Body::Empty => 0,
             Body::Bytes(bytes) => bytes.len() as u64,

@@ -2,9 +2,9 @@
 //! strategies that move a file's bytes to the socket through the response writer.
 
 pub mod byte_range;
-pub(crate) mod cold_threads;
-pub(crate) mod open_file_cache;
-pub(crate) mod output;
+pub mod cold_threads;
+pub mod open_file_cache;
+pub mod output;
 pub mod root;
-pub(crate) mod shared_file;
+pub mod shared_file;
 pub mod strategy;

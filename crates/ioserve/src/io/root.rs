@@ -92,7 +92,7 @@ impl Root {
         &self.path
     }
 
-    /// Opens `relative` (from [`sanitize`]) read-only beneath the root.
+    /// Opens `relative` (from `http::path::sanitize`) read-only beneath the root.
     ///
     /// An empty path opens the root itself. Errors: `NotFound` for a missing file,
     /// `PermissionDenied` for a symlink leaving the root (without `--follow-symlinks`)

@@ -1,10 +1,10 @@
 //! The server: listeners, workers, connections, the operator's signals and reloads.
 
-mod accept;
-pub(crate) mod conn;
+pub mod accept;
+pub mod conn;
 mod control;
 mod error;
-mod listeners;
+pub mod listeners;
 pub(crate) mod reload;
 pub mod server;
 pub(crate) mod shared;

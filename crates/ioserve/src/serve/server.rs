@@ -112,7 +112,7 @@ impl Server {
     }
 
     /// Lets SIGHUP re-read the configuration with `source` and apply it to new
-    /// requests (see [`crate::serve::reload`]).
+    /// requests (see the `reload` module).
     pub fn reload_with(mut self, source: ConfigSource) -> Server {
         self.reload.source = Some(source);
         self

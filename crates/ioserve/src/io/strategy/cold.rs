@@ -4,7 +4,7 @@
 //!
 //! sendfile(2), pread(2) and a fault on a mapping all block the calling thread while
 //! the disk reads; on a per-core worker that thread is the event loop of hundreds of
-//! connections. So each strategy asks a [`ReadAhead`] before every syscall how far it may
+//! connections. So each strategy asks a `ReadAhead` before every syscall how far it may
 //! go without waiting: the read-ahead probes the next window (up to [`WINDOW`] bytes) with
 //! mincore(2) ([`SharedFile::residency`]), and a window that is not all cached is brought
 //! in on the pool by sendfile(2) to `/dev/null` (the kernel reads the pages into the page

@@ -1,6 +1,6 @@
 //! IO strategies: how the bytes of `(file, offset, len)` reach the socket.
 //!
-//! Every strategy gets the same [`ByteRange`]s from the handler and writes exactly those
+//! Every strategy gets the same [`ByteRange`]s from the reply and writes exactly those
 //! bytes after the queued head, or fails; a failure after the head has gone out closes
 //! the connection, so the client sees a short body, never wrong framing.
 //!
