@@ -11,14 +11,14 @@
 
 use tracing_appender::non_blocking::WorkerGuard;
 
-use crate::access_log::AccessLog;
-use crate::budget;
-use crate::config::Config;
-use crate::handler::{CacheSettings, Site};
-use crate::path::{Resolver, Root};
-use crate::server::ServerError;
-use crate::shared::{Limits, Live};
-use crate::strategy::Strategy;
+use crate::http::site::{CacheSettings, Site};
+use crate::io::root::{Resolver, Root};
+use crate::io::strategy::Strategy;
+use crate::ops::access_log::AccessLog;
+use crate::ops::budget;
+use crate::ops::config::Config;
+use crate::serve::error::ServerError;
+use crate::serve::shared::{Limits, Live};
 
 /// A built set of settings and the guard that flushes its access log.
 pub(crate) struct Built {
@@ -145,7 +145,7 @@ mod tests {
         let dir = std::env::temp_dir();
         let mut argv = vec!["ioserve", dir.to_str().unwrap()];
         argv.extend_from_slice(args);
-        Config::load(crate::config::Settings::parse_from(argv)).unwrap()
+        Config::load(crate::ops::config::Settings::parse_from(argv)).unwrap()
     }
 
     #[test]
