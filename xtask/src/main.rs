@@ -18,6 +18,7 @@
 //! cargo xtask bpf [--check]      compile probe's BPF programs into its committed objects
 //! cargo xtask dist [--check]     Debian packages of ioserve, numa, probe and timeserve
 //! cargo xtask actionlint         lint .github/workflows (actionlint, shellcheck)
+//! cargo xtask modules            no module cycle in any library crate (syn)
 //! cargo xtask udpload [--quick]  SNTP servers under load: timeserve, chrony, Go (seed 002)
 //! cargo xtask probe-overhead     dd under probe, strace -c and perf trace (as root)
 //! cargo xtask hash-quality       simd's hash beside foldhash-quality and gxhash
@@ -158,6 +159,14 @@ pub(crate) enum Task {
     /// Run actionlint (go install, when missing) on the GitHub workflows, with
     /// shellcheck (apt) on their run: scripts; any finding fails (part of ci)
     Actionlint,
+    /// No module cycle in any library crate, counting a folder as one module
+    ///
+    /// Read each library crate of the workspace (syn) from its root along its `mod`
+    /// declarations, collect which module uses which (use trees, paths in code and
+    /// macro arguments, re-exports followed), and fail on a cycle at any level of the
+    /// tree, a folder counting as one module and a mod.rs body as a module beside its
+    /// children; each cycle is printed with one file:line per edge
+    Modules,
     /// numa in 2- and 4-node qemu guests
     ///
     /// Boot Debian's kernel under qemu-system-x86_64 (TCG) with 2 and 4 NUMA nodes and
@@ -196,6 +205,7 @@ fn main() -> ExitCode {
         Task::HashQuality(options) => ci::hash_quality::run(&options),
         Task::Dist(options) => release::dist::run(&options),
         Task::Actionlint => ci::workflows::lint(),
+        Task::Modules => ci::modules::run(),
         Task::ProbeOverhead(options) => probe_overhead::run(&options),
         Task::Bench(options) => bench::run(&options),
         Task::BenchCompare(options) => bench_compare::run(&options),

@@ -5,6 +5,7 @@
 pub(crate) mod bpf;
 pub(crate) mod fuzz;
 pub(crate) mod hash_quality;
+pub(crate) mod modules;
 pub(crate) mod workflows;
 
 use std::env;
