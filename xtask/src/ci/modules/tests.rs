@@ -269,3 +269,22 @@ fn every_module_of_a_cyclic_group_is_on_a_printed_cycle() {
         ["src/kernel/sse.rs:1", "src/kernel/mod.rs:4"]
     );
 }
+
+#[test]
+fn path_attributes_and_files_below_inline_modules_are_followed() {
+    // `#[path]` outside inline modules is relative to the file's folder; `mod y;` inside
+    // an inline `mod x { }` of lib.rs is src/x/y.rs.
+    let cycles = cycles_of(&[
+        (
+            "src/lib.rs",
+            "#[path = \"kernels/arm.rs\"]\nmod arm;\nmod x {\n    mod y;\n}\n",
+        ),
+        ("src/kernels/arm.rs", "pub fn go() { crate::x::helper() }\n"),
+        ("src/x/y.rs", "fn f() { crate::arm::go() }\n"),
+    ]);
+    assert_eq!(chains(&cycles), [["crate::arm", "crate::x", "crate::arm"]]);
+    assert_eq!(
+        examples(&cycles[0]),
+        ["src/kernels/arm.rs:1", "src/x/y.rs:1"]
+    );
+}
