@@ -2,9 +2,9 @@
 //! `cargo xtask --help` lists the tasks, `cargo xtask TASK --help` their options.
 //!
 //! ```text
-//! cargo xtask ci                 every check CI runs: system packages, fmt, clippy, tests,
-//!                                the guests (numa, clock, arm64), the aarch64 build,
-//!                                simd's scalar paths under Miri
+//! cargo xtask ci                 every check CI runs: system packages, fmt, clippy,
+//!                                module cycles, tests, the guests (numa, clock, arm64),
+//!                                the aarch64 build, simd's scalar paths under Miri
 //! cargo xtask fuzz [SECONDS]     a short run of every cargo-fuzz target (nightly)
 //! cargo xtask loadtest [--quick]  ioserve against nginx and Go's FileServer (wrk);
 //!                                 --cold: hot requests beside cold downloads
@@ -70,7 +70,8 @@ pub(crate) enum Task {
     /// Every check CI runs: packages, fmt, clippy, tests, guests, aarch64, Miri
     ///
     /// Install missing system packages (as root), then cargo fmt --check, actionlint on
-    /// the GitHub workflows, clippy -D warnings, cargo test for the whole workspace, the
+    /// the GitHub workflows, clippy -D warnings, the module-cycle check (`cargo xtask
+    /// modules`), cargo test for the whole workspace, the
     /// .deb packages (dist --check), the numa-vm and clock-vm guests,
     /// the workspace built for aarch64, the arm64-vm guest (simd's tests run there,
     /// with AES and with SIMD_DISABLE=aes), and simd's scalar paths under Miri

@@ -70,6 +70,7 @@ pub(crate) fn run() -> Result<()> {
             "warnings",
         ]),
     )?;
+    modules::run()?;
     publishable()?;
     bpf::run(&bpf::Options { check: true })?;
     probe_builds_without_clang()?;
