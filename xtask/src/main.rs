@@ -2,9 +2,9 @@
 //! `cargo xtask --help` lists the tasks, `cargo xtask TASK --help` their options.
 //!
 //! ```text
-//! cargo xtask ci                 every check CI runs: system packages, fmt, clippy, tests,
-//!                                the guests (numa, clock, arm64), the aarch64 build,
-//!                                simd's scalar paths under Miri
+//! cargo xtask ci                 every check CI runs: system packages, fmt, clippy,
+//!                                module cycles, tests, the guests (numa, clock, arm64),
+//!                                the aarch64 build, simd's scalar paths under Miri
 //! cargo xtask fuzz [SECONDS]     a short run of every cargo-fuzz target (nightly)
 //! cargo xtask loadtest [--quick]  ioserve against nginx and Go's FileServer (wrk);
 //!                                 --cold: hot requests beside cold downloads
@@ -18,6 +18,7 @@
 //! cargo xtask bpf [--check]      compile probe's BPF programs into its committed objects
 //! cargo xtask dist [--check]     Debian packages of ioserve, numa, probe and timeserve
 //! cargo xtask actionlint         lint .github/workflows (actionlint, shellcheck)
+//! cargo xtask modules            no module cycle in any library crate (syn)
 //! cargo xtask udpload [--quick]  SNTP servers under load: timeserve, chrony, Go (seed 002)
 //! cargo xtask probe-overhead     dd under probe, strace -c and perf trace (as root)
 //! cargo xtask hash-quality       simd's hash beside foldhash-quality and gxhash
@@ -69,7 +70,8 @@ pub(crate) enum Task {
     /// Every check CI runs: packages, fmt, clippy, tests, guests, aarch64, Miri
     ///
     /// Install missing system packages (as root), then cargo fmt --check, actionlint on
-    /// the GitHub workflows, clippy -D warnings, cargo test for the whole workspace, the
+    /// the GitHub workflows, clippy -D warnings, the module-cycle check (`cargo xtask
+    /// modules`), cargo test for the whole workspace, the
     /// .deb packages (dist --check), the numa-vm and clock-vm guests,
     /// the workspace built for aarch64, the arm64-vm guest (simd's tests run there,
     /// with AES and with SIMD_DISABLE=aes), and simd's scalar paths under Miri
@@ -158,6 +160,14 @@ pub(crate) enum Task {
     /// Run actionlint (go install, when missing) on the GitHub workflows, with
     /// shellcheck (apt) on their run: scripts; any finding fails (part of ci)
     Actionlint,
+    /// No module cycle in any library crate, counting a folder as one module
+    ///
+    /// Read each library crate of the workspace (syn) from its root along its `mod`
+    /// declarations, collect which module uses which (use trees, paths in code and
+    /// macro arguments, re-exports followed), and fail on a cycle at any level of the
+    /// tree, a folder counting as one module and a mod.rs body as a module beside its
+    /// children; each cycle is printed with one file:line per edge
+    Modules,
     /// numa in 2- and 4-node qemu guests
     ///
     /// Boot Debian's kernel under qemu-system-x86_64 (TCG) with 2 and 4 NUMA nodes and
@@ -196,6 +206,7 @@ fn main() -> ExitCode {
         Task::HashQuality(options) => ci::hash_quality::run(&options),
         Task::Dist(options) => release::dist::run(&options),
         Task::Actionlint => ci::workflows::lint(),
+        Task::Modules => ci::modules::run(),
         Task::ProbeOverhead(options) => probe_overhead::run(&options),
         Task::Bench(options) => bench::run(&options),
         Task::BenchCompare(options) => bench_compare::run(&options),

@@ -5,6 +5,7 @@
 pub(crate) mod bpf;
 pub(crate) mod fuzz;
 pub(crate) mod hash_quality;
+pub(crate) mod modules;
 pub(crate) mod workflows;
 
 use std::env;
@@ -69,6 +70,7 @@ pub(crate) fn run() -> Result<()> {
             "warnings",
         ]),
     )?;
+    modules::run()?;
     publishable()?;
     bpf::run(&bpf::Options { check: true })?;
     probe_builds_without_clang()?;

@@ -72,10 +72,10 @@ fn single_ranges_at_random_offsets() {
     let len = data.len() as u64;
     for strategy in STRATEGIES {
         let server = Server::start(strategy, dir.path(), &[]);
-        let mut rng = Rng(0x5eed ^ strategy.len() as u64);
+        let mut rng = fastrand::Rng::with_seed(0x5eed ^ strategy.len() as u64);
         for _ in 0..40 {
-            let start = rng.below(len);
-            let last = start + rng.below(len - start);
+            let start = rng.u64(..len);
+            let last = start + rng.u64(..len - start);
             let response = get(
                 server.addr,
                 "/data.bin",

@@ -394,30 +394,12 @@ pub fn request_bytes(method: &str, path: &str, headers: &[(&str, &str)]) -> Stri
     head
 }
 
-/// Deterministic pseudo-random bytes (xorshift64*), so a failure can be replayed.
+/// Deterministic pseudo-random bytes (fastrand seeded with `seed`), so a failure can be
+/// replayed.
 pub fn random_bytes(len: usize, seed: u64) -> Vec<u8> {
-    let mut state = seed | 1;
-    let mut out = Vec::with_capacity(len + 8);
-    while out.len() < len {
-        state ^= state >> 12;
-        state ^= state << 25;
-        state ^= state >> 27;
-        out.extend_from_slice(&state.wrapping_mul(0x2545_f491_4f6c_dd1d).to_le_bytes());
-    }
-    out.truncate(len);
+    let mut out = vec![0; len];
+    fastrand::Rng::with_seed(seed).fill(&mut out);
     out
-}
-
-/// A small deterministic generator for offsets and lengths.
-pub struct Rng(pub u64);
-
-impl Rng {
-    pub fn below(&mut self, bound: u64) -> u64 {
-        self.0 ^= self.0 << 13;
-        self.0 ^= self.0 >> 7;
-        self.0 ^= self.0 << 17;
-        self.0 % bound.max(1)
-    }
 }
 
 /// One part of a `multipart/byteranges` body.

@@ -8,7 +8,7 @@
 
 use core::arch::aarch64::*;
 
-use super::fold_block;
+use super::block::fold_block;
 
 const W: usize = 32;
 const BLOCK: usize = 4096;

@@ -14,7 +14,7 @@
 //! Lane bounds for blocks of at most NMAX (5552) bytes: `s1` ≤ 347·2040 and `prefix` ≤
 //! 347·708 000 < 2^31 with 16-byte chunks (wider chunks give smaller bounds).
 
-use super::{fold_block, NMAX};
+use super::block::{fold_block, NMAX};
 use crate::vector::x86_64::{V128, V256, V512};
 use crate::vector::{keep_last, Bytes, Sums};
 
