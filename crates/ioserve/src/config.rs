@@ -443,7 +443,8 @@ impl FromStr for Seconds {
     }
 }
 
-/// A size given as `4096`, `128K`, `1M`, `1G` (binary multiples; `KiB`, `MB` etc. too).
+/// A size given as `4096`, `128K`, `1M`, `1G` (binary multiples; `KiB`, `MB` etc. too),
+/// read by [`parse_size`] with K, M and G as powers of 1024.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct ByteSize(pub u64);
 
@@ -452,23 +453,19 @@ impl FromStr for ByteSize {
 
     fn from_str(text: &str) -> Result<Self, String> {
         let text = text.trim();
-        let split = text
-            .find(|c: char| !c.is_ascii_digit())
-            .unwrap_or(text.len());
-        let (digits, unit) = text.split_at(split);
-        let error = || format!("'{text}' is not a size; use e.g. 65536, 128K, 1M");
-        let value: u64 = digits.parse().map_err(|_| error())?;
-        let shift = match unit.trim().to_ascii_lowercase().as_str() {
-            "" | "b" => 0,
-            "k" | "kb" | "kib" => 10,
-            "m" | "mb" | "mib" => 20,
-            "g" | "gb" | "gib" => 30,
-            _ => return Err(error()),
-        };
-        value
-            .checked_mul(1 << shift)
-            .map(ByteSize)
-            .ok_or_else(|| format!("'{text}' is too large"))
+        let error = || format!("'{text}' is not a size; use e.g. 65536, 128K, 1M (units: K, M, G)");
+        // parse-size also knows T, P and E; sizes here stop at G.
+        let unit = text
+            .trim_end_matches(['b', 'B'])
+            .trim_end_matches(['i', 'I']);
+        if unit.ends_with(['t', 'T', 'p', 'P', 'e', 'E']) {
+            return Err(error());
+        }
+        match parse_size::Config::new().with_binary().parse_size(text) {
+            Ok(bytes) => Ok(ByteSize(bytes)),
+            Err(parse_size::Error::PosOverflow) => Err(format!("'{text}' is too large")),
+            Err(_) => Err(error()),
+        }
     }
 }
 
@@ -512,6 +509,31 @@ mod tests {
         assert_eq!("4096".parse(), Ok(ByteSize(4096)));
         assert!("1T".parse::<ByteSize>().is_err());
         assert!("99999999999G".parse::<ByteSize>().is_err());
+    }
+
+    #[test]
+    fn sizes_take_binary_units_up_to_g() {
+        for (text, bytes) in [
+            ("64k", 64 << 10),
+            ("64 KB", 64 << 10),
+            ("1mb", 1 << 20),
+            ("2G", 2 << 30),
+            ("3GiB", 3 << 30),
+            ("512b", 512),
+        ] {
+            assert_eq!(text.parse(), Ok(ByteSize(bytes)), "{text}");
+        }
+        for text in ["", "K", "1PiB", "1e", "1 TB", "12X"] {
+            let error = text.parse::<ByteSize>().unwrap_err();
+            assert!(
+                error.contains(&format!("'{text}'")) && error.contains("units: K, M, G"),
+                "{text}: {error}"
+            );
+        }
+        assert_eq!(
+            "99999999999G".parse::<ByteSize>(),
+            Err("'99999999999G' is too large".to_string())
+        );
     }
 
     #[test]
