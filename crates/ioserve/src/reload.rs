@@ -6,14 +6,14 @@
 //! and only then swaps it in: new requests use it, requests in flight finish with the
 //! set they started with, no listener closes. Anything that fails leaves the old set in
 //! place and is logged. Settings that belong to the process (listeners, workers,
-//! runtime, metrics address, connection limit) need a restart; a reload that changes
-//! them says so and keeps them.
+//! runtime, metrics address, connection limit) need a restart, as their declarations
+//! in [`crate::config`] say; a reload that changes them says so and keeps them.
 
 use tracing_appender::non_blocking::WorkerGuard;
 
 use crate::access_log::AccessLog;
 use crate::budget;
-use crate::config::Config;
+use crate::config::{Config, OnReload};
 use crate::handler::{CacheSettings, Site};
 use crate::path::{Resolver, Root};
 use crate::server::ServerError;
@@ -111,29 +111,14 @@ pub(crate) fn open_access_log(config: &Config) -> Result<(AccessLog, WorkerGuard
     })
 }
 
-/// The settings that differ between `old` and `new` but need a restart.
-pub(crate) fn restart_only_changes(old: &Config, new: &Config) -> Vec<&'static str> {
-    let mut changed = Vec::new();
-    let mut check = |differs: bool, name: &'static str| {
-        if differs {
-            changed.push(name);
-        }
-    };
-    check(old.listen != new.listen, "listen");
-    check(old.workers != new.workers, "workers");
-    check(old.runtime != new.runtime, "runtime");
-    check(old.pin != new.pin, "pin");
-    check(old.numa != new.numa, "numa");
-    check(old.metrics_listen != new.metrics_listen, "metrics-listen");
-    check(
-        old.max_connections != new.max_connections,
-        "max-connections",
-    );
-    check(
-        old.shutdown_timeout != new.shutdown_timeout,
-        "shutdown-timeout",
-    );
-    changed
+/// The settings that differ between `old` and `new` but need a restart: those whose
+/// declaration in [`crate::config`] says [`OnReload::NeedsRestart`], by their keys.
+pub(crate) fn restart_only_changes(old: &Config, new: &Config) -> Vec<String> {
+    old.changed_settings(new)
+        .into_iter()
+        .filter(|setting| setting.on_reload == OnReload::NeedsRestart)
+        .map(|setting| setting.key())
+        .collect()
 }
 
 #[cfg(test)]
