@@ -528,6 +528,8 @@ deserialize_from_str_or_int!(ByteSize);
 
 #[cfg(test)]
 mod tests {
+    use clap::CommandFactory as _;
+
     use super::*;
 
     #[test]
@@ -568,6 +570,78 @@ mod tests {
             "99999999999G".parse::<ByteSize>(),
             Err("'99999999999G' is too large".to_string())
         );
+    }
+
+    /// A value other than the default for each declared setting, as a flag's value and as
+    /// a TOML value. A new setting needs its line here.
+    const SAMPLES: &[(&str, &str, &str)] = &[
+        ("root", "/srv", "\"/srv\""),
+        ("listen", "127.0.0.1:9999", "\"127.0.0.1:9999\""),
+        ("strategy", "mmap", "\"mmap\""),
+        ("workers", "1023", "1023"),
+        ("runtime", "multi", "\"multi\""),
+        ("pin", "true", "true"),
+        ("numa", "true", "true"),
+        ("numa-nodes", "0", "\"0\""),
+        ("open-file-cache", "7", "7"),
+        ("open-file-cache-valid", "5s", "\"5s\""),
+        ("chunk-size", "1M", "\"1M\""),
+        ("cold-reads", "inline", "\"inline\""),
+        ("cold-threads", "1023", "1023"),
+        ("metrics-listen", "127.0.0.1:9998", "\"127.0.0.1:9998\""),
+        ("access-log", "off", "false"),
+        ("access-log-format", "json", "\"json\""),
+        ("access-log-file", "/var/log/x.log", "\"/var/log/x.log\""),
+        ("header-timeout", "5s", "\"5s\""),
+        ("idle-timeout", "5s", "5"),
+        ("send-timeout", "5s", "\"5s\""),
+        ("shutdown-timeout", "5s", "\"5s\""),
+        ("max-connections", "77", "77"),
+        ("follow-symlinks", "true", "true"),
+        ("no-listing", "true", "true"),
+        ("listing-max-entries", "9", "9"),
+        ("hidden", "true", "true"),
+        ("precompressed", "true", "true"),
+    ];
+
+    #[test]
+    fn every_declared_setting_reaches_the_cli_the_file_and_the_config() {
+        let keys: Vec<String> = SETTINGS.iter().map(Declared::key).collect();
+        let sampled: Vec<&str> = SAMPLES.iter().map(|(key, _, _)| *key).collect();
+        assert_eq!(keys, sampled, "SAMPLES needs one line per declared setting");
+        let command = Settings::command();
+        let default = Settings::default().resolve().unwrap();
+        let dir = tempfile::tempdir().unwrap();
+        for (setting, (key, flag_value, toml_value)) in SETTINGS.iter().zip(SAMPLES) {
+            // The command line: a flag named after the key (ROOT is positional).
+            let arg = command
+                .get_arguments()
+                .find(|arg| arg.get_id() == setting.field)
+                .unwrap_or_else(|| panic!("{key} is not on the command line"));
+            let argv = if *key == "root" {
+                assert!(arg.is_positional(), "{key}");
+                vec!["ioserve".to_string(), flag_value.to_string()]
+            } else {
+                assert_eq!(arg.get_long(), Some(*key));
+                vec!["ioserve".to_string(), format!("--{key}={flag_value}")]
+            };
+            assert!(arg.get_help().is_some(), "{key} has no help text");
+            let cli = Settings::try_parse_from(argv).unwrap_or_else(|e| panic!("{key}: {e}"));
+            // The config file: the same key.
+            let path = dir.path().join(format!("{key}.toml"));
+            std::fs::write(&path, format!("{key} = {toml_value}\n")).unwrap();
+            let file = Settings::from_file(&path).unwrap_or_else(|e| panic!("{key}: {e}"));
+            // Both reach Config, where the reload diff sees the change.
+            let (from_cli, from_file) = match (cli.resolve(), file.resolve()) {
+                (Ok(cli), Ok(file)) => (cli, file),
+                // --numa on a host with one node: the declaration is checked above.
+                (Err(ConfigError::Placement(_)), Err(ConfigError::Placement(_))) => continue,
+                (cli, file) => panic!("{key}: {cli:?} {file:?}"),
+            };
+            assert_eq!(from_cli.changed_settings(&from_file), [] as [&Declared; 0]);
+            let changed = default.changed_settings(&from_cli);
+            assert!(changed.contains(&setting), "{key}: {changed:?}");
+        }
     }
 
     #[test]

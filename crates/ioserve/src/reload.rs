@@ -124,6 +124,7 @@ pub(crate) fn restart_only_changes(old: &Config, new: &Config) -> Vec<String> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::config::{Declared, SETTINGS};
     use clap::Parser as _;
 
     fn config(args: &[&str]) -> Config {
@@ -140,6 +141,36 @@ mod tests {
         assert!(restart_only_changes(&old, &same).is_empty());
         let moved = config(&["--listen", "127.0.0.1:9090", "--workers", "4"]);
         assert_eq!(restart_only_changes(&old, &moved), ["listen", "workers"]);
+    }
+
+    #[test]
+    fn the_declarations_say_which_settings_need_a_restart() {
+        let restart: Vec<String> = SETTINGS
+            .iter()
+            .filter(|setting| setting.on_reload == OnReload::NeedsRestart)
+            .map(Declared::key)
+            .collect();
+        assert_eq!(
+            restart,
+            [
+                "listen",
+                "workers",
+                "runtime",
+                "pin",
+                "numa",
+                "numa-nodes",
+                "metrics-listen",
+                "shutdown-timeout",
+                "max-connections"
+            ]
+        );
+        // A change to two of them is named, in declaration order.
+        let old = config(&["--max-connections", "5"]);
+        let new = config(&["--max-connections", "6", "--shutdown-timeout", "1s"]);
+        assert_eq!(
+            restart_only_changes(&old, &new),
+            ["shutdown-timeout", "max-connections"]
+        );
     }
 
     #[test]
