@@ -645,6 +645,21 @@ mod tests {
     }
 
     #[test]
+    fn the_readme_table_lists_every_setting() {
+        let readme =
+            std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/README.md")).unwrap();
+        for setting in SETTINGS {
+            let key = setting.key();
+            if key == "root" {
+                assert!(readme.contains("[ROOT]"), "README lacks ROOT");
+            } else {
+                let row = format!("| `--{key}");
+                assert!(readme.contains(&row), "README's option table lacks --{key}");
+            }
+        }
+    }
+
+    #[test]
     fn defaults() {
         let config = Settings::default().resolve().unwrap();
         assert_eq!(config.listen.to_string(), "127.0.0.1:8080");
