@@ -1,5 +1,10 @@
 //! Configuration: command-line flags, an optional TOML file with the same keys, and the
 //! defaults, merged in that order of precedence and validated into a [`Config`].
+//!
+//! Each setting is declared once, in the `settings!` table below: its help, flag, key,
+//! default, allowed range and whether a reload may change it. The command line, the
+//! TOML file, the man page and completions (from [`Settings`]), [`Config`] and the
+//! reload diff ([`SETTINGS`], [`Config::changed_settings`]) all come from it.
 
 use std::fmt;
 use std::net::SocketAddr;
