@@ -21,7 +21,7 @@ use clap_complete::Shell;
 /// The programs, each as its top-level command.
 pub fn programs() -> Vec<Command> {
     vec![
-        ioserve::config::Settings::command(),
+        ioserve::ops::config::Settings::command(),
         ioserve_numa::cli::Cli::command(),
         ioserve_numa::cli::StatCli::command(),
         ioserve_probe::cli::Cli::command(),

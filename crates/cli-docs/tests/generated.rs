@@ -65,7 +65,7 @@ fn every_ioserve_setting_is_in_its_man_page_and_completions() {
     let page = text(dir.path(), "man/man1/ioserve.1");
     let bash = text(dir.path(), "completions/bash/ioserve");
     let zsh = text(dir.path(), "completions/zsh/_ioserve");
-    for setting in ioserve::config::SETTINGS {
+    for setting in ioserve::ops::config::SETTINGS {
         let key = setting.key();
         if key == "root" {
             assert!(page.contains("ROOT"), "ioserve.1 lacks ROOT");

@@ -5,8 +5,8 @@
 use std::os::unix::ffi::OsStrExt;
 use std::path::Component;
 
-use crate::path::sanitize;
-use crate::range::{plan, RangePlan, MAX_RANGES};
+use crate::http::path::sanitize;
+use crate::http::range::{plan, RangePlan, MAX_RANGES};
 
 /// The range planner never amplifies: a 206 carries at most the file's length, every
 /// range lies inside the file, ranges of a multipart response never overlap.
@@ -52,4 +52,36 @@ pub fn request_path(data: &[u8]) {
     }
     let bytes = safe.relative.as_os_str().as_bytes();
     assert!(!bytes.contains(&0) && !bytes.contains(&b'\\'), "{target:?}");
+}
+
+#[cfg(test)]
+mod tests {
+    use proptest::prelude::*;
+
+    proptest! {
+        /// No accepted path has a `..` component, a NUL or a backslash, and none is
+        /// absolute.
+        #[test]
+        fn sanitized_paths_are_plain(target in "/[a-z./%250-9A-F\\\\]{0,40}") {
+            super::request_path(target.as_bytes());
+        }
+
+        /// Whatever the header, a 206 never carries more bytes than the file.
+        #[test]
+        fn never_amplifies(data in proptest::collection::vec(any::<u8>(), 0..200)) {
+            super::range_header(&data);
+        }
+
+        #[test]
+        fn never_amplifies_structured(specs in proptest::collection::vec(
+                (proptest::option::of(0u64..2000), proptest::option::of(0u64..2000)), 1..80),
+                len in 0u64..1500) {
+            let specs: Vec<String> = specs.iter().map(|(a, b)| format!(
+                "{}-{}", a.map(|v| v.to_string()).unwrap_or_default(),
+                b.map(|v| v.to_string()).unwrap_or_default())).collect();
+            let mut data = len.to_le_bytes().to_vec();
+            data.extend_from_slice(format!("bytes={}", specs.join(",")).as_bytes());
+            super::range_header(&data);
+        }
+    }
 }

@@ -1,34 +1,43 @@
 //! ioserve: a download daemon for large files.
 //!
-//! A request goes: listener ([`server`]) → connection ([`conn`]) → head parse
-//! ([`request`]) → the shared HTTP semantics ([`handler`]: [`path`] safety, validators
-//! and preconditions in [`conditional`], the [`range`] plan, directory [`listing`]) →
-//! the body moved by the selected IO [`strategy`] through [`output`] → access log and
-//! [`metrics`].
+//! A request goes: listener ([`serve::listeners`], accepted in [`serve::accept`]) →
+//! connection ([`serve::conn`]) → head parse ([`http::request`]) → [`http::resolve`]:
+//! what it asks for, with no IO ([`http::path`] safety, the method, preconditions,
+//! `Range`, negotiated encodings) → [`http::reply`]: the file opened through the
+//! [`io::open_file_cache`], validators and preconditions in [`http::conditional`], the
+//! [`http::range`] plan, directory [`http::listing`] → the body moved by the selected IO
+//! [`io::strategy`] through [`io::output`] → access log and metrics (`ops::access_log`,
+//! `ops::metrics`). Where the reply would wait for the disk on the event loop, the
+//! connection hands the resolved request to the blocking pool, which completes it.
 //!
 //! The HTTP semantics are implemented once; a strategy only moves the bytes of
 //! `(file, offset, len)` to the socket, so every strategy answers identically.
+//!
+//! # Layout
+//!
+//! One folder per job; imports run one way between them, and inside each folder its
+//! files import one way too (no module cycles):
+//!
+//! ```text
+//! serve ──> ops ──> http ──> io
+//!   └────────┴───────┴──────^
+//! ```
+//!
+//! - [`io`]: file IO, knowing nothing of HTTP: the served root, shared open files, the
+//!   open-file cache, the response writer and the IO strategies.
+//! - [`http`]: HTTP semantics: request, path, resolve, reply, response, ranges,
+//!   conditions, negotiation, listings.
+//! - [`ops`]: operating the server: settings, worker placement, metrics, access log,
+//!   descriptor budget.
+//! - [`serve`]: the server: listeners, workers, accept loops, connections, signals and
+//!   reloads; it uses the three others.
+//! - [`clock`] (a cached clock) and [`fuzzing`] (invariants shared with the fuzz
+//!   targets, over [`http`]) stand beside them.
 
-pub(crate) mod access_log;
-pub(crate) mod budget;
-pub(crate) mod cache;
 pub mod clock;
-pub(crate) mod conditional;
-pub mod config;
-pub(crate) mod conn;
 #[doc(hidden)]
 pub mod fuzzing;
-pub(crate) mod handler;
-pub(crate) mod listing;
-pub(crate) mod metrics;
-pub mod negotiation;
-pub(crate) mod output;
-pub mod path;
-pub mod placement;
-pub mod range;
-pub(crate) mod reload;
-pub(crate) mod request;
-pub(crate) mod response;
-pub mod server;
-pub(crate) mod shared;
-pub mod strategy;
+pub mod http;
+pub mod io;
+pub mod ops;
+pub mod serve;

@@ -5,8 +5,8 @@ use std::process::ExitCode;
 
 use anyhow::Context as _;
 use clap::Parser as _;
-use ioserve::config::{Config, Settings};
-use ioserve::server::Server;
+use ioserve::ops::config::{Config, Settings};
+use ioserve::serve::server::Server;
 
 fn main() -> ExitCode {
     match run() {

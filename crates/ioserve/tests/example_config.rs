@@ -5,7 +5,7 @@
 use std::path::{Path, PathBuf};
 
 use clap::CommandFactory as _;
-use ioserve::config::{Config, Settings};
+use ioserve::ops::config::{Config, Settings};
 
 fn example() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("../../contrib/ioserve.toml")

@@ -1,4 +1,6 @@
-//! The HTTP semantics of the server, in one place: from a parsed request to a [`Reply`].
+//! The HTTP semantics of the server, in one place: from a [`Resolved`] request to a
+//! [`Reply`], opening the file (from the open-file cache where it can), evaluating the
+//! preconditions, planning the ranges, negotiating a precompressed sibling.
 //!
 //! Nothing here moves file bytes; a reply names the file and the ranges, and the IO
 //! strategy sends them. So every strategy answers with the same status, headers and
@@ -8,76 +10,19 @@ use std::io;
 use std::os::unix::fs::MetadataExt;
 use std::path::Path;
 use std::sync::Arc;
-use std::time::Duration;
 
-use crate::cache::{OpenFile, OpenFileCache, Opened, SharedFile};
-use crate::conditional::{self, Outcome, Validators};
-use crate::listing;
-use crate::negotiation::{Coding, EncodingPreference};
-use crate::path::{self, PathError, Root};
-use crate::range::{self, ByteRange, RangePlan};
-use crate::request::{Method, Request};
-use crate::response::{Body, Reply};
+use crate::http::conditional::{self, Outcome, Validators};
+use crate::http::listing;
+use crate::http::negotiation::Coding;
+use crate::http::range::{self, ByteRange, RangePlan};
+use crate::http::request::Request;
+use crate::http::resolve::{resolve, Resolved};
+use crate::http::response::{Body, Reply};
+use crate::http::site::Site;
+use crate::io::open_file_cache::{OpenFile, Opened};
+use crate::io::shared_file::SharedFile;
 
-/// What the handler needs to know about the served tree.
-#[derive(Debug)]
-pub struct Site {
-    /// The served directory.
-    pub root: Root,
-    /// Whether directories without `index.html` get a listing (else 403), and how
-    /// many entries it shows at most.
-    pub listing: Option<usize>,
-    /// Whether hidden paths (a segment starting with `.`) are served and listed.
-    pub hidden: bool,
-    /// Whether `NAME.br` / `NAME.gz` are served for `NAME` when the client accepts
-    /// their coding.
-    pub precompressed: bool,
-    /// The `multipart/byteranges` boundary, random per process.
-    pub boundary: String,
-    /// Open files kept for reuse.
-    pub files: OpenFileCache,
-}
-
-/// Settings of the open-file cache.
-#[derive(Clone, Copy, Debug)]
-pub struct CacheSettings {
-    /// Shards (one per worker).
-    pub workers: usize,
-    /// Files per shard; 0 disables the cache.
-    pub capacity: usize,
-    /// How long a cached path is trusted before it is resolved again.
-    pub validity: Duration,
-}
-
-impl Site {
-    /// A site serving `root`.
-    pub fn new(root: Root, listing: Option<usize>, hidden: bool, cache: CacheSettings) -> Site {
-        use std::hash::{BuildHasher, Hasher};
-        // RandomState is seeded from the OS's randomness: good enough for a boundary
-        // that must not be guessable from the file contents.
-        let random = std::collections::hash_map::RandomState::new()
-            .build_hasher()
-            .finish();
-        Site {
-            root,
-            listing,
-            hidden,
-            precompressed: false,
-            boundary: format!("ioserve-{random:016x}"),
-            files: OpenFileCache::new(cache.workers, cache.capacity, cache.validity),
-        }
-    }
-}
-
-impl Site {
-    /// The same site, serving precompressed siblings when `on`.
-    pub fn with_precompressed(mut self, on: bool) -> Site {
-        self.precompressed = on;
-        self
-    }
-}
-
-/// Whether the handler may wait for the file system.
+/// Whether the reply may wait for the file system.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Blocking {
     /// On the event loop: only files the open-file cache holds (an `fstat` of an open
@@ -87,14 +32,14 @@ pub enum Blocking {
     Allowed,
 }
 
-/// What the handler decided.
+/// What the reply decided.
 #[derive(Debug)]
 pub enum Answer {
     /// The reply.
     Ready(Reply),
-    /// The answer needs an open or a path walk, which may wait for the disk: ask again
-    /// with [`Blocking::Allowed`] off the event loop.
-    Offload,
+    /// The answer needs an open or a path walk, which may wait for the disk: complete
+    /// the resolved request with [`answer`] and [`Blocking::Allowed`] off the event loop.
+    Offload(Box<Resolved>),
     /// A directory listing, to be built with [`listing_reply`] off the event loop.
     Listing {
         /// What to list.
@@ -106,24 +51,30 @@ pub enum Answer {
 
 /// Answers a request on behalf of `worker` (which picks the open-file cache shard).
 pub fn respond(site: &Site, worker: usize, request: &Request<'_>, blocking: Blocking) -> Answer {
-    let head_only = match request.method {
-        Method::Get => false,
-        Method::Head => true,
-        Method::Other(_) => return Answer::Ready(Reply::error(405).header("Allow", "GET, HEAD")),
-    };
-    match respond_get(site, worker, request, blocking) {
-        Answer::Ready(mut reply) => {
+    match resolve(site, request) {
+        Ok(resolved) => answer(site, worker, resolved, blocking),
+        Err(reply) => Answer::Ready(reply),
+    }
+}
+
+/// Answers a resolved request on behalf of `worker`; [`Answer::Offload`] gives the
+/// request back where the answer would wait and `blocking` forbids it.
+pub fn answer(site: &Site, worker: usize, resolved: Resolved, blocking: Blocking) -> Answer {
+    let head_only = resolved.head_only;
+    match answer_get(site, worker, &resolved, blocking) {
+        Err(WouldWait) => Answer::Offload(Box::new(resolved)),
+        Ok(Answer::Ready(mut reply)) => {
             if head_only {
                 reply.body = Body::Empty;
             }
             Answer::Ready(reply)
         }
-        Answer::Listing { job, .. } => Answer::Listing { job, head_only },
-        Answer::Offload => Answer::Offload,
+        Ok(Answer::Listing { job, .. }) => Answer::Listing { job, head_only },
+        Ok(offload) => offload,
     }
 }
 
-/// The handler's decision that a file cannot be opened without waiting.
+/// The decision that a file cannot be opened without waiting.
 struct WouldWait;
 
 /// Opens `relative`, unless that may wait for the disk and `blocking` forbids it.
@@ -165,62 +116,56 @@ pub fn listing_reply(job: &listing::Job, head_only: bool) -> Reply {
     }
 }
 
-/// The answer to a GET of the request's path (HEAD drops the body afterwards).
-fn respond_get(site: &Site, worker: usize, request: &Request<'_>, blocking: Blocking) -> Answer {
-    let safe = match path::sanitize(request.target) {
-        Ok(safe) => safe,
-        Err(PathError::Malformed) => return Answer::Ready(Reply::error(400)),
-        Err(PathError::Forbidden(_)) => return Answer::Ready(Reply::error(403)),
-    };
-    if safe.hidden && !site.hidden {
-        // As if it were not there: a 403 would confirm that `.git/config` exists.
-        return Answer::Ready(Reply::error(404));
-    }
-    let Ok(opened) = open_path(site, worker, &safe.relative, blocking) else {
-        return Answer::Offload;
-    };
-    let (dir, meta) = match opened {
+/// The answer to a GET of the resolved path (HEAD drops the body afterwards), never
+/// [`Answer::Offload`]: `Err(WouldWait)` instead.
+fn answer_get(
+    site: &Site,
+    worker: usize,
+    resolved: &Resolved,
+    blocking: Blocking,
+) -> Result<Answer, WouldWait> {
+    let safe = &resolved.path;
+    let (dir, meta) = match open_path(site, worker, &safe.relative, blocking)? {
         Ok(Opened::File(open)) => {
-            return serve_file(site, worker, request, open, &safe.relative, blocking)
-                .map_or(Answer::Offload, Answer::Ready)
+            return serve_file(site, worker, resolved, open, &safe.relative, blocking)
+                .map(Answer::Ready)
         }
         Ok(Opened::Other(file, meta)) => (file, meta),
-        Err(e) => return Answer::Ready(io_error_reply(&e)),
+        Err(e) => return Ok(Answer::Ready(io_error_reply(&e))),
     };
     if !meta.is_dir() {
         // FIFOs, sockets, devices: never served.
-        return Answer::Ready(Reply::error(403));
+        return Ok(Answer::Ready(Reply::error(403)));
     }
     if !safe.trailing_slash {
-        return Answer::Ready(Reply::redirect(&directory_location(
+        return Ok(Answer::Ready(Reply::redirect(&directory_location(
             &safe.relative,
-            request.target,
-        )));
+            &resolved.target,
+        ))));
     }
     let index = safe.relative.join("index.html");
     // Never on the loop: a directory is not cached, so this runs off it already.
     match site.files.open(worker, &site.root, &index) {
         Ok(Opened::File(open)) => {
-            return serve_file(site, worker, request, open, &index, blocking)
-                .map_or(Answer::Offload, Answer::Ready)
+            return serve_file(site, worker, resolved, open, &index, blocking).map(Answer::Ready)
         }
         Ok(Opened::Other(..)) => {}
         Err(e) if e.kind() == io::ErrorKind::NotFound => {}
-        Err(e) => return Answer::Ready(io_error_reply(&e)),
+        Err(e) => return Ok(Answer::Ready(io_error_reply(&e))),
     }
     let Some(max_entries) = site.listing else {
-        return Answer::Ready(Reply::error(403));
+        return Ok(Answer::Ready(Reply::error(403)));
     };
-    Answer::Listing {
+    Ok(Answer::Listing {
         job: listing::Job {
             dir,
-            relative: safe.relative,
-            format: listing::Format::negotiate(&request.accept),
+            relative: safe.relative.clone(),
+            format: resolved.listing_format,
             show_hidden: site.hidden,
             max_entries,
         },
         head_only: false,
-    }
+    })
 }
 
 /// The reply for the file `name`. With `--precompressed`, the representation is
@@ -233,15 +178,15 @@ fn respond_get(site: &Site, worker: usize, request: &Request<'_>, blocking: Bloc
 fn serve_file(
     site: &Site,
     worker: usize,
-    request: &Request<'_>,
+    resolved: &Resolved,
     open: OpenFile,
     name: &Path,
     blocking: Blocking,
 ) -> Result<Reply, WouldWait> {
     if !site.precompressed {
-        return Ok(file_reply(site, request, open, name, None));
+        return Ok(file_reply(site, resolved, open, name, None));
     }
-    let preference = EncodingPreference::from_lines(&request.accept_encoding);
+    let preference = &resolved.encodings;
     let mut encoded = None;
     for &coding in &preference.codings {
         let mut sibling = name.as_os_str().to_owned();
@@ -252,8 +197,8 @@ fn serve_file(
         }
     }
     let reply = match encoded {
-        Some((coding, encoded)) => file_reply(site, request, encoded, name, Some(coding)),
-        None if preference.identity => file_reply(site, request, open, name, None),
+        Some((coding, encoded)) => file_reply(site, resolved, encoded, name, Some(coding)),
+        None if preference.identity => file_reply(site, resolved, open, name, None),
         None => Reply::error(406),
     };
     Ok(reply.header("Vary", "Accept-Encoding"))
@@ -263,7 +208,7 @@ fn serve_file(
 /// with `coding` when `open` is a precompressed sibling.
 fn file_reply(
     site: &Site,
-    request: &Request<'_>,
+    resolved: &Resolved,
     open: OpenFile,
     name: &Path,
     coding: Option<Coding>,
@@ -282,7 +227,7 @@ fn file_reply(
             None => reply,
         }
     };
-    let honor_range = match conditional::evaluate(&request.preconditions, &validators) {
+    let honor_range = match conditional::evaluate(&resolved.preconditions.borrowed(), &validators) {
         Outcome::NotModified => return with_validators(Reply::new(304)),
         Outcome::PreconditionFailed => return Reply::error(412),
         Outcome::Proceed { honor_range } => honor_range,
@@ -298,8 +243,8 @@ fn file_reply(
         }
     };
     // RFC 9110 §14.2: range handling is defined for GET only.
-    let range_header = match request.method {
-        Method::Get if honor_range => request.range,
+    let range_header = match resolved.head_only {
+        false if honor_range => resolved.range.as_deref(),
         _ => None,
     };
     let (status, range) = match range::plan(range_header, len) {
@@ -418,9 +363,12 @@ fn io_error_reply(error: &io::Error) -> Reply {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::conditional::Preconditions;
-    use crate::request::Version;
+    use crate::http::conditional::Preconditions;
+    use crate::http::request::{Method, Version};
+    use crate::http::site::CacheSettings;
+    use crate::io::root::Root;
     use proptest::prelude::*;
+    use std::time::Duration;
     use std::time::UNIX_EPOCH;
 
     fn site(dir: &Path) -> Site {
@@ -514,7 +462,7 @@ mod tests {
         };
         let status = |answer| match answer {
             Answer::Ready(reply) => Some(reply.status),
-            Answer::Offload => None,
+            Answer::Offload(_) => None,
             Answer::Listing { .. } => Some(0),
         };
         // Not cached yet: the loop hands the request off.

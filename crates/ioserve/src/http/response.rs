@@ -5,8 +5,8 @@ use std::fmt::Write as _;
 use std::sync::Arc;
 use std::time::{SystemTime, UNIX_EPOCH};
 
-use crate::cache::SharedFile;
-use crate::range::ByteRange;
+use crate::http::range::ByteRange;
+use crate::io::shared_file::SharedFile;
 
 /// What follows the head.
 #[derive(Debug)]
@@ -36,7 +36,7 @@ pub enum Body {
 
 impl Body {
     /// Bytes the body occupies on the wire.
-    pub fn len(&self) -> u64 {
+    pub(crate) fn len(&self) -> u64 {
         match self {
             Body::Empty => 0,
             Body::Bytes(bytes) => bytes.len() as u64,

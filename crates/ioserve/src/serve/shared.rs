@@ -4,8 +4,8 @@
 //! and the connection slots with the keep-alive connections that may be closed to free
 //! one.
 //!
-//! It sits below both [`crate::server`] (which creates it) and [`crate::conn`] (which
-//! uses it), so imports run one way: server → conn → handler.
+//! It sits below both [`crate::serve::server`] (which creates it) and [`crate::serve::conn`] (which
+//! uses it), so imports run one way: server → conn → reply.
 
 use std::collections::BTreeMap;
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -16,10 +16,10 @@ use arc_swap::ArcSwap;
 use tokio::sync::Notify;
 use tokio_util::sync::CancellationToken;
 
-use crate::access_log::AccessLog;
-use crate::handler::Site;
-use crate::metrics::Metrics;
-use crate::strategy::Strategy;
+use crate::http::site::Site;
+use crate::io::strategy::Strategy;
+use crate::ops::access_log::AccessLog;
+use crate::ops::metrics::Metrics;
 
 /// Per-connection limits.
 #[derive(Clone, Debug)]
@@ -74,10 +74,10 @@ impl Shared {
     }
 
     /// Whether the listeners should wait before accepting: the admitted connections
-    /// and those being refused have reached their bound (see [`crate::budget`]).
+    /// and those being refused have reached their bound (see [`crate::ops::budget`]).
     pub fn accepting_paused(&self) -> bool {
         self.open_connections.load(Ordering::Relaxed)
-            >= self.max_connections + crate::budget::refusing(self.max_connections)
+            >= self.max_connections + crate::ops::budget::refusing(self.max_connections)
     }
 
     /// Shared state for `workers` workers.

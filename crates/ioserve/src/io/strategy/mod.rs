@@ -1,6 +1,6 @@
 //! IO strategies: how the bytes of `(file, offset, len)` reach the socket.
 //!
-//! Every strategy gets the same [`ByteRange`]s from the handler and writes exactly those
+//! Every strategy gets the same [`ByteRange`]s from the reply and writes exactly those
 //! bytes after the queued head, or fails; a failure after the head has gone out closes
 //! the connection, so the client sees a short body, never wrong framing.
 //!
@@ -20,17 +20,19 @@ pub mod cold;
 mod mmap;
 mod read;
 mod sendfile;
+mod shrank;
 
 use std::io;
 use std::sync::Arc;
 
 use serde::Deserialize;
 
-use crate::cache::SharedFile;
-use crate::output::Output;
-use crate::range::ByteRange;
+use crate::io::byte_range::ByteRange;
+use crate::io::output::Output;
+use crate::io::shared_file::SharedFile;
 
-pub use cold::{ColdReads, ColdThreads};
+pub use crate::io::cold_threads::ColdThreads;
+pub use cold::ColdReads;
 pub use read::{BufferPool, PooledBuf};
 pub use sendfile::SMALL_BODY;
 
@@ -104,13 +106,10 @@ impl Strategy {
         self.kind
     }
 
-    /// Whether the handler may open files on the event loop: not when cold data is
-    /// waited for on the pool (a path walk or open of a cold inode reads the disk too).
-    pub fn blocking(&self) -> crate::handler::Blocking {
-        match self.cold {
-            ColdReads::Pool => crate::handler::Blocking::Never,
-            ColdReads::Inline => crate::handler::Blocking::Allowed,
-        }
+    /// Where cold file data is waited for: on the pool, the event loop must not open
+    /// files either (a path walk or open of a cold inode reads the disk too).
+    pub fn cold_reads(&self) -> ColdReads {
+        self.cold
     }
 
     /// Writes the queued head of `out` and then `range` of `file`.
@@ -142,9 +141,4 @@ impl Strategy {
         out.count_cold_windows(ahead.cold_windows());
         sent
     }
-}
-
-/// The error for a file that ended before the range did.
-fn file_shrank() -> io::Error {
-    io::Error::new(io::ErrorKind::UnexpectedEof, "file shrank while being sent")
 }

@@ -2,7 +2,7 @@
 //!
 //! The head is parsed in place with `httparse`; [`Request`] borrows from the read buffer.
 
-use crate::conditional::Preconditions;
+use crate::http::conditional::Preconditions;
 
 /// Largest request head accepted, request line included; a larger one gets 431.
 pub const MAX_HEAD_BYTES: usize = 16 * 1024;

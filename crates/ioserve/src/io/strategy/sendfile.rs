@@ -9,9 +9,10 @@
 use std::io;
 
 use super::cold::ReadAhead;
-use crate::cache::SharedFile;
-use crate::output::Output;
-use crate::range::ByteRange;
+use super::shrank::file_shrank;
+use crate::io::byte_range::ByteRange;
+use crate::io::output::Output;
+use crate::io::shared_file::SharedFile;
 
 /// Largest count handed to one sendfile(2) call, after which the task yields to the
 /// other connections of its worker (nginx's `sendfile_max_chunk`, 2 MiB by default):
@@ -43,7 +44,7 @@ pub(super) async fn send(
             }
         };
         if read < want {
-            return Err(super::file_shrank());
+            return Err(file_shrank());
         }
         return out.flush(false).await;
     }
@@ -60,7 +61,7 @@ pub(super) async fn send(
             false => out.sendfile(file, &mut offset, count).await?,
         };
         if sent == 0 {
-            return Err(super::file_shrank());
+            return Err(file_shrank());
         }
         tokio::task::yield_now().await;
     }

@@ -20,7 +20,7 @@ use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 use serde::{Deserialize, Serialize};
 use tracing_appender::non_blocking::{NonBlocking, WorkerGuard};
 
-use crate::request::{Request, Version};
+use crate::http::request::{Request, Version};
 
 /// The layout of access-log lines.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Deserialize, clap::ValueEnum)]

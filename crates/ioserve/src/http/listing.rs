@@ -21,9 +21,9 @@ use percent_encoding::{percent_encode, AsciiSet, NON_ALPHANUMERIC};
 use rustix::fs::{AtFlags, FileType};
 use serde::Serialize;
 
-use crate::conditional::http_date;
-use crate::negotiation::media_quality;
-use crate::path::is_hidden;
+use crate::http::conditional::http_date;
+use crate::http::negotiation::media_quality;
+use crate::http::path::is_hidden;
 
 /// Characters left as they are in an href: RFC 3986 unreserved.
 const HREF: &AsciiSet = &NON_ALPHANUMERIC
@@ -37,7 +37,7 @@ pub(crate) const OMITTED_HEADER: &str = "Ioserve-Listing-Omitted";
 
 /// The form of a listing.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub(crate) enum Format {
+pub enum Format {
     /// `text/html`, the default.
     Html,
     /// `application/json`.
@@ -63,7 +63,7 @@ impl Format {
 /// A listing to build: everything it needs, owned, so that it can run on the blocking
 /// pool.
 #[derive(Debug)]
-pub(crate) struct Job {
+pub struct Job {
     /// The open directory.
     pub dir: File,
     /// Its path below the root (empty for the root).

@@ -7,18 +7,18 @@
 //! set they started with, no listener closes. Anything that fails leaves the old set in
 //! place and is logged. Settings that belong to the process (listeners, workers,
 //! runtime, metrics address, connection limit) need a restart, as their declarations
-//! in [`crate::config`] say; a reload that changes them says so and keeps them.
+//! in [`crate::ops::config`] say; a reload that changes them says so and keeps them.
 
 use tracing_appender::non_blocking::WorkerGuard;
 
-use crate::access_log::AccessLog;
-use crate::budget;
-use crate::config::{Config, OnReload};
-use crate::handler::{CacheSettings, Site};
-use crate::path::{Resolver, Root};
-use crate::server::ServerError;
-use crate::shared::{Limits, Live};
-use crate::strategy::Strategy;
+use crate::http::site::{CacheSettings, Site};
+use crate::io::root::{Resolver, Root};
+use crate::io::strategy::Strategy;
+use crate::ops::access_log::AccessLog;
+use crate::ops::budget;
+use crate::ops::config::{Config, OnReload};
+use crate::serve::error::ServerError;
+use crate::serve::shared::{Limits, Live};
 
 /// A built set of settings and the guard that flushes its access log.
 pub(crate) struct Built {
@@ -112,7 +112,7 @@ pub(crate) fn open_access_log(config: &Config) -> Result<(AccessLog, WorkerGuard
 }
 
 /// The settings that differ between `old` and `new` but need a restart: those whose
-/// declaration in [`crate::config`] says [`OnReload::NeedsRestart`], by their keys.
+/// declaration in [`crate::ops::config`] says [`OnReload::NeedsRestart`], by their keys.
 pub(crate) fn restart_only_changes(old: &Config, new: &Config) -> Vec<String> {
     old.changed_settings(new)
         .into_iter()
@@ -124,14 +124,14 @@ pub(crate) fn restart_only_changes(old: &Config, new: &Config) -> Vec<String> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::config::{Declared, SETTINGS};
+    use crate::ops::config::{Declared, SETTINGS};
     use clap::Parser as _;
 
     fn config(args: &[&str]) -> Config {
         let dir = std::env::temp_dir();
         let mut argv = vec!["ioserve", dir.to_str().unwrap()];
         argv.extend_from_slice(args);
-        Config::load(crate::config::Settings::parse_from(argv)).unwrap()
+        Config::load(crate::ops::config::Settings::parse_from(argv)).unwrap()
     }
 
     #[test]

@@ -15,9 +15,9 @@ use std::time::Duration;
 use clap::Parser;
 use serde::Deserialize;
 
-pub use crate::access_log::Format as AccessLogFormat;
-use crate::placement::{self, PlacementError, WorkerPlace};
-use crate::strategy::{ColdReads, StrategyKind};
+use crate::io::strategy::{ColdReads, StrategyKind};
+pub use crate::ops::access_log::Format as AccessLogFormat;
+use crate::ops::placement::{self, PlacementError, WorkerPlace};
 
 /// Smallest and largest `--chunk-size`.
 const CHUNK_SIZE_RANGE: (u64, u64) = (4 * 1024, 64 * 1024 * 1024);

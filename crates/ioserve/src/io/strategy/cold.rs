@@ -4,7 +4,7 @@
 //!
 //! sendfile(2), pread(2) and a fault on a mapping all block the calling thread while
 //! the disk reads; on a per-core worker that thread is the event loop of hundreds of
-//! connections. So each strategy asks a [`ReadAhead`] before every syscall how far it may
+//! connections. So each strategy asks a `ReadAhead` before every syscall how far it may
 //! go without waiting: the read-ahead probes the next window (up to [`WINDOW`] bytes) with
 //! mincore(2) ([`SharedFile::residency`]), and a window that is not all cached is brought
 //! in on the pool by sendfile(2) to `/dev/null` (the kernel reads the pages into the page
@@ -12,12 +12,12 @@
 //! read, so a cold download streams at disk speed.
 //!
 //! Once a range has had a cold window, its sendfile(2) calls into the socket run on the
-//! pool too ([`crate::output::Output::sendfile_on_pool`]). [`ColdThreads`] bounds both
+//! pool too ([`crate::io::output::Output::sendfile_on_pool`]). [`ColdThreads`] bounds both
 //! kinds of pool work: a pool thread per cold download would leave the event loops one
 //! runnable thread among many.
 //!
 //! Where mincore cannot see (a file this process neither owns nor may write, see
-//! [`crate::cache::Residency::Unknown`]) every window goes through the pool: that costs a
+//! [`crate::io::shared_file::Residency::Unknown`]) every window goes through the pool: that costs a
 //! thread hop per window of a cached file, never a stalled loop.
 
 use std::fs::File;
@@ -26,10 +26,10 @@ use std::sync::{Arc, OnceLock};
 
 use clap::ValueEnum;
 use serde::Deserialize;
-use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 use tokio::task::JoinHandle;
 
-use crate::cache::{Residency, SharedFile};
+use crate::io::cold_threads::ColdThreads;
+use crate::io::shared_file::{Residency, SharedFile};
 
 /// Largest span probed and brought in at once, aligned to multiples of itself in the
 /// file: 2 MiB, a large folio of the page cache and the `mmap` strategy's window.
@@ -56,45 +56,6 @@ impl ColdReads {
             ColdReads::Inline => "inline",
         }
     }
-}
-
-/// How many pool threads work on cold ranges at once (`--cold-threads`, shared by the
-/// workers), for each of the two kinds of work: windows being read into the page cache,
-/// and sendfile(2) calls into sockets. nginx bounds the same work with its thread
-/// pool's `threads=`.
-///
-/// The default, half the CPUs, leaves the other half to the event loops. In
-/// `cargo xtask loadtest --cold` on 2 CPUs (16 cold downloads, disk reads limited to
-/// 200 MB/s), paired runs of three rounds gave a hot p99 of 0.81-1.83 ms with a thread
-/// per download, 0.51-0.54 ms with one sendfile at a time, and 0.48-0.57 ms with one
-/// window read at a time besides, at the same 200 MB/s.
-#[derive(Debug)]
-pub struct ColdThreads {
-    reads: Arc<Semaphore>,
-    sends: Arc<Semaphore>,
-}
-
-impl ColdThreads {
-    /// At most `threads` (at least 1) of each kind at once.
-    pub fn new(threads: usize) -> ColdThreads {
-        ColdThreads {
-            reads: Arc::new(Semaphore::new(threads.max(1))),
-            sends: Arc::new(Semaphore::new(threads.max(1))),
-        }
-    }
-
-    /// Waits (on the loop, in turn) until one more sendfile call may run; it runs
-    /// while the permit lives.
-    pub(crate) async fn send_permit(&self) -> OwnedSemaphorePermit {
-        permit(&self.sends).await
-    }
-}
-
-async fn permit(semaphore: &Arc<Semaphore>) -> OwnedSemaphorePermit {
-    Arc::clone(semaphore)
-        .acquire_owned()
-        .await
-        .expect("the semaphore is never closed")
 }
 
 /// The read-ahead of one range of one response.
@@ -210,9 +171,9 @@ impl<'a> ReadAhead<'a> {
     fn bring_in(&mut self, start: u64, end: u64) -> JoinHandle<()> {
         self.cold_windows += 1;
         let file = Arc::clone(self.file);
-        let reads = Arc::clone(&self.threads.reads);
+        let read_permit = self.threads.read_permit();
         tokio::spawn(async move {
-            let permit = permit(&reads).await;
+            let permit = read_permit.await;
             let read = tokio::task::spawn_blocking(move || {
                 let _permit = permit;
                 if let Err(error) = bring_in(&file, start, end) {

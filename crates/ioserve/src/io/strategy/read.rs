@@ -12,9 +12,10 @@ use std::ptr::NonNull;
 use std::sync::Mutex;
 
 use super::cold::ReadAhead;
-use crate::cache::SharedFile;
-use crate::output::Output;
-use crate::range::ByteRange;
+use super::shrank::file_shrank;
+use crate::io::byte_range::ByteRange;
+use crate::io::output::Output;
+use crate::io::shared_file::SharedFile;
 
 /// Alignment of pooled buffers: a page, which also satisfies O_DIRECT and cache lines.
 const ALIGN: usize = 4096;
@@ -36,7 +37,7 @@ pub(super) async fn send(
         let want = (ready - offset).min(buffer.len() as u64) as usize;
         let n = rustix::io::pread(&**file, &mut buffer[..want], offset)?;
         if n == 0 {
-            return Err(super::file_shrank());
+            return Err(file_shrank());
         }
         out.write(&buffer[..n]).await?;
         offset += n as u64;

@@ -10,9 +10,10 @@ use std::io::{self, SeekFrom};
 
 use tokio::io::{AsyncBufReadExt, AsyncReadExt, AsyncSeekExt, BufReader};
 
-use crate::cache::SharedFile;
-use crate::output::Output;
-use crate::range::ByteRange;
+use super::shrank::file_shrank;
+use crate::io::byte_range::ByteRange;
+use crate::io::output::Output;
+use crate::io::shared_file::SharedFile;
 
 pub(super) async fn send(
     out: &mut Output<'_>,
@@ -38,7 +39,7 @@ pub(super) async fn send(
         sent += n as u64;
     }
     if sent < range.len {
-        return Err(super::file_shrank());
+        return Err(file_shrank());
     }
     Ok(())
 }

@@ -15,9 +15,10 @@ use std::io;
 use memmap2::{Advice, MmapRaw, UncheckedAdvice};
 
 use super::cold::ReadAhead;
-use crate::cache::SharedFile;
-use crate::output::Output;
-use crate::range::ByteRange;
+use super::shrank::file_shrank;
+use crate::io::byte_range::ByteRange;
+use crate::io::output::Output;
+use crate::io::shared_file::SharedFile;
 
 pub(super) async fn send(
     out: &mut Output<'_>,
@@ -42,7 +43,7 @@ pub(super) async fn send(
         let ready = ahead.ready(done as u64).await as usize;
         let next = (done + 1).next_multiple_of(FAULT_SPAN).min(end).min(ready);
         if file.metadata()?.len() < next as u64 {
-            return Err(super::file_shrank());
+            return Err(file_shrank());
         }
         let written = out.write_mapped(&map, done, next).await;
         // A small file's pages are bounded by the file: keeping them mapped saves a
@@ -52,7 +53,7 @@ pub(super) async fn send(
         }
         written.map_err(|e| {
             if e.raw_os_error() == Some(libc::EFAULT) {
-                super::file_shrank()
+                file_shrank()
             } else {
                 e
             }

@@ -1,5 +1,5 @@
 //! One client connection: read request heads (keep-alive and pipelining), answer each
-//! with the handler's reply and the configured strategy, enforce the timeouts.
+//! with its reply and the configured strategy, enforce the timeouts.
 //!
 //! Timeouts, as nginx has them:
 //! - header timeout: a request head must be complete this long after its first byte (or
@@ -21,12 +21,15 @@ use tokio::net::TcpStream;
 use tokio::sync::Notify;
 use tokio::time::timeout_at;
 
-use crate::access_log::{Outcome, Record};
-use crate::handler::{self, Answer};
-use crate::output::Output;
-use crate::request::{self, Parsed, RequestError, Version, MAX_HEAD_BYTES};
-use crate::response::{Body, Reply};
-use crate::shared::{ConnectionSlot, Live, Shared};
+use crate::http::reply::{self, Answer, Blocking};
+use crate::http::request::{self, Parsed, RequestError, Version, MAX_HEAD_BYTES};
+use crate::http::resolve::Resolved;
+use crate::http::response::{Body, Reply};
+use crate::http::site::Site;
+use crate::io::output::Output;
+use crate::io::strategy::ColdReads;
+use crate::ops::access_log::{Outcome, Record};
+use crate::serve::shared::{ConnectionSlot, Live, Shared};
 
 /// How long a closing connection keeps reading (and dropping) what the client still
 /// sends, so that the kernel does not answer it with a reset that destroys our response.
@@ -177,8 +180,6 @@ struct Decision {
     /// When the head was complete.
     started: Instant,
     answer: Answer,
-    /// The request head, for an [`Answer::Offload`].
-    offloaded_head: Vec<u8>,
     keep_alive: bool,
     http10: bool,
     log: Option<Box<Record>>,
@@ -204,17 +205,17 @@ fn next_step(shared: &Shared, peer: SocketAddr, worker: usize, buf: &[u8]) -> St
         .access_log
         .as_ref()
         .map(|_| Box::new(Record::new(peer, &request)));
-    let answer = handler::respond(&live.site, worker, &request, live.strategy.blocking());
-    // The pool answers from the head again: the request borrows this buffer.
-    let offloaded_head = match answer {
-        Answer::Offload => buf[..len].to_vec(),
-        _ => Vec::new(),
+    // Where cold data is waited for on the pool, the loop does not open files either
+    // (a path walk or open of a cold inode reads the disk too).
+    let blocking = match live.strategy.cold_reads() {
+        ColdReads::Pool => Blocking::Never,
+        ColdReads::Inline => Blocking::Allowed,
     };
+    let answer = reply::respond(&live.site, worker, &request, blocking);
     let decision = Decision {
         live,
         started,
         answer,
-        offloaded_head,
         keep_alive: request.keep_alive && !request.has_body && !shared.shutdown.is_cancelled(),
         http10: request.version == Version::Http10,
         log,
@@ -238,7 +239,6 @@ async fn respond(
         live,
         started,
         answer,
-        offloaded_head,
         keep_alive,
         http10,
         log,
@@ -246,14 +246,14 @@ async fn respond(
     let reply = match answer {
         Answer::Ready(reply) => reply,
         Answer::Listing { job, head_only } => {
-            tokio::task::spawn_blocking(move || handler::listing_reply(&job, head_only))
+            tokio::task::spawn_blocking(move || reply::listing_reply(&job, head_only))
                 .await
                 .unwrap_or_else(|_| Reply::error(500))
         }
-        Answer::Offload => {
+        Answer::Offload(resolved) => {
             shared.metrics.offloaded_open(worker);
             let site = Arc::clone(&live.site);
-            tokio::task::spawn_blocking(move || answer_off_loop(&site, worker, &offloaded_head))
+            tokio::task::spawn_blocking(move || answer_off_loop(&site, worker, *resolved))
                 .await
                 .unwrap_or_else(|_| Reply::error(500))
         }
@@ -270,17 +270,13 @@ async fn respond(
     result
 }
 
-/// The reply to a request head, on the blocking pool: the handler may open files and
-/// read a directory here.
-fn answer_off_loop(site: &handler::Site, worker: usize, head: &[u8]) -> Reply {
-    let Ok(Parsed::Complete { request, .. }) = request::parse(head) else {
-        // It parsed on the loop, from the same bytes.
-        return Reply::error(500);
-    };
-    match handler::respond(site, worker, &request, handler::Blocking::Allowed) {
+/// The reply to a resolved request, on the blocking pool: it may open files and read a
+/// directory here.
+fn answer_off_loop(site: &Site, worker: usize, resolved: Resolved) -> Reply {
+    match reply::answer(site, worker, resolved, Blocking::Allowed) {
         Answer::Ready(reply) => reply,
-        Answer::Listing { job, head_only } => handler::listing_reply(&job, head_only),
-        Answer::Offload => Reply::error(500),
+        Answer::Listing { job, head_only } => reply::listing_reply(&job, head_only),
+        Answer::Offload(_) => Reply::error(500),
     }
 }
 

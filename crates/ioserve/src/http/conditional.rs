@@ -87,6 +87,44 @@ pub struct Preconditions<'a> {
     pub if_range: Option<&'a [u8]>,
 }
 
+impl Preconditions<'_> {
+    /// The same fields, owned.
+    pub fn owned(&self) -> OwnedPreconditions {
+        let lines = |lines: &[&[u8]]| lines.iter().map(|line| line.to_vec()).collect();
+        OwnedPreconditions {
+            if_match: lines(&self.if_match),
+            if_none_match: lines(&self.if_none_match),
+            if_modified_since: self.if_modified_since.map(<[u8]>::to_vec),
+            if_unmodified_since: self.if_unmodified_since.map(<[u8]>::to_vec),
+            if_range: self.if_range.map(<[u8]>::to_vec),
+        }
+    }
+}
+
+/// The precondition fields of a request, owned, so that a reply completed off the
+/// event loop (where the read buffer is gone) can evaluate them.
+#[derive(Clone, Debug, Default)]
+pub struct OwnedPreconditions {
+    if_match: Vec<Vec<u8>>,
+    if_none_match: Vec<Vec<u8>>,
+    if_modified_since: Option<Vec<u8>>,
+    if_unmodified_since: Option<Vec<u8>>,
+    if_range: Option<Vec<u8>>,
+}
+
+impl OwnedPreconditions {
+    /// The fields as [`evaluate`] takes them.
+    pub fn borrowed(&self) -> Preconditions<'_> {
+        Preconditions {
+            if_match: self.if_match.iter().map(Vec::as_slice).collect(),
+            if_none_match: self.if_none_match.iter().map(Vec::as_slice).collect(),
+            if_modified_since: self.if_modified_since.as_deref(),
+            if_unmodified_since: self.if_unmodified_since.as_deref(),
+            if_range: self.if_range.as_deref(),
+        }
+    }
+}
+
 /// The outcome of evaluating preconditions.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Outcome {

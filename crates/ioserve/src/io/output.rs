@@ -52,7 +52,7 @@ impl<'a> Output<'a> {
     }
 
     /// Windows of file data that this response found out of the page cache and read on
-    /// the blocking pool (see [`crate::strategy::cold`]).
+    /// the blocking pool (see [`crate::io::strategy::cold`]).
     pub fn cold_windows(&self) -> u32 {
         self.cold_windows
     }
@@ -226,10 +226,10 @@ impl<'a> Output<'a> {
     /// buffer is awaited here, without the permit.
     pub async fn sendfile_on_pool(
         &mut self,
-        file: &Arc<crate::cache::SharedFile>,
+        file: &Arc<crate::io::shared_file::SharedFile>,
         offset: &mut u64,
         count: usize,
-        threads: &crate::strategy::ColdThreads,
+        threads: &crate::io::cold_threads::ColdThreads,
     ) -> io::Result<usize> {
         let socket = match &self.pool_socket {
             Some(socket) => Arc::clone(socket),

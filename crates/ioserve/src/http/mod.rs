@@ -1,0 +1,13 @@
+//! HTTP semantics: the request head, the target's path, validators and preconditions,
+//! ranges, content negotiation, directory listings; a request resolved (no IO) and replied to.
+
+pub mod conditional;
+pub mod listing;
+pub mod negotiation;
+pub mod path;
+pub mod range;
+pub mod reply;
+pub mod request;
+pub mod resolve;
+pub mod response;
+pub mod site;

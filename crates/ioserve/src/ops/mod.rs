@@ -1,0 +1,8 @@
+//! Operating the server: its settings, worker placement, metrics, access log and
+//! descriptor budget.
+
+pub(crate) mod access_log;
+pub(crate) mod budget;
+pub mod config;
+pub(crate) mod metrics;
+pub mod placement;

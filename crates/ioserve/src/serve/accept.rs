@@ -1,0 +1,123 @@
+//! Accepting connections: each accept loop admits or refuses what its listener
+//! accepts, serves it in a task of its own, and drains them at shutdown.
+
+use std::io;
+use std::net::SocketAddr;
+use std::panic::AssertUnwindSafe;
+use std::sync::Arc;
+use std::time::Duration;
+
+use futures_util::FutureExt as _;
+use tokio::net::{TcpListener, TcpStream};
+use tokio_util::task::TaskTracker;
+
+use crate::serve::conn;
+use crate::serve::shared::{ConnectionSlot, Shared};
+
+/// Accepts on `listener` until shutdown, then drains the connections it started.
+/// `shard` names the metrics and cache shard of each new connection.
+pub(super) async fn accept_loop(
+    listener: std::net::TcpListener,
+    shared: Arc<Shared>,
+    shutdown_timeout: Duration,
+    mut shard: impl FnMut() -> usize,
+) {
+    let id = shard();
+    let listener = match TcpListener::from_std(listener) {
+        Ok(listener) => listener,
+        Err(error) => {
+            tracing::error!(%error, worker = id, "listener unusable");
+            return;
+        }
+    };
+    let connections = TaskTracker::new();
+    let mut failures = AcceptFailures::default();
+    loop {
+        if shared.accepting_paused() {
+            // Clients wait in the backlog until a connection ends.
+            tokio::select! {
+                _ = shared.shutdown.cancelled() => break,
+                _ = tokio::time::sleep(Duration::from_millis(10)) => continue,
+            }
+        }
+        let accepted = tokio::select! {
+            _ = shared.shutdown.cancelled() => break,
+            accepted = listener.accept() => accepted,
+        };
+        match accepted {
+            Ok((stream, peer)) => spawn_connection(&connections, &shared, id, stream, peer),
+            Err(error) => failures.back_off(&error, id).await,
+        }
+    }
+    drop(listener);
+    connections.close();
+    if tokio::time::timeout(shutdown_timeout, connections.wait())
+        .await
+        .is_err()
+    {
+        tracing::warn!(
+            worker = id,
+            left = connections.len(),
+            "shutdown timeout: cutting the connections still open"
+        );
+    }
+}
+
+/// Failed accepts (EMFILE and friends): a worker backs off instead of spinning, and
+/// says so at most once a second.
+#[derive(Default)]
+struct AcceptFailures {
+    /// Failures since the last warning.
+    unreported: u64,
+    last_warning: Option<std::time::Instant>,
+}
+
+impl AcceptFailures {
+    async fn back_off(&mut self, error: &io::Error, worker: usize) {
+        self.unreported += 1;
+        if self
+            .last_warning
+            .is_none_or(|at| at.elapsed() >= Duration::from_secs(1))
+        {
+            tracing::warn!(%error, worker, failed = self.unreported, "accept failed; backing off");
+            self.last_warning = Some(std::time::Instant::now());
+            self.unreported = 0;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+}
+
+/// Serves an accepted connection in a task of `connections` (or refuses it with 503
+/// when no connection slot is free).
+fn spawn_connection(
+    connections: &TaskTracker,
+    shared: &Arc<Shared>,
+    id: usize,
+    stream: TcpStream,
+    peer: SocketAddr,
+) {
+    let (slot, admitted) = ConnectionSlot::acquire(shared, id);
+    let metrics = Arc::clone(&shared.metrics);
+    let shared = Arc::clone(shared);
+    let connection = async move {
+        if admitted {
+            conn::serve(stream, peer, &shared, &slot).await;
+        } else {
+            conn::refuse(stream, peer, &shared, id, 503).await;
+        }
+    };
+    // A panic is a bug; it ends this connection only (the panic hook has logged it),
+    // and the slot's drop gives its place back. (Combinators, not an async block: a
+    // block would hold the connection's future twice, before and while it is awaited,
+    // doubling every connection's task.)
+    connections.spawn(
+        AssertUnwindSafe(connection)
+            .catch_unwind()
+            .map(move |outcome| {
+                if outcome.is_err() {
+                    metrics.panic(id);
+                    tracing::debug!(%peer, worker = id, "connection ended by a panic");
+                }
+            }),
+    );
+}

@@ -1,0 +1,208 @@
+//! The control thread: the operator's signals (SIGTERM and SIGINT shut down, SIGHUP
+//! reloads the configuration, SIGUSR1 reopens the access log), the service manager's
+//! notifications, and the open-file cache's sweep.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use tracing_appender::non_blocking::WorkerGuard;
+
+use crate::ops::config::{Config, ConfigError};
+use crate::serve::error::ServerError;
+use crate::serve::reload;
+use crate::serve::shared::Shared;
+
+/// The control thread's runtime and the operator's signals, caught from
+/// [`Server::bind`] on.
+#[derive(Debug)]
+pub(super) struct Control {
+    pub(super) runtime: tokio::runtime::Runtime,
+    /// None when the handlers could not be installed (logged).
+    pub(super) signals: Option<OperatorSignals>,
+}
+
+/// SIGTERM, SIGINT, SIGHUP and SIGUSR1 as streams of the control runtime.
+#[derive(Debug)]
+pub(super) struct OperatorSignals {
+    term: tokio::signal::unix::Signal,
+    int: tokio::signal::unix::Signal,
+    hup: tokio::signal::unix::Signal,
+    usr1: tokio::signal::unix::Signal,
+}
+
+impl Control {
+    /// The runtime, with the signal handlers installed: from here on these signals no
+    /// longer end the process, they wait in the streams until the control loop runs.
+    pub(super) fn start() -> Result<Control, ServerError> {
+        use tokio::signal::unix::{signal, SignalKind};
+        let runtime = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .map_err(ServerError::Worker)?;
+        let signals = {
+            let _context = runtime.enter();
+            match (
+                signal(SignalKind::terminate()),
+                signal(SignalKind::interrupt()),
+                signal(SignalKind::hangup()),
+                signal(SignalKind::user_defined1()),
+            ) {
+                (Ok(term), Ok(int), Ok(hup), Ok(usr1)) => Some(OperatorSignals {
+                    term,
+                    int,
+                    hup,
+                    usr1,
+                }),
+                _ => {
+                    tracing::error!("cannot install signal handlers; stop the server with SIGKILL");
+                    None
+                }
+            }
+        };
+        Ok(Control { runtime, signals })
+    }
+}
+
+/// Where a reload gets its configuration, and what it needs to keep.
+pub(super) struct Reload {
+    /// The configuration in force.
+    pub(super) config: Config,
+    /// RLIMIT_NOFILE, for the descriptor budget.
+    pub(super) descriptor_limit: u64,
+    /// Reads the configuration again (the command line merged with its file); without
+    /// it, SIGHUP is logged and ignored.
+    pub(super) source: Option<ConfigSource>,
+    /// Guards of the current access log and of the one before it (whose in-flight
+    /// requests may still write), flushed when dropped.
+    pub(super) guards: [Option<WorkerGuard>; 2],
+}
+
+/// A function that reads the configuration again.
+pub type ConfigSource = Box<dyn Fn() -> Result<Config, ConfigError> + Send>;
+
+impl std::fmt::Debug for Reload {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Reload")
+            .field("config", &self.config)
+            .field("reloadable", &self.source.is_some())
+            .finish_non_exhaustive()
+    }
+}
+
+/// Closes the cached descriptors of deleted and replaced files, every validity period
+/// of the settings in force.
+pub(super) async fn sweep_open_files(shared: Arc<Shared>) {
+    loop {
+        let live = shared.live();
+        let Some(every) = live.site.files.sweep_interval() else {
+            // No cache now; a reload may bring one.
+            drop(live);
+            tokio::time::sleep(Duration::from_secs(1)).await;
+            continue;
+        };
+        let dropped = live.site.files.sweep();
+        if dropped > 0 {
+            tracing::debug!(dropped, "closed cached files that were deleted or replaced");
+        }
+        drop(live);
+        tokio::time::sleep(every).await;
+    }
+}
+
+/// Tells the service manager (`NOTIFY_SOCKET`, set by systemd for `Type=notify`) how
+/// the server stands; nothing happens without one.
+pub(super) fn notify(states: &[sd_notify::NotifyState<'_>]) {
+    if let Err(error) = sd_notify::notify(states) {
+        tracing::warn!(%error, "cannot notify the service manager");
+    }
+}
+
+/// Handles the operator's signals until SIGTERM, SIGINT or the shutdown token (only the
+/// token when the handlers could not be installed): SIGHUP reloads the configuration,
+/// SIGUSR1 reopens the access log (after logrotate moved it).
+pub(super) async fn control_signals(
+    shared: &Shared,
+    reload: &mut Reload,
+    signals: Option<OperatorSignals>,
+) {
+    let token = &shared.shutdown;
+    let Some(OperatorSignals {
+        mut term,
+        mut int,
+        mut hup,
+        mut usr1,
+    }) = signals
+    else {
+        return token.cancelled().await;
+    };
+    loop {
+        tokio::select! {
+            _ = term.recv() => return tracing::info!("SIGTERM: shutting down"),
+            _ = int.recv() => return tracing::info!("SIGINT: shutting down"),
+            _ = token.cancelled() => return,
+            _ = hup.recv() => {
+                // systemd 253 and later want the monotonic time beside RELOADING=1.
+                match sd_notify::NotifyState::monotonic_usec_now() {
+                    Ok(now) => notify(&[sd_notify::NotifyState::Reloading, now]),
+                    Err(_) => notify(&[sd_notify::NotifyState::Reloading]),
+                }
+                reload_configuration(shared, reload);
+                notify(&[sd_notify::NotifyState::Ready]);
+            }
+            _ = usr1.recv() => reopen_access_log(shared, reload),
+        }
+    }
+}
+
+/// SIGHUP: reads the configuration again and serves new requests with it; on any
+/// error the settings in force stay.
+fn reload_configuration(shared: &Shared, reload: &mut Reload) {
+    let Some(source) = &reload.source else {
+        return tracing::warn!("SIGHUP: this server has no configuration to re-read; ignored");
+    };
+    let config = match source() {
+        Ok(config) => config,
+        Err(error) => {
+            return tracing::error!(%error, "SIGHUP: the configuration is invalid; keeping the one in force")
+        }
+    };
+    let built = match reload::build(&config, reload.descriptor_limit) {
+        Ok(built) => built,
+        Err(error) => {
+            return tracing::error!(%error, "SIGHUP: cannot apply the configuration; keeping the one in force")
+        }
+    };
+    let kept = reload::restart_only_changes(&reload.config, &config);
+    if !kept.is_empty() {
+        tracing::warn!(
+            settings = kept.join(", "),
+            "SIGHUP: these settings need a restart and keep their old values"
+        );
+    }
+    shared.replace_live(built.live);
+    let [current, _] = std::mem::take(&mut reload.guards);
+    reload.guards = [built.guard, current];
+    reload.config = config;
+    tracing::info!("SIGHUP: configuration reloaded; new requests use it");
+}
+
+/// SIGUSR1: opens the access log file again (logrotate's `postrotate`), so that lines
+/// go to a new file at the configured path.
+fn reopen_access_log(shared: &Shared, reload: &mut Reload) {
+    if !reload.config.access_log {
+        return;
+    }
+    match reload::open_access_log(&reload.config) {
+        Ok((log, guard)) => {
+            let mut live = (*shared.live()).clone();
+            live.access_log = Some(log);
+            shared.replace_live(live);
+            let [current, _] = std::mem::take(&mut reload.guards);
+            reload.guards = [Some(guard), current];
+            tracing::info!("SIGUSR1: access log reopened");
+        }
+        Err(error) => {
+            tracing::error!(%error, "SIGUSR1: cannot reopen the access log; still writing the old one")
+        }
+    }
+}

@@ -1,0 +1,141 @@
+//! The listening sockets: those systemd passed (socket activation), else one per
+//! per-core worker on the same address with SO_REUSEPORT (one for `--runtime multi`),
+//! and the metrics endpoint's own.
+
+use std::io;
+use std::net::SocketAddr;
+
+use socket2::{Domain, Protocol, Socket, Type};
+
+use crate::ops::config::{Config, RuntimeKind};
+use crate::serve::error::ServerError;
+
+/// The accept loops' listeners and the address they serve: the sockets passed in
+/// `LISTEN_FDS`, else new ones bound to `--listen`.
+pub(super) fn bind(
+    config: &Config,
+) -> Result<(SocketAddr, Vec<std::net::TcpListener>), ServerError> {
+    match inherited_listeners()? {
+        Some(inherited) => {
+            tracing::info!(
+                sockets = inherited.len(),
+                "socket activation: serving the listeners passed in LISTEN_FDS (--listen is not used)"
+            );
+            share_inherited(inherited, config)
+        }
+        None => {
+            // With port 0 the kernel picks a port: every worker binds that one.
+            let local_addr = claim(config.listen).map_err(listen_error(config.listen))?;
+            let sockets = match config.runtime {
+                RuntimeKind::PerCore => config.workers,
+                RuntimeKind::Multi => 1,
+            };
+            let listeners = (0..sockets)
+                .map(|_| bind_reuseport(local_addr).map_err(listen_error(local_addr)))
+                .collect::<Result<Vec<_>, _>>()?;
+            Ok((local_addr, listeners))
+        }
+    }
+}
+
+/// The metrics endpoint's listener, when `--metrics-listen` asks for one.
+pub(super) fn bind_metrics(config: &Config) -> Result<Option<std::net::TcpListener>, ServerError> {
+    config
+        .metrics_listen
+        .map(|addr| bind_exclusive(addr).map_err(listen_error(addr)))
+        .transpose()
+}
+
+/// The error for a socket that cannot listen on `addr`.
+fn listen_error(addr: SocketAddr) -> impl Fn(io::Error) -> ServerError {
+    move |source| ServerError::Listen { addr, source }
+}
+
+/// The TCP listeners systemd (or `systemd-socket-activate`) passed in `LISTEN_FDS`,
+/// when it passed any.
+fn inherited_listeners() -> Result<Option<Vec<std::net::TcpListener>>, ServerError> {
+    let mut passed = listenfd::ListenFd::from_env();
+    if passed.len() == 0 {
+        return Ok(None);
+    }
+    let mut listeners = Vec::with_capacity(passed.len());
+    for index in 0..passed.len() {
+        match passed.take_tcp_listener(index) {
+            Ok(Some(listener)) => {
+                listener
+                    .set_nonblocking(true)
+                    .map_err(ServerError::Worker)?;
+                listeners.push(listener);
+            }
+            Ok(None) => {}
+            Err(error) => {
+                return Err(ServerError::Activation(format!(
+                    "descriptor {} is not a TCP listening socket: {error}",
+                    3 + index
+                )))
+            }
+        }
+    }
+    if listeners.is_empty() {
+        return Err(ServerError::Activation(format!(
+            "{} descriptors passed and none is a TCP listening socket",
+            passed.len()
+        )));
+    }
+    Ok(Some(listeners))
+}
+
+/// Spreads inherited sockets over the accept loops: per-core, one loop per worker (and
+/// at least one per socket), worker `i` accepting on socket `i % n`; multi, one loop
+/// per socket. Returns the first socket's address and the loops' listeners.
+fn share_inherited(
+    inherited: Vec<std::net::TcpListener>,
+    config: &Config,
+) -> Result<(SocketAddr, Vec<std::net::TcpListener>), ServerError> {
+    let local_addr = inherited[0].local_addr().map_err(ServerError::Worker)?;
+    let loops = match config.runtime {
+        RuntimeKind::PerCore => config.workers.max(inherited.len()),
+        RuntimeKind::Multi => inherited.len(),
+    };
+    let listeners = (0..loops)
+        .map(|i| inherited[i % inherited.len()].try_clone())
+        .collect::<io::Result<Vec<_>>>()
+        .map_err(ServerError::Worker)?;
+    Ok((local_addr, listeners))
+}
+
+/// Makes sure nothing else listens on `addr` and returns it, with the port the kernel
+/// picked when it was 0. A socket bound without SO_REUSEPORT conflicts with any other
+/// socket on the address, so another ioserve (which would otherwise join our
+/// SO_REUSEPORT group and take part of the traffic) makes this fail with "address
+/// already in use"; the socket is closed again before the workers bind.
+fn claim(addr: SocketAddr) -> io::Result<SocketAddr> {
+    let socket = Socket::new(Domain::for_address(addr), Type::STREAM, Some(Protocol::TCP))?;
+    socket.set_reuse_address(true)?;
+    socket.bind(&addr.into())?;
+    socket
+        .local_addr()?
+        .as_socket()
+        .ok_or_else(|| io::Error::other("the bound address is not an IP address"))
+}
+
+/// A listener that nothing else may share (the metrics endpoint).
+fn bind_exclusive(addr: SocketAddr) -> io::Result<std::net::TcpListener> {
+    let socket = Socket::new(Domain::for_address(addr), Type::STREAM, Some(Protocol::TCP))?;
+    socket.set_reuse_address(true)?;
+    socket.set_nonblocking(true)?;
+    socket.bind(&addr.into())?;
+    socket.listen(1024)?;
+    Ok(socket.into())
+}
+
+/// One worker's listener; the workers of this process share the address.
+fn bind_reuseport(addr: SocketAddr) -> io::Result<std::net::TcpListener> {
+    let socket = Socket::new(Domain::for_address(addr), Type::STREAM, Some(Protocol::TCP))?;
+    socket.set_reuse_address(true)?;
+    socket.set_reuse_port(true)?;
+    socket.set_nonblocking(true)?;
+    socket.bind(&addr.into())?;
+    socket.listen(4096)?;
+    Ok(socket.into())
+}

@@ -1,0 +1,11 @@
+//! The server: listeners, workers, connections, the operator's signals and reloads.
+
+pub mod accept;
+pub mod conn;
+mod control;
+mod error;
+pub mod listeners;
+pub(crate) mod reload;
+pub mod server;
+pub(crate) mod shared;
+mod workers;

@@ -1,0 +1,176 @@
+//! The server: binds its listeners, starts its workers, runs its control loop, and
+//! shuts down gracefully. The parts live beside it: `listeners` (binding and socket
+//! activation), `workers` (threads and runtimes), `accept` (the accept loops),
+//! `control` (signals, reloads, the service manager), `reload` (building the settings
+//! in force).
+//!
+//! `--runtime per-core` (the default) binds `--workers` listening sockets to the same
+//! address with SO_REUSEPORT and drives each with its own current-thread tokio runtime
+//! on its own thread: the kernel spreads connections over the sockets, and a connection
+//! never leaves its thread. `--runtime multi` runs one work-stealing runtime with
+//! `--workers` threads and one listener. `--pin` pins worker threads to CPUs;
+//! `--numa` places a group of per-core workers on each NUMA node (see
+//! [`crate::ops::placement`]).
+//!
+//! Shutdown (SIGTERM, SIGINT, or [`Server::shutdown_token`]): every worker stops
+//! accepting and closes its listener, idle keep-alive connections close, responses in
+//! flight go on for at most `--shutdown-timeout`, then the process exits. The signal
+//! handlers are installed by [`Server::bind`], before the listeners are bound: a signal
+//! that comes as soon as the address is printed (or a client is answered) is handled,
+//! never the default action that ends the process at once.
+
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::Duration;
+
+use tokio::net::TcpListener;
+use tokio_util::sync::CancellationToken;
+
+use crate::ops::config::{Config, RuntimeKind};
+use crate::ops::metrics::{self, Metrics};
+use crate::ops::placement::WorkerPlace;
+pub use crate::serve::control::ConfigSource;
+use crate::serve::control::{self, Control, Reload};
+pub use crate::serve::error::ServerError;
+use crate::serve::listeners;
+use crate::serve::reload;
+use crate::serve::shared::Shared;
+use crate::serve::workers::{self, Placement};
+
+/// A bound, not yet running server.
+#[derive(Debug)]
+pub struct Server {
+    shared: Arc<Shared>,
+    listeners: Vec<std::net::TcpListener>,
+    metrics_listener: Option<std::net::TcpListener>,
+    local_addr: SocketAddr,
+    shutdown_timeout: Duration,
+    runtime: RuntimeKind,
+    workers: usize,
+    pin: bool,
+    numa: Option<Vec<WorkerPlace>>,
+    reload: Reload,
+    control: Control,
+}
+
+impl Server {
+    /// Opens the root and binds the listeners (one per worker) and the metrics listener.
+    ///
+    /// It first installs handlers for SIGTERM, SIGINT, SIGHUP and SIGUSR1, which stay
+    /// for the life of the process: [`Server::run`] acts on the signals, and one that
+    /// comes before it runs waits for it.
+    pub fn bind(config: &Config) -> Result<Server, ServerError> {
+        let control = Control::start()?;
+        let descriptor_limit = rustix::process::getrlimit(rustix::process::Resource::Nofile)
+            .current
+            .unwrap_or(u64::MAX);
+        let built = reload::build(config, descriptor_limit)?;
+        let (local_addr, listeners) = listeners::bind(config)?;
+        let metrics_listener = listeners::bind_metrics(config)?;
+        let shared = Arc::new(Shared::new(
+            built.live,
+            Arc::new(Metrics::new(config.workers, config.strategy.name())),
+            built.fitted.max_connections,
+            config.workers,
+        ));
+        Ok(Server {
+            shared,
+            listeners,
+            metrics_listener,
+            local_addr,
+            shutdown_timeout: config.shutdown_timeout,
+            runtime: config.runtime,
+            workers: config.workers,
+            pin: config.pin,
+            numa: config.numa.clone(),
+            reload: Reload {
+                config: config.clone(),
+                descriptor_limit,
+                source: None,
+                guards: [built.guard, None],
+            },
+            control,
+        })
+    }
+
+    /// The address the server listens on (the real port when 0 was asked for).
+    pub fn local_addr(&self) -> SocketAddr {
+        self.local_addr
+    }
+
+    /// The metrics address, if metrics are served.
+    pub fn metrics_addr(&self) -> Option<SocketAddr> {
+        self.metrics_listener
+            .as_ref()
+            .and_then(|l| l.local_addr().ok())
+    }
+
+    /// The canonical served root.
+    pub fn root(&self) -> PathBuf {
+        self.shared.live().site.root.path().to_owned()
+    }
+
+    /// Lets SIGHUP re-read the configuration with `source` and apply it to new
+    /// requests (see the `reload` module).
+    pub fn reload_with(mut self, source: ConfigSource) -> Server {
+        self.reload.source = Some(source);
+        self
+    }
+
+    /// A token that shuts the server down when cancelled, as SIGTERM does.
+    pub fn shutdown_token(&self) -> CancellationToken {
+        self.shared.shutdown.clone()
+    }
+
+    /// Runs until SIGTERM, SIGINT or the shutdown token, then drains and returns.
+    pub fn run(self) -> Result<(), ServerError> {
+        let Server {
+            shared,
+            listeners,
+            metrics_listener,
+            shutdown_timeout,
+            runtime,
+            workers,
+            pin,
+            numa,
+            mut reload,
+            control,
+            ..
+        } = self;
+        let placement = Arc::new(Placement { pin, numa });
+        let threads = match runtime {
+            RuntimeKind::PerCore => {
+                workers::spawn_per_core(listeners, &shared, shutdown_timeout, &placement)?
+            }
+            RuntimeKind::Multi => {
+                workers::spawn_multi(listeners, &shared, shutdown_timeout, workers, placement.pin)?
+            }
+        };
+
+        control::notify(&[sd_notify::NotifyState::Ready]);
+        let Control { runtime, signals } = control;
+        runtime.block_on(async {
+            if let Some(listener) = metrics_listener {
+                match TcpListener::from_std(listener) {
+                    Ok(listener) => {
+                        tokio::spawn(metrics::serve(listener, Arc::clone(&shared.metrics)));
+                    }
+                    Err(error) => tracing::error!(%error, "metrics listener unusable"),
+                }
+            }
+            tokio::spawn(control::sweep_open_files(Arc::clone(&shared)));
+            control::control_signals(&shared, &mut reload, signals).await;
+        });
+        shared.shutdown.cancel();
+        control::notify(&[sd_notify::NotifyState::Stopping]);
+        for handle in threads {
+            if handle.join().is_err() {
+                tracing::error!("a worker thread panicked");
+            }
+        }
+        // The last lines of the access log reach their file before run returns.
+        drop(reload);
+        Ok(())
+    }
+}
