@@ -60,6 +60,31 @@ fn completions_name_the_options_the_programs_parse() {
 }
 
 #[test]
+fn every_ioserve_setting_is_in_its_man_page_and_completions() {
+    let dir = generated();
+    let page = text(dir.path(), "man/man1/ioserve.1");
+    let bash = text(dir.path(), "completions/bash/ioserve");
+    let zsh = text(dir.path(), "completions/zsh/_ioserve");
+    for setting in ioserve::ops::config::SETTINGS {
+        let key = setting.key();
+        if key == "root" {
+            assert!(page.contains("ROOT"), "ioserve.1 lacks ROOT");
+            continue;
+        }
+        let roff = format!("\\-\\-{}", key.replace('-', "\\-"));
+        assert!(page.contains(&roff), "ioserve.1 lacks --{key}");
+        assert!(
+            bash.contains(&format!("--{key}")),
+            "bash ioserve lacks --{key}"
+        );
+        assert!(
+            zsh.contains(&format!("--{key}")),
+            "zsh _ioserve lacks --{key}"
+        );
+    }
+}
+
+#[test]
 fn man_renders_every_page() {
     let dir = generated();
     let pages = dir.path().join("man/man1");

@@ -1,5 +1,10 @@
 //! Configuration: command-line flags, an optional TOML file with the same keys, and the
 //! defaults, merged in that order of precedence and validated into a [`Config`].
+//!
+//! Each setting is declared once, in the `settings!` table below: its help, flag, key,
+//! default, allowed range and whether a reload may change it. The command line, the
+//! TOML file, the man page and completions (from [`Settings`]), [`Config`] and the
+//! reload diff ([`SETTINGS`], [`Config::changed_settings`]) all come from it.
 
 use std::fmt;
 use std::net::SocketAddr;
@@ -51,180 +56,276 @@ pub enum ConfigError {
     Placement(#[from] PlacementError),
 }
 
-/// Every setting as it may come from the command line or the config file; unset ones
-/// are `None`.
-#[derive(Clone, Debug, Default, Parser, Deserialize)]
-#[command(
-    name = "ioserve",
-    version,
-    about = "Serve a directory over HTTP/1.1 for large downloads: ranges, conditional requests, zero-copy IO.",
-    after_help = "IO strategies (--strategy):\n  \
-        sendfile  sendfile(2) from the page cache to the socket; no copy through user space (default)\n  \
-        mmap      map the file and write(2) from the mapping; the kernel copies once, no read(2)\n  \
-        read      pread(2) into reused page-aligned buffers of --chunk-size, then write(2)\n  \
-        buffered  tokio::fs with a buffered reader on the blocking pool; the plain async baseline\n\n\
-        Durations take a unit (500ms, 10s, 2m) or are seconds; sizes take K/M/G (binary) or are bytes.\n\
-        The config file (TOML) takes the long flag names as keys, e.g. strategy = \"mmap\"."
-)]
-#[serde(deny_unknown_fields, rename_all = "kebab-case")]
-pub struct Settings {
-    /// Directory to serve [default: the current directory]
-    #[arg(value_name = "ROOT")]
-    pub root: Option<PathBuf>,
-    /// Address to listen on [default: 127.0.0.1:8080]
-    #[arg(long, value_name = "ADDR")]
-    pub listen: Option<SocketAddr>,
-    /// How file bytes reach the socket (see below) [default: sendfile]
-    #[arg(long, value_enum)]
-    pub strategy: Option<StrategyKind>,
-    /// Worker threads, each with its own SO_REUSEPORT listener [default: one per CPU]
-    #[arg(long, value_name = "N")]
-    pub workers: Option<usize>,
-    /// per-core: one current-thread runtime per worker, each with its own SO_REUSEPORT
-    /// listener; multi: one work-stealing runtime with one listener [default: per-core]
-    #[arg(long, value_enum)]
-    pub runtime: Option<RuntimeKind>,
-    /// Pin worker i to the i-th CPU this process may run on (with --numa: each worker to
-    /// its own CPU of its node)
-    #[arg(long, num_args = 0..=1, default_missing_value = "true", value_name = "BOOL")]
-    pub pin: Option<bool>,
-    /// One group of workers per NUMA node: a worker per CPU, each restricted to its
-    /// node's CPUs and preferring its node's memory (needs two or more nodes;
-    /// `--numa=false` turns off a config file's `numa = true`)
-    #[arg(long, num_args = 0..=1, require_equals = true, default_missing_value = "true",
-          value_name = "BOOL")]
-    pub numa: Option<bool>,
-    /// Only these nodes for --numa (implies it), in numactl's grammar: 0,2 1-3 !0 all
-    #[arg(long, value_name = "NODES")]
-    pub numa_nodes: Option<String>,
-    /// Open files kept per worker for reuse, 0 to disable [default: 1024]
-    #[arg(long, value_name = "N")]
-    pub open_file_cache: Option<usize>,
-    /// How long a cached open file's path is trusted before it is resolved again
-    /// [default: 1s]
-    #[arg(long, value_name = "DURATION")]
-    pub open_file_cache_valid: Option<Seconds>,
-    /// Read buffer size of the read and buffered strategies [default: 128K]
-    #[arg(long, value_name = "SIZE")]
-    pub chunk_size: Option<ByteSize>,
-    /// Where file data that is not in the page cache is waited for: pool (read ahead on
-    /// a thread pool, as nginx's `aio threads`; the event loop never waits for the disk)
-    /// or inline (on the worker thread) [default: pool]
-    #[arg(long, value_enum, value_name = "WHERE")]
-    pub cold_reads: Option<ColdReads>,
-    /// With --cold-reads pool, how many pool threads work on cold ranges at once, for
-    /// each kind: windows read into the page cache, and sendfile(2) calls into sockets;
-    /// 1 to 1024 [default: half the CPUs, at least 1]
-    #[arg(long, value_name = "N")]
-    pub cold_threads: Option<usize>,
-    /// Serve Prometheus metrics at http://ADDR/metrics [default: off]
-    #[arg(long, value_name = "ADDR")]
-    pub metrics_listen: Option<SocketAddr>,
-    /// One log line per request: on or off [default: on]
-    #[arg(long, value_name = "on|off", value_parser = parse_switch)]
-    pub access_log: Option<bool>,
-    /// Layout of access-log lines: combined (nginx's, for GoAccess, fail2ban, AWStats) or
-    /// json [default: combined]
-    #[arg(long, value_enum, value_name = "FORMAT")]
-    pub access_log_format: Option<AccessLogFormat>,
-    /// Append the access log to this file instead of stderr
-    #[arg(long, value_name = "PATH")]
-    pub access_log_file: Option<PathBuf>,
-    /// Time allowed for a complete request head [default: 10s]
-    #[arg(long, value_name = "DURATION")]
-    pub header_timeout: Option<Seconds>,
-    /// Time a keep-alive connection may wait for its next request [default: 60s]
-    #[arg(long, value_name = "DURATION")]
-    pub idle_timeout: Option<Seconds>,
-    /// Time a client may leave the socket unread before it is cut off [default: 60s]
-    #[arg(long, value_name = "DURATION")]
-    pub send_timeout: Option<Seconds>,
-    /// On SIGTERM/SIGINT, time given to downloads in flight [default: 30s]
-    #[arg(long, value_name = "DURATION")]
-    pub shutdown_timeout: Option<Seconds>,
-    /// Most connections open at once; more get 503 [default: 10000]
-    #[arg(long, value_name = "N")]
-    pub max_connections: Option<usize>,
-    /// Follow symlinks that point outside ROOT [default: refused]
-    #[arg(long, num_args = 0..=1, default_missing_value = "true", value_name = "BOOL")]
-    pub follow_symlinks: Option<bool>,
-    /// Answer 403 for directories without index.html instead of listing them
-    #[arg(long, num_args = 0..=1, default_missing_value = "true", value_name = "BOOL")]
-    pub no_listing: Option<bool>,
-    /// Most entries a directory listing shows; a line says how many more there are
-    /// [default: 10000]
-    #[arg(long, value_name = "N")]
-    pub listing_max_entries: Option<usize>,
-    /// Serve and list hidden files: paths with a segment starting with '.' (.env,
-    /// .git/); by default they are 404 and not listed, except /.well-known/
-    #[arg(long, num_args = 0..=1, default_missing_value = "true", value_name = "BOOL")]
-    pub hidden: Option<bool>,
-    /// Serve NAME.br or NAME.gz beside NAME to clients whose Accept-Encoding allows it
-    /// (Content-Encoding, Vary: Accept-Encoding), as nginx's gzip_static does
-    #[arg(long, num_args = 0..=1, require_equals = true, default_missing_value = "true",
-          value_name = "BOOL")]
-    pub precompressed: Option<bool>,
-    /// Read settings from this TOML file; flags given on the command line win
-    #[arg(long, value_name = "FILE")]
-    #[serde(skip)]
-    pub config: Option<PathBuf>,
+/// Whether SIGHUP may change a setting of a running server.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum OnReload {
+    /// A reload applies it: new requests are served with the new value.
+    Applied,
+    /// It belongs to the process (listeners, workers, metrics address, ...): a reload
+    /// keeps the old value and logs that it needs a restart.
+    NeedsRestart,
 }
 
-/// The validated configuration of a server.
-#[derive(Clone, Debug)]
-pub struct Config {
-    /// Directory served.
-    pub root: PathBuf,
-    /// Listening address.
-    pub listen: SocketAddr,
-    /// IO strategy.
-    pub strategy: StrategyKind,
-    /// Worker threads.
-    pub workers: usize,
-    /// How workers are run.
-    pub runtime: RuntimeKind,
-    /// Pin workers to CPUs.
-    pub pin: bool,
-    /// With `--numa`, where each worker runs and allocates (one entry per worker).
-    pub numa: Option<Vec<WorkerPlace>>,
-    /// Open-file cache entries per worker.
-    pub open_file_cache: usize,
-    /// Open-file cache validity.
-    pub open_file_cache_valid: Duration,
-    /// Chunk size in bytes.
-    pub chunk_size: usize,
-    /// Where cold file data is waited for.
-    pub cold_reads: ColdReads,
-    /// Pool threads of each kind on cold ranges at once.
-    pub cold_threads: usize,
-    /// Metrics address.
-    pub metrics_listen: Option<SocketAddr>,
-    /// Access log on.
-    pub access_log: bool,
-    /// Access log layout.
-    pub access_log_format: AccessLogFormat,
-    /// Access log file; stderr when `None`.
-    pub access_log_file: Option<PathBuf>,
-    /// Header timeout.
-    pub header_timeout: Duration,
-    /// Keep-alive idle timeout.
-    pub idle_timeout: Duration,
-    /// Send timeout.
-    pub send_timeout: Duration,
-    /// Shutdown drain timeout.
-    pub shutdown_timeout: Duration,
-    /// Connection limit.
-    pub max_connections: usize,
-    /// Follow symlinks leaving the root.
-    pub follow_symlinks: bool,
-    /// List directories without an index.
-    pub listing: bool,
-    /// Most entries shown in a listing.
-    pub listing_max_entries: usize,
-    /// Serve and list dotfiles.
-    pub hidden: bool,
-    /// Serve precompressed siblings (`NAME.br`, `NAME.gz`).
-    pub precompressed: bool,
+/// One setting as `settings!` declares it: [`SETTINGS`] lists them all, in order.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Declared {
+    /// The field of [`Settings`] (`metrics_listen`).
+    pub field: &'static str,
+    /// Whether SIGHUP may change it.
+    pub on_reload: OnReload,
+}
+
+impl Declared {
+    /// The flag without its dashes and the config file's key (`metrics-listen`).
+    pub fn key(&self) -> String {
+        self.field.replace('_', "-")
+    }
+}
+
+/// Declares every setting once and derives from that the command line and the TOML
+/// file ([`Settings`], whose clap definition also makes the man page and the
+/// completions), their merge ([`Settings::or`]), the validated [`Config`] with its
+/// defaults and checks, and the table of settings ([`SETTINGS`]) with the reload diff
+/// ([`Config::changed_settings`]).
+///
+/// Each setting reads:
+///
+/// ```text
+/// /// Help text (also the doc of the Config field)
+/// #[arg(clap's attributes)]
+/// name: InputType, OnReload => config_field: ConfigType = resolving expression;
+/// ```
+///
+/// `name` is the `Settings` field (`Option<InputType>`), the long flag and the TOML key
+/// in kebab-case. The expression gives the `Config` field from `given` (the merged
+/// [`Settings`]) and `host` (the [`Host`]); it applies the default and the allowed
+/// range, and may return an error with `?`.
+macro_rules! settings {
+    (
+        $(#[$settings_attr:meta])*
+        resolved with ($given:ident, $host:ident) {
+            $(
+                $(#[doc = $doc:literal])*
+                #[arg($($arg:tt)*)]
+                $name:ident: $input:ty, $on_reload:ident => $field:ident: $resolved:ty = $resolve:expr;
+            )*
+        }
+    ) => {
+        /// Every setting as it may come from the command line or the config file; unset
+        /// ones are `None`.
+        $(#[$settings_attr])*
+        pub struct Settings {
+            $(
+                $(#[doc = $doc])*
+                #[arg($($arg)*)]
+                pub $name: Option<$input>,
+            )*
+            /// Read settings from this TOML file; flags given on the command line win
+            #[arg(long, value_name = "FILE")]
+            #[serde(skip)]
+            pub config: Option<PathBuf>,
+        }
+
+        /// Every declared setting, in the order of `--help`.
+        pub const SETTINGS: &[Declared] = &[
+            $(Declared { field: stringify!($name), on_reload: OnReload::$on_reload },)*
+        ];
+
+        /// The validated configuration of a server.
+        #[derive(Clone, Debug)]
+        pub struct Config {
+            $(
+                $(#[doc = $doc])*
+                pub $field: $resolved,
+            )*
+        }
+
+        impl Settings {
+            /// Each setting from `self`, else from `fallback`.
+            fn or(self, fallback: Settings) -> Settings {
+                Settings {
+                    $($name: self.$name.or(fallback.$name),)*
+                    config: self.config,
+                }
+            }
+        }
+
+        impl Config {
+            /// Applies each setting's default and checks its range.
+            fn resolve($given: &Settings, $host: &Host) -> Result<Config, ConfigError> {
+                Ok(Config {
+                    $($field: $resolve,)*
+                })
+            }
+
+            /// The declared settings whose values differ between `self` and `new`.
+            pub fn changed_settings(&self, new: &Config) -> Vec<&'static Declared> {
+                let differs = [$(self.$field != new.$field),*];
+                SETTINGS
+                    .iter()
+                    .zip(differs)
+                    .filter_map(|(setting, differs)| differs.then_some(setting))
+                    .collect()
+            }
+        }
+    };
+}
+
+settings! {
+    #[derive(Clone, Debug, Default, Parser, Deserialize)]
+    #[command(
+        name = "ioserve",
+        version,
+        about = "Serve a directory over HTTP/1.1 for large downloads: ranges, conditional requests, zero-copy IO.",
+        after_help = "IO strategies (--strategy):\n  \
+            sendfile  sendfile(2) from the page cache to the socket; no copy through user space (default)\n  \
+            mmap      map the file and write(2) from the mapping; the kernel copies once, no read(2)\n  \
+            read      pread(2) into reused page-aligned buffers of --chunk-size, then write(2)\n  \
+            buffered  tokio::fs with a buffered reader on the blocking pool; the plain async baseline\n\n\
+            Durations take a unit (500ms, 10s, 2m) or are seconds; sizes take K/M/G (binary) or are bytes.\n\
+            The config file (TOML) takes the long flag names as keys, e.g. strategy = \"mmap\"."
+    )]
+    #[serde(deny_unknown_fields, rename_all = "kebab-case")]
+    resolved with (given, host) {
+        /// Directory to serve [default: the current directory]
+        #[arg(value_name = "ROOT")]
+        root: PathBuf, Applied
+            => root: PathBuf = given.root.clone().unwrap_or_else(|| PathBuf::from("."));
+        /// Address to listen on [default: 127.0.0.1:8080]
+        #[arg(long, value_name = "ADDR")]
+        listen: SocketAddr, NeedsRestart
+            => listen: SocketAddr = given.listen.unwrap_or(SocketAddr::from(([127, 0, 0, 1], 8080)));
+        /// How file bytes reach the socket (see below) [default: sendfile]
+        #[arg(long, value_enum)]
+        strategy: StrategyKind, Applied
+            => strategy: StrategyKind = given.strategy.unwrap_or(StrategyKind::Sendfile);
+        /// Worker threads, each with its own SO_REUSEPORT listener [default: one per CPU]
+        #[arg(long, value_name = "N")]
+        workers: usize, NeedsRestart => workers: usize = within(
+            "--workers",
+            host.numa.as_ref().map_or(given.workers.unwrap_or(host.cpus), Vec::len),
+            1..=1024,
+            "allowed: 1 to 1024",
+        )?;
+        /// per-core: one current-thread runtime per worker, each with its own SO_REUSEPORT
+        /// listener; multi: one work-stealing runtime with one listener [default: per-core]
+        #[arg(long, value_enum)]
+        runtime: RuntimeKind, NeedsRestart
+            => runtime: RuntimeKind = given.runtime.unwrap_or(RuntimeKind::PerCore);
+        /// Pin worker i to the i-th CPU this process may run on (with --numa: each worker to
+        /// its own CPU of its node)
+        #[arg(long, num_args = 0..=1, default_missing_value = "true", value_name = "BOOL")]
+        pin: bool, NeedsRestart => pin: bool = given.pin.unwrap_or(false);
+        /// One group of workers per NUMA node: a worker per CPU, each restricted to its
+        /// node's CPUs and preferring its node's memory (needs two or more nodes;
+        /// `--numa=false` turns off a config file's `numa = true`)
+        #[arg(long, num_args = 0..=1, require_equals = true, default_missing_value = "true",
+              value_name = "BOOL")]
+        numa: bool, NeedsRestart => numa: Option<Vec<WorkerPlace>> = host.numa.clone();
+        /// Only these nodes for --numa (implies it), in numactl's grammar: 0,2 1-3 !0 all
+        #[arg(long, value_name = "NODES")]
+        numa_nodes: String, NeedsRestart
+            => numa_nodes: Option<String> = given.numa_nodes.clone();
+        /// Open files kept per worker for reuse, 0 to disable [default: 1024]
+        #[arg(long, value_name = "N")]
+        open_file_cache: usize, Applied
+            => open_file_cache: usize = given.open_file_cache.unwrap_or(1024);
+        /// How long a cached open file's path is trusted before it is resolved again
+        /// [default: 1s]
+        #[arg(long, value_name = "DURATION")]
+        open_file_cache_valid: Seconds, Applied => open_file_cache_valid: Duration =
+            given.open_file_cache_valid.map_or(Duration::from_secs(1), |s| s.0);
+        /// Read buffer size of the read and buffered strategies [default: 128K]
+        #[arg(long, value_name = "SIZE")]
+        chunk_size: ByteSize, Applied => chunk_size: usize = within(
+            "--chunk-size",
+            given.chunk_size.map_or(128 * 1024, |s| s.0),
+            CHUNK_SIZE_RANGE.0..=CHUNK_SIZE_RANGE.1,
+            "allowed: 4K to 64M",
+        )? as usize;
+        /// Where file data that is not in the page cache is waited for: pool (read ahead on
+        /// a thread pool, as nginx's `aio threads`; the event loop never waits for the disk)
+        /// or inline (on the worker thread) [default: pool]
+        #[arg(long, value_enum, value_name = "WHERE")]
+        cold_reads: ColdReads, Applied
+            => cold_reads: ColdReads = given.cold_reads.unwrap_or_default();
+        /// With --cold-reads pool, how many pool threads work on cold ranges at once, for
+        /// each kind: windows read into the page cache, and sendfile(2) calls into sockets;
+        /// 1 to 1024 [default: half the CPUs, at least 1]
+        #[arg(long, value_name = "N")]
+        cold_threads: usize, Applied => cold_threads: usize = within(
+            "--cold-threads",
+            given.cold_threads.unwrap_or((host.cpus / 2).max(1)),
+            1..=1024,
+            "allowed: 1 to 1024",
+        )?;
+        /// Serve Prometheus metrics at http://ADDR/metrics [default: off]
+        #[arg(long, value_name = "ADDR")]
+        metrics_listen: SocketAddr, NeedsRestart
+            => metrics_listen: Option<SocketAddr> = given.metrics_listen;
+        /// One log line per request: on or off [default: on]
+        #[arg(long, value_name = "on|off", value_parser = parse_switch)]
+        access_log: bool, Applied => access_log: bool = given.access_log.unwrap_or(true);
+        /// Layout of access-log lines: combined (nginx's, for GoAccess, fail2ban, AWStats) or
+        /// json [default: combined]
+        #[arg(long, value_enum, value_name = "FORMAT")]
+        access_log_format: AccessLogFormat, Applied
+            => access_log_format: AccessLogFormat = given.access_log_format.unwrap_or_default();
+        /// Append the access log to this file instead of stderr
+        #[arg(long, value_name = "PATH")]
+        access_log_file: PathBuf, Applied
+            => access_log_file: Option<PathBuf> = given.access_log_file.clone();
+        /// Time allowed for a complete request head [default: 10s]
+        #[arg(long, value_name = "DURATION")]
+        header_timeout: Seconds, Applied => header_timeout: Duration =
+            positive("--header-timeout", given.header_timeout, Duration::from_secs(10))?;
+        /// Time a keep-alive connection may wait for its next request [default: 60s]
+        #[arg(long, value_name = "DURATION")]
+        idle_timeout: Seconds, Applied => idle_timeout: Duration =
+            positive("--idle-timeout", given.idle_timeout, Duration::from_secs(60))?;
+        /// Time a client may leave the socket unread before it is cut off [default: 60s]
+        #[arg(long, value_name = "DURATION")]
+        send_timeout: Seconds, Applied => send_timeout: Duration =
+            positive("--send-timeout", given.send_timeout, Duration::from_secs(60))?;
+        /// On SIGTERM/SIGINT, time given to downloads in flight [default: 30s]
+        #[arg(long, value_name = "DURATION")]
+        shutdown_timeout: Seconds, NeedsRestart => shutdown_timeout: Duration =
+            positive("--shutdown-timeout", given.shutdown_timeout, Duration::from_secs(30))?;
+        /// Most connections open at once; more get 503 [default: 10000]
+        #[arg(long, value_name = "N")]
+        max_connections: usize, NeedsRestart => max_connections: usize = within(
+            "--max-connections",
+            given.max_connections.unwrap_or(10_000),
+            1..=usize::MAX,
+            "must be at least 1",
+        )?;
+        /// Follow symlinks that point outside ROOT [default: refused]
+        #[arg(long, num_args = 0..=1, default_missing_value = "true", value_name = "BOOL")]
+        follow_symlinks: bool, Applied
+            => follow_symlinks: bool = given.follow_symlinks.unwrap_or(false);
+        /// Answer 403 for directories without index.html instead of listing them
+        #[arg(long, num_args = 0..=1, default_missing_value = "true", value_name = "BOOL")]
+        no_listing: bool, Applied => listing: bool = !given.no_listing.unwrap_or(false);
+        /// Most entries a directory listing shows; a line says how many more there are
+        /// [default: 10000]
+        #[arg(long, value_name = "N")]
+        listing_max_entries: usize, Applied => listing_max_entries: usize = within(
+            "--listing-max-entries",
+            given.listing_max_entries.unwrap_or(10_000),
+            1..=10_000_000,
+            "allowed: 1 to 10000000",
+        )?;
+        /// Serve and list hidden files: paths with a segment starting with '.' (.env,
+        /// .git/); by default they are 404 and not listed, except /.well-known/
+        #[arg(long, num_args = 0..=1, default_missing_value = "true", value_name = "BOOL")]
+        hidden: bool, Applied => hidden: bool = given.hidden.unwrap_or(false);
+        /// Serve NAME.br or NAME.gz beside NAME to clients whose Accept-Encoding allows it
+        /// (Content-Encoding, Vary: Accept-Encoding), as nginx's gzip_static does
+        #[arg(long, num_args = 0..=1, require_equals = true, default_missing_value = "true",
+              value_name = "BOOL")]
+        precompressed: bool, Applied
+            => precompressed: bool = given.precompressed.unwrap_or(false);
+    }
 }
 
 impl Config {
@@ -251,125 +352,35 @@ impl Settings {
         })
     }
 
-    /// Each setting from `self`, else from `fallback`.
-    fn or(self, fallback: Settings) -> Settings {
-        Settings {
-            root: self.root.or(fallback.root),
-            listen: self.listen.or(fallback.listen),
-            strategy: self.strategy.or(fallback.strategy),
-            workers: self.workers.or(fallback.workers),
-            runtime: self.runtime.or(fallback.runtime),
-            pin: self.pin.or(fallback.pin),
-            numa: self.numa.or(fallback.numa),
-            numa_nodes: self.numa_nodes.or(fallback.numa_nodes),
-            open_file_cache: self.open_file_cache.or(fallback.open_file_cache),
-            open_file_cache_valid: self
-                .open_file_cache_valid
-                .or(fallback.open_file_cache_valid),
-            chunk_size: self.chunk_size.or(fallback.chunk_size),
-            cold_reads: self.cold_reads.or(fallback.cold_reads),
-            cold_threads: self.cold_threads.or(fallback.cold_threads),
-            metrics_listen: self.metrics_listen.or(fallback.metrics_listen),
-            access_log: self.access_log.or(fallback.access_log),
-            access_log_format: self.access_log_format.or(fallback.access_log_format),
-            access_log_file: self.access_log_file.or(fallback.access_log_file),
-            header_timeout: self.header_timeout.or(fallback.header_timeout),
-            idle_timeout: self.idle_timeout.or(fallback.idle_timeout),
-            send_timeout: self.send_timeout.or(fallback.send_timeout),
-            shutdown_timeout: self.shutdown_timeout.or(fallback.shutdown_timeout),
-            max_connections: self.max_connections.or(fallback.max_connections),
-            follow_symlinks: self.follow_symlinks.or(fallback.follow_symlinks),
-            no_listing: self.no_listing.or(fallback.no_listing),
-            listing_max_entries: self.listing_max_entries.or(fallback.listing_max_entries),
-            hidden: self.hidden.or(fallback.hidden),
-            precompressed: self.precompressed.or(fallback.precompressed),
-            config: self.config,
-        }
-    }
-
     /// Applies defaults and checks ranges.
     fn resolve(self) -> Result<Config, ConfigError> {
-        let runtime = self.runtime.unwrap_or(RuntimeKind::PerCore);
-        let numa = self.placement(runtime)?;
-        let cpus = std::thread::available_parallelism().map_or(1, |n| n.get());
-        let workers = numa.as_ref().map_or(self.workers.unwrap_or(cpus), Vec::len);
-        if !(1..=1024).contains(&workers) {
-            return Err(invalid("--workers", workers, "allowed: 1 to 1024"));
-        }
-        let chunk_size = self.chunk_size.map_or(128 * 1024, |s| s.0);
-        if !(CHUNK_SIZE_RANGE.0..=CHUNK_SIZE_RANGE.1).contains(&chunk_size) {
-            return Err(invalid(
-                "--chunk-size",
-                chunk_size,
-                "allowed: 4K to 64M".to_string(),
-            ));
-        }
-        let listing_max_entries = self.listing_max_entries.unwrap_or(10_000);
-        if !(1..=10_000_000).contains(&listing_max_entries) {
-            return Err(invalid(
-                "--listing-max-entries",
-                listing_max_entries,
-                "allowed: 1 to 10000000",
-            ));
-        }
-        let cold_threads = self.cold_threads.unwrap_or((cpus / 2).max(1));
-        if !(1..=1024).contains(&cold_threads) {
-            return Err(invalid(
-                "--cold-threads",
-                cold_threads,
-                "allowed: 1 to 1024",
-            ));
-        }
-        let max_connections = self.max_connections.unwrap_or(10_000);
-        if max_connections == 0 {
-            return Err(invalid("--max-connections", 0, "must be at least 1"));
-        }
-        let timeout = |value: Option<Seconds>, key: &'static str, default: u64| {
-            let duration = value.map_or(Duration::from_secs(default), |s| s.0);
-            if duration.is_zero() {
-                Err(invalid(key, "0", "must be more than zero"))
-            } else {
-                Ok(duration)
-            }
-        };
-        Ok(Config {
-            root: self.root.unwrap_or_else(|| PathBuf::from(".")),
-            listen: self
-                .listen
-                .unwrap_or_else(|| SocketAddr::from(([127, 0, 0, 1], 8080))),
-            strategy: self.strategy.unwrap_or(StrategyKind::Sendfile),
-            workers,
-            runtime,
-            pin: self.pin.unwrap_or(false),
-            numa,
-            open_file_cache: self.open_file_cache.unwrap_or(1024),
-            open_file_cache_valid: self
-                .open_file_cache_valid
-                .map_or(Duration::from_secs(1), |s| s.0),
-            chunk_size: chunk_size as usize,
-            cold_reads: self.cold_reads.unwrap_or_default(),
-            cold_threads,
-            metrics_listen: self.metrics_listen,
-            access_log: self.access_log.unwrap_or(true),
-            access_log_format: self.access_log_format.unwrap_or_default(),
-            access_log_file: self.access_log_file,
-            header_timeout: timeout(self.header_timeout, "--header-timeout", 10)?,
-            idle_timeout: timeout(self.idle_timeout, "--idle-timeout", 60)?,
-            send_timeout: timeout(self.send_timeout, "--send-timeout", 60)?,
-            shutdown_timeout: timeout(self.shutdown_timeout, "--shutdown-timeout", 30)?,
-            max_connections,
-            follow_symlinks: self.follow_symlinks.unwrap_or(false),
-            listing: !self.no_listing.unwrap_or(false),
-            listing_max_entries,
-            hidden: self.hidden.unwrap_or(false),
-            precompressed: self.precompressed.unwrap_or(false),
+        let host = Host::of(&self)?;
+        Config::resolve(&self, &host)
+    }
+}
+
+/// What defaults and checks read from this host: its CPUs and, with `--numa`, where
+/// each worker runs.
+struct Host {
+    /// CPUs this process may run on.
+    cpus: usize,
+    /// With `--numa`, the workers' places (one per worker).
+    numa: Option<Vec<WorkerPlace>>,
+}
+
+impl Host {
+    /// This host, for the settings `given`.
+    fn of(given: &Settings) -> Result<Host, ConfigError> {
+        Ok(Host {
+            cpus: std::thread::available_parallelism().map_or(1, |n| n.get()),
+            numa: given.placement()?,
         })
     }
 }
 
 impl Settings {
     /// The workers' places with `--numa` (or `--numa-nodes`), read from this host.
-    fn placement(&self, runtime: RuntimeKind) -> Result<Option<Vec<WorkerPlace>>, ConfigError> {
+    fn placement(&self) -> Result<Option<Vec<WorkerPlace>>, ConfigError> {
         let numa = self.numa.unwrap_or(self.numa_nodes.is_some());
         if !numa {
             return match &self.numa_nodes {
@@ -389,7 +400,7 @@ impl Settings {
                  nodes with --numa-nodes)",
             ));
         }
-        if runtime == RuntimeKind::Multi {
+        if self.runtime == Some(RuntimeKind::Multi) {
             return Err(invalid(
                 "--runtime",
                 "multi",
@@ -410,6 +421,34 @@ pub enum RuntimeKind {
     /// One multi-thread (work-stealing) tokio runtime with `--workers` threads and one
     /// listener.
     Multi,
+}
+
+/// `value` when `allowed` holds it, else an error naming `key` and `allowed_words`.
+fn within<T: PartialOrd + fmt::Display>(
+    key: &'static str,
+    value: T,
+    allowed: std::ops::RangeInclusive<T>,
+    allowed_words: &str,
+) -> Result<T, ConfigError> {
+    if allowed.contains(&value) {
+        Ok(value)
+    } else {
+        Err(invalid(key, value, allowed_words))
+    }
+}
+
+/// The duration `value` or `default`, refused when zero.
+fn positive(
+    key: &'static str,
+    value: Option<Seconds>,
+    default: Duration,
+) -> Result<Duration, ConfigError> {
+    let duration = value.map_or(default, |s| s.0);
+    if duration.is_zero() {
+        Err(invalid(key, "0", "must be more than zero"))
+    } else {
+        Ok(duration)
+    }
 }
 
 fn invalid(key: &'static str, value: impl fmt::Display, allowed: impl Into<String>) -> ConfigError {
@@ -443,7 +482,8 @@ impl FromStr for Seconds {
     }
 }
 
-/// A size given as `4096`, `128K`, `1M`, `1G` (binary multiples; `KiB`, `MB` etc. too).
+/// A size given as `4096`, `128K`, `1M`, `1G` (binary multiples; `KiB`, `MB` etc. too),
+/// read by [`parse_size`] with K, M and G as powers of 1024.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct ByteSize(pub u64);
 
@@ -452,23 +492,19 @@ impl FromStr for ByteSize {
 
     fn from_str(text: &str) -> Result<Self, String> {
         let text = text.trim();
-        let split = text
-            .find(|c: char| !c.is_ascii_digit())
-            .unwrap_or(text.len());
-        let (digits, unit) = text.split_at(split);
-        let error = || format!("'{text}' is not a size; use e.g. 65536, 128K, 1M");
-        let value: u64 = digits.parse().map_err(|_| error())?;
-        let shift = match unit.trim().to_ascii_lowercase().as_str() {
-            "" | "b" => 0,
-            "k" | "kb" | "kib" => 10,
-            "m" | "mb" | "mib" => 20,
-            "g" | "gb" | "gib" => 30,
-            _ => return Err(error()),
-        };
-        value
-            .checked_mul(1 << shift)
-            .map(ByteSize)
-            .ok_or_else(|| format!("'{text}' is too large"))
+        let error = || format!("'{text}' is not a size; use e.g. 65536, 128K, 1M (units: K, M, G)");
+        // parse-size also knows T, P and E; sizes here stop at G.
+        let unit = text
+            .trim_end_matches(['b', 'B'])
+            .trim_end_matches(['i', 'I']);
+        if unit.ends_with(['t', 'T', 'p', 'P', 'e', 'E']) {
+            return Err(error());
+        }
+        match parse_size::Config::new().with_binary().parse_size(text) {
+            Ok(bytes) => Ok(ByteSize(bytes)),
+            Err(parse_size::Error::PosOverflow) => Err(format!("'{text}' is too large")),
+            Err(_) => Err(error()),
+        }
     }
 }
 
@@ -497,6 +533,8 @@ deserialize_from_str_or_int!(ByteSize);
 
 #[cfg(test)]
 mod tests {
+    use clap::CommandFactory as _;
+
     use super::*;
 
     #[test]
@@ -512,6 +550,118 @@ mod tests {
         assert_eq!("4096".parse(), Ok(ByteSize(4096)));
         assert!("1T".parse::<ByteSize>().is_err());
         assert!("99999999999G".parse::<ByteSize>().is_err());
+    }
+
+    #[test]
+    fn sizes_take_binary_units_up_to_g() {
+        for (text, bytes) in [
+            ("64k", 64 << 10),
+            ("64 KB", 64 << 10),
+            ("1mb", 1 << 20),
+            ("2G", 2 << 30),
+            ("3GiB", 3 << 30),
+            ("512b", 512),
+        ] {
+            assert_eq!(text.parse(), Ok(ByteSize(bytes)), "{text}");
+        }
+        for text in ["", "K", "1PiB", "1e", "1 TB", "12X"] {
+            let error = text.parse::<ByteSize>().unwrap_err();
+            assert!(
+                error.contains(&format!("'{text}'")) && error.contains("units: K, M, G"),
+                "{text}: {error}"
+            );
+        }
+        assert_eq!(
+            "99999999999G".parse::<ByteSize>(),
+            Err("'99999999999G' is too large".to_string())
+        );
+    }
+
+    /// A value other than the default for each declared setting, as a flag's value and as
+    /// a TOML value. A new setting needs its line here.
+    const SAMPLES: &[(&str, &str, &str)] = &[
+        ("root", "/srv", "\"/srv\""),
+        ("listen", "127.0.0.1:9999", "\"127.0.0.1:9999\""),
+        ("strategy", "mmap", "\"mmap\""),
+        ("workers", "1023", "1023"),
+        ("runtime", "multi", "\"multi\""),
+        ("pin", "true", "true"),
+        ("numa", "true", "true"),
+        ("numa-nodes", "0", "\"0\""),
+        ("open-file-cache", "7", "7"),
+        ("open-file-cache-valid", "5s", "\"5s\""),
+        ("chunk-size", "1M", "\"1M\""),
+        ("cold-reads", "inline", "\"inline\""),
+        ("cold-threads", "1023", "1023"),
+        ("metrics-listen", "127.0.0.1:9998", "\"127.0.0.1:9998\""),
+        ("access-log", "off", "false"),
+        ("access-log-format", "json", "\"json\""),
+        ("access-log-file", "/var/log/x.log", "\"/var/log/x.log\""),
+        ("header-timeout", "5s", "\"5s\""),
+        ("idle-timeout", "5s", "5"),
+        ("send-timeout", "5s", "\"5s\""),
+        ("shutdown-timeout", "5s", "\"5s\""),
+        ("max-connections", "77", "77"),
+        ("follow-symlinks", "true", "true"),
+        ("no-listing", "true", "true"),
+        ("listing-max-entries", "9", "9"),
+        ("hidden", "true", "true"),
+        ("precompressed", "true", "true"),
+    ];
+
+    #[test]
+    fn every_declared_setting_reaches_the_cli_the_file_and_the_config() {
+        let keys: Vec<String> = SETTINGS.iter().map(Declared::key).collect();
+        let sampled: Vec<&str> = SAMPLES.iter().map(|(key, _, _)| *key).collect();
+        assert_eq!(keys, sampled, "SAMPLES needs one line per declared setting");
+        let command = Settings::command();
+        let default = Settings::default().resolve().unwrap();
+        let dir = tempfile::tempdir().unwrap();
+        for (setting, (key, flag_value, toml_value)) in SETTINGS.iter().zip(SAMPLES) {
+            // The command line: a flag named after the key (ROOT is positional).
+            let arg = command
+                .get_arguments()
+                .find(|arg| arg.get_id() == setting.field)
+                .unwrap_or_else(|| panic!("{key} is not on the command line"));
+            let argv = if *key == "root" {
+                assert!(arg.is_positional(), "{key}");
+                vec!["ioserve".to_string(), flag_value.to_string()]
+            } else {
+                assert_eq!(arg.get_long(), Some(*key));
+                vec!["ioserve".to_string(), format!("--{key}={flag_value}")]
+            };
+            assert!(arg.get_help().is_some(), "{key} has no help text");
+            let cli = Settings::try_parse_from(argv).unwrap_or_else(|e| panic!("{key}: {e}"));
+            // The config file: the same key.
+            let path = dir.path().join(format!("{key}.toml"));
+            std::fs::write(&path, format!("{key} = {toml_value}\n")).unwrap();
+            let file = Settings::from_file(&path).unwrap_or_else(|e| panic!("{key}: {e}"));
+            // Both reach Config, where the reload diff sees the change.
+            let (from_cli, from_file) = match (cli.resolve(), file.resolve()) {
+                (Ok(cli), Ok(file)) => (cli, file),
+                // --numa on a host with one node: the declaration is checked above.
+                (Err(ConfigError::Placement(_)), Err(ConfigError::Placement(_))) => continue,
+                (cli, file) => panic!("{key}: {cli:?} {file:?}"),
+            };
+            assert_eq!(from_cli.changed_settings(&from_file), [] as [&Declared; 0]);
+            let changed = default.changed_settings(&from_cli);
+            assert!(changed.contains(&setting), "{key}: {changed:?}");
+        }
+    }
+
+    #[test]
+    fn the_readme_table_lists_every_setting() {
+        let readme =
+            std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/README.md")).unwrap();
+        for setting in SETTINGS {
+            let key = setting.key();
+            if key == "root" {
+                assert!(readme.contains("[ROOT]"), "README lacks ROOT");
+            } else {
+                let row = format!("| `--{key}");
+                assert!(readme.contains(&row), "README's option table lacks --{key}");
+            }
+        }
     }
 
     #[test]

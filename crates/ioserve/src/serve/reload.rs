@@ -6,8 +6,8 @@
 //! and only then swaps it in: new requests use it, requests in flight finish with the
 //! set they started with, no listener closes. Anything that fails leaves the old set in
 //! place and is logged. Settings that belong to the process (listeners, workers,
-//! runtime, metrics address, connection limit) need a restart; a reload that changes
-//! them says so and keeps them.
+//! runtime, metrics address, connection limit) need a restart, as their declarations
+//! in [`crate::ops::config`] say; a reload that changes them says so and keeps them.
 
 use tracing_appender::non_blocking::WorkerGuard;
 
@@ -16,7 +16,7 @@ use crate::io::root::{Resolver, Root};
 use crate::io::strategy::Strategy;
 use crate::ops::access_log::AccessLog;
 use crate::ops::budget;
-use crate::ops::config::Config;
+use crate::ops::config::{Config, OnReload};
 use crate::serve::error::ServerError;
 use crate::serve::shared::{Limits, Live};
 
@@ -111,34 +111,20 @@ pub(crate) fn open_access_log(config: &Config) -> Result<(AccessLog, WorkerGuard
     })
 }
 
-/// The settings that differ between `old` and `new` but need a restart.
-pub(crate) fn restart_only_changes(old: &Config, new: &Config) -> Vec<&'static str> {
-    let mut changed = Vec::new();
-    let mut check = |differs: bool, name: &'static str| {
-        if differs {
-            changed.push(name);
-        }
-    };
-    check(old.listen != new.listen, "listen");
-    check(old.workers != new.workers, "workers");
-    check(old.runtime != new.runtime, "runtime");
-    check(old.pin != new.pin, "pin");
-    check(old.numa != new.numa, "numa");
-    check(old.metrics_listen != new.metrics_listen, "metrics-listen");
-    check(
-        old.max_connections != new.max_connections,
-        "max-connections",
-    );
-    check(
-        old.shutdown_timeout != new.shutdown_timeout,
-        "shutdown-timeout",
-    );
-    changed
+/// The settings that differ between `old` and `new` but need a restart: those whose
+/// declaration in [`crate::ops::config`] says [`OnReload::NeedsRestart`], by their keys.
+pub(crate) fn restart_only_changes(old: &Config, new: &Config) -> Vec<String> {
+    old.changed_settings(new)
+        .into_iter()
+        .filter(|setting| setting.on_reload == OnReload::NeedsRestart)
+        .map(|setting| setting.key())
+        .collect()
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::ops::config::{Declared, SETTINGS};
     use clap::Parser as _;
 
     fn config(args: &[&str]) -> Config {
@@ -155,6 +141,36 @@ mod tests {
         assert!(restart_only_changes(&old, &same).is_empty());
         let moved = config(&["--listen", "127.0.0.1:9090", "--workers", "4"]);
         assert_eq!(restart_only_changes(&old, &moved), ["listen", "workers"]);
+    }
+
+    #[test]
+    fn the_declarations_say_which_settings_need_a_restart() {
+        let restart: Vec<String> = SETTINGS
+            .iter()
+            .filter(|setting| setting.on_reload == OnReload::NeedsRestart)
+            .map(Declared::key)
+            .collect();
+        assert_eq!(
+            restart,
+            [
+                "listen",
+                "workers",
+                "runtime",
+                "pin",
+                "numa",
+                "numa-nodes",
+                "metrics-listen",
+                "shutdown-timeout",
+                "max-connections"
+            ]
+        );
+        // A change to two of them is named, in declaration order.
+        let old = config(&["--max-connections", "5"]);
+        let new = config(&["--max-connections", "6", "--shutdown-timeout", "1s"]);
+        assert_eq!(
+            restart_only_changes(&old, &new),
+            ["shutdown-timeout", "max-connections"]
+        );
     }
 
     #[test]
