@@ -25,6 +25,7 @@ use std::thread;
 use std::time::Duration;
 
 use futures_util::FutureExt as _;
+use ioserve_exporter::server::MetricsServer;
 use socket2::{Domain, Protocol, Socket, Type};
 use tokio::net::{TcpListener, TcpStream};
 use tokio_util::sync::CancellationToken;
@@ -287,16 +288,26 @@ impl Server {
         notify(&[sd_notify::NotifyState::Ready]);
         let Control { runtime, signals } = control;
         runtime.block_on(async {
-            if let Some(listener) = metrics_listener {
-                match TcpListener::from_std(listener) {
-                    Ok(listener) => {
-                        tokio::spawn(metrics::serve(listener, Arc::clone(&shared.metrics)));
+            // Scrapes stop with the server; those in flight get the exporter's grace.
+            let exporting =
+                metrics_listener.and_then(|listener| match TcpListener::from_std(listener) {
+                    Ok(listener) => Some(tokio::spawn(
+                        MetricsServer::new(Arc::new(metrics::registry(&shared.metrics)))
+                            .serve(listener, shared.shutdown.clone().cancelled_owned()),
+                    )),
+                    Err(error) => {
+                        tracing::error!(%error, "metrics listener unusable");
+                        None
                     }
-                    Err(error) => tracing::error!(%error, "metrics listener unusable"),
-                }
-            }
+                });
             tokio::spawn(sweep_open_files(Arc::clone(&shared)));
             control_signals(&shared, &mut reload, signals).await;
+            shared.shutdown.cancel();
+            if let Some(exporting) = exporting {
+                if exporting.await.is_err() {
+                    tracing::error!("the metrics server panicked");
+                }
+            }
         });
         shared.shutdown.cancel();
         notify(&[sd_notify::NotifyState::Stopping]);
