@@ -289,7 +289,6 @@ impl Server {
                 }
             }
         });
-        shared.shutdown.cancel();
         notify(&[sd_notify::NotifyState::Stopping]);
         for handle in threads {
             if handle.join().is_err() {
