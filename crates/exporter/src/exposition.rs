@@ -69,6 +69,26 @@ pub fn gauge<N: EncodeGaugeValue>(
     gauge.encode(encoder.encode_descriptor(name, help, None, gauge.metric_type())?)
 }
 
+/// Writes a gauge family with a sample per label set (an `_info` metric's labels, for
+/// one).
+pub fn gauge_family<L: EncodeLabelSet, N: EncodeGaugeValue>(
+    encoder: &mut DescriptorEncoder<'_>,
+    name: &str,
+    help: &str,
+    samples: impl IntoIterator<Item = (L, N)>,
+) -> std::fmt::Result {
+    let mut family = encoder.encode_descriptor(
+        name,
+        help,
+        None,
+        prometheus_client::metrics::MetricType::Gauge,
+    )?;
+    for (labels, value) in samples {
+        ConstGauge::new(value).encode(family.encode_family(&labels)?)?;
+    }
+    Ok(())
+}
+
 /// Writes a histogram family with one unlabelled sample: `buckets` are the upper
 /// bounds with the count of observations in each bucket alone (not cumulative; the
 /// encoder adds them up and writes the `+Inf` bucket as `count` unless a bound is
@@ -147,6 +167,35 @@ mod tests {
              demo_wait_seconds_count 4\n"
         );
         assert_eq!(CONTENT_TYPE, "text/plain; version=0.0.4; charset=utf-8");
+        testdata::assert_promtool_accepts(&text);
+    }
+
+    /// A gauge with labels, as an `_info` metric has.
+    #[derive(Debug)]
+    struct Info;
+
+    impl Collector for Info {
+        fn encode(&self, mut encoder: DescriptorEncoder<'_>) -> std::fmt::Result {
+            gauge_family(
+                &mut encoder,
+                "demo_build_info",
+                "The build.",
+                [([("version", "1.2")], 1i64)],
+            )
+        }
+    }
+
+    #[test]
+    fn gauge_families_carry_their_labels() {
+        let mut registry = Registry::default();
+        registry.register_collector(Box::new(Info));
+        let text = render(&registry).unwrap();
+        assert_eq!(
+            text,
+            "# HELP demo_build_info The build.\n\
+             # TYPE demo_build_info gauge\n\
+             demo_build_info{version=\"1.2\"} 1\n"
+        );
         testdata::assert_promtool_accepts(&text);
     }
 }

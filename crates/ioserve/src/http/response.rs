@@ -1,10 +1,9 @@
 //! Responses: the head as bytes, and a body described by what to send, not by its bytes.
 
-use std::cell::RefCell;
 use std::fmt::Write as _;
 use std::sync::Arc;
-use std::time::{SystemTime, UNIX_EPOCH};
 
+use crate::clock::with_http_date;
 use crate::http::range::ByteRange;
 use crate::io::shared_file::SharedFile;
 
@@ -70,7 +69,7 @@ impl Reply {
         let mut headers = String::with_capacity(256);
         let _ = write!(headers, "HTTP/1.1 {status} {}\r\n", reason(status));
         headers.push_str("Server: ioserve\r\n");
-        with_date(|date| {
+        with_http_date(|date| {
             headers.push_str("Date: ");
             headers.push_str(date);
             headers.push_str("\r\n");
@@ -145,23 +144,6 @@ pub fn reason(status: u16) -> &'static str {
         505 => "HTTP Version Not Supported",
         _ => "Unknown",
     }
-}
-
-thread_local! {
-    /// The `Date` value, formatted once per second per thread.
-    static DATE: RefCell<(u64, String)> = const { RefCell::new((u64::MAX, String::new())) };
-}
-
-fn with_date(f: impl FnOnce(&str)) {
-    let now = SystemTime::now();
-    let secs = now.duration_since(UNIX_EPOCH).unwrap_or_default().as_secs();
-    DATE.with_borrow_mut(|(cached_secs, text)| {
-        if *cached_secs != secs {
-            *cached_secs = secs;
-            *text = httpdate::fmt_http_date(now);
-        }
-        f(text);
-    });
 }
 
 #[cfg(test)]

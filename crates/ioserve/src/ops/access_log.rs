@@ -18,6 +18,9 @@ use std::path::Path;
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use serde::{Deserialize, Serialize};
+use time::format_description::BorrowedFormatItem;
+use time::macros::format_description;
+use time::{OffsetDateTime, PrimitiveDateTime};
 use tracing_appender::non_blocking::{NonBlocking, WorkerGuard};
 
 use crate::http::request::{Request, Version};
@@ -204,45 +207,44 @@ fn escape(text: &str) -> String {
     out
 }
 
-/// Calendar fields of a time in UTC (proleptic Gregorian; times before 1970 count
-/// back), from days since the epoch by Howard Hinnant's `civil_from_days`.
-fn civil(time: SystemTime) -> (i64, u32, u32, u32, u32, u32) {
-    let secs = match time.duration_since(UNIX_EPOCH) {
-        Ok(d) => d.as_secs() as i64,
-        Err(e) => -(e.duration().as_secs() as i64),
+/// nginx's `$time_local`, always in UTC.
+const TIME_LOCAL: &[BorrowedFormatItem<'_>] =
+    format_description!("[day]/[month repr:short]/[year]:[hour]:[minute]:[second] +0000");
+
+/// RFC 3339 in UTC with milliseconds (truncated, not rounded).
+const RFC3339_MILLIS: &[BorrowedFormatItem<'_>] =
+    format_description!("[year]-[month]-[day]T[hour]:[minute]:[second].[subsecond digits:3]Z");
+
+/// `time` in UTC on the proleptic Gregorian calendar (times before 1970 count back); a
+/// time outside the years -9999 to 9999 that `time` represents is clamped to the
+/// nearest end rather than refused, since a log line is written whatever the clock says.
+fn utc(time: SystemTime) -> OffsetDateTime {
+    let (since_epoch, limit) = match time.duration_since(UNIX_EPOCH) {
+        Ok(after) => (time::Duration::try_from(after).ok(), PrimitiveDateTime::MAX),
+        Err(before) => (
+            time::Duration::try_from(before.duration()).ok().map(|d| -d),
+            PrimitiveDateTime::MIN,
+        ),
     };
-    let (days, rem) = (secs.div_euclid(86_400), secs.rem_euclid(86_400) as u32);
-    let z = days + 719_468;
-    let era = z.div_euclid(146_097);
-    let doe = z.rem_euclid(146_097);
-    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
-    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
-    let mp = (5 * doy + 2) / 153;
-    let day = (doy - (153 * mp + 2) / 5 + 1) as u32;
-    let month = if mp < 10 { mp + 3 } else { mp - 9 } as u32;
-    let year = yoe + era * 400 + i64::from(month <= 2);
-    (year, month, day, rem / 3600, rem / 60 % 60, rem % 60)
+    since_epoch
+        .and_then(|d| OffsetDateTime::UNIX_EPOCH.checked_add(d))
+        .unwrap_or_else(|| limit.assume_utc())
+}
+
+/// `time` written with `format`; formatting a UTC date of years -9999 to 9999 into a
+/// `String` cannot fail, so the empty string is never seen.
+fn format_utc(time: SystemTime, format: &[BorrowedFormatItem<'_>]) -> String {
+    utc(time).format(format).unwrap_or_default()
 }
 
 /// nginx's `$time_local` in UTC: `10/Oct/2000:13:55:36 +0000`.
 fn time_local(time: SystemTime) -> String {
-    const MONTHS: [&str; 12] = [
-        "Jan", "Feb", "Mar", "Apr", "May", "Jun", "Jul", "Aug", "Sep", "Oct", "Nov", "Dec",
-    ];
-    let (year, month, day, hour, minute, second) = civil(time);
-    format!(
-        "{day:02}/{}/{year:04}:{hour:02}:{minute:02}:{second:02} +0000",
-        MONTHS[month as usize - 1]
-    )
+    format_utc(time, TIME_LOCAL)
 }
 
 /// RFC 3339 in UTC with milliseconds: `2000-10-10T13:55:36.123Z`.
 fn rfc3339(time: SystemTime) -> String {
-    let (year, month, day, hour, minute, second) = civil(time);
-    let millis = time
-        .duration_since(UNIX_EPOCH)
-        .map_or(0, |d| d.subsec_millis());
-    format!("{year:04}-{month:02}-{day:02}T{hour:02}:{minute:02}:{second:02}.{millis:03}Z")
+    format_utc(time, RFC3339_MILLIS)
 }
 
 #[cfg(test)]
@@ -332,6 +334,78 @@ mod tests {
                 UNIX_EPOCH - Duration::from_secs(secs.unsigned_abs())
             };
             assert_eq!(time_local(time), expected);
+        }
+    }
+
+    /// A time `secs` seconds and `millis` milliseconds from the epoch (negative: before).
+    fn at(secs: i64, millis: u64) -> SystemTime {
+        let whole = Duration::from_secs(secs.unsigned_abs());
+        let after = Duration::from_millis(millis);
+        if secs >= 0 {
+            UNIX_EPOCH + whole + after
+        } else {
+            UNIX_EPOCH - whole + after
+        }
+    }
+
+    #[test]
+    fn known_instants_in_both_layouts() {
+        for (time, local, rfc) in [
+            (
+                at(971_186_136, 123),
+                "10/Oct/2000:13:55:36 +0000",
+                "2000-10-10T13:55:36.123Z",
+            ),
+            // Leap days: in a century year divisible by 400, and in an ordinary one;
+            // 2100 has none.
+            (
+                at(951_868_799, 999),
+                "29/Feb/2000:23:59:59 +0000",
+                "2000-02-29T23:59:59.999Z",
+            ),
+            (
+                at(1_709_210_096, 7),
+                "29/Feb/2024:12:34:56 +0000",
+                "2024-02-29T12:34:56.007Z",
+            ),
+            (
+                at(1_709_251_200, 0),
+                "01/Mar/2024:00:00:00 +0000",
+                "2024-03-01T00:00:00.000Z",
+            ),
+            // Past a signed 32-bit time_t.
+            (
+                at(2_147_483_648, 500),
+                "19/Jan/2038:03:14:08 +0000",
+                "2038-01-19T03:14:08.500Z",
+            ),
+            (
+                at(4_107_542_400, 0),
+                "01/Mar/2100:00:00:00 +0000",
+                "2100-03-01T00:00:00.000Z",
+            ),
+            // Before 1970, in whole seconds.
+            (
+                at(-14_182_940, 0),
+                "20/Jul/1969:20:17:40 +0000",
+                "1969-07-20T20:17:40.000Z",
+            ),
+            (
+                at(-2_203_891_200, 0),
+                "01/Mar/1900:00:00:00 +0000",
+                "1900-03-01T00:00:00.000Z",
+            ),
+            // Past the year 9999: clamped to its last instant.
+            (
+                at(253_402_300_800, 0),
+                "31/Dec/9999:23:59:59 +0000",
+                "9999-12-31T23:59:59.999Z",
+            ),
+        ] {
+            assert_eq!(
+                (time_local(time).as_str(), rfc3339(time).as_str()),
+                (local, rfc)
+            );
         }
     }
 }

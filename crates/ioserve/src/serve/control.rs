@@ -1,10 +1,12 @@
 //! The control thread: the operator's signals (SIGTERM and SIGINT shut down, SIGHUP
-//! reloads the configuration, SIGUSR1 reopens the access log), the service manager's
+//! reloads the configuration, SIGUSR1 reopens the access log, SIGUSR2 is ignored), the
+//! service manager's
 //! notifications, and the open-file cache's sweep.
 
 use std::sync::Arc;
 use std::time::Duration;
 
+use ioserve_exporter::signals::{OperatorSignal, OperatorSignals};
 use tracing_appender::non_blocking::WorkerGuard;
 
 use crate::ops::config::{Config, ConfigError};
@@ -21,43 +23,21 @@ pub(super) struct Control {
     pub(super) signals: Option<OperatorSignals>,
 }
 
-/// SIGTERM, SIGINT, SIGHUP and SIGUSR1 as streams of the control runtime.
-#[derive(Debug)]
-pub(super) struct OperatorSignals {
-    term: tokio::signal::unix::Signal,
-    int: tokio::signal::unix::Signal,
-    hup: tokio::signal::unix::Signal,
-    usr1: tokio::signal::unix::Signal,
-}
-
 impl Control {
     /// The runtime, with the signal handlers installed: from here on these signals no
     /// longer end the process, they wait in the streams until the control loop runs.
     pub(super) fn start() -> Result<Control, ServerError> {
-        use tokio::signal::unix::{signal, SignalKind};
         let runtime = tokio::runtime::Builder::new_current_thread()
             .enable_all()
             .build()
             .map_err(ServerError::Worker)?;
         let signals = {
             let _context = runtime.enter();
-            match (
-                signal(SignalKind::terminate()),
-                signal(SignalKind::interrupt()),
-                signal(SignalKind::hangup()),
-                signal(SignalKind::user_defined1()),
-            ) {
-                (Ok(term), Ok(int), Ok(hup), Ok(usr1)) => Some(OperatorSignals {
-                    term,
-                    int,
-                    hup,
-                    usr1,
-                }),
-                _ => {
-                    tracing::error!("cannot install signal handlers; stop the server with SIGKILL");
-                    None
-                }
-            }
+            OperatorSignals::install()
+                .map_err(|error| {
+                    tracing::error!(%error, "cannot install signal handlers; stop the server with SIGKILL");
+                })
+                .ok()
         };
         Ok(Control { runtime, signals })
     }
@@ -119,28 +99,27 @@ pub(super) fn notify(states: &[sd_notify::NotifyState<'_>]) {
 
 /// Handles the operator's signals until SIGTERM, SIGINT or the shutdown token (only the
 /// token when the handlers could not be installed): SIGHUP reloads the configuration,
-/// SIGUSR1 reopens the access log (after logrotate moved it).
+/// SIGUSR1 reopens the access log (after logrotate moved it), SIGUSR2 is logged and
+/// ignored.
 pub(super) async fn control_signals(
     shared: &Shared,
     reload: &mut Reload,
     signals: Option<OperatorSignals>,
 ) {
     let token = &shared.shutdown;
-    let Some(OperatorSignals {
-        mut term,
-        mut int,
-        mut hup,
-        mut usr1,
-    }) = signals
-    else {
+    let Some(mut signals) = signals else {
         return token.cancelled().await;
     };
     loop {
-        tokio::select! {
-            _ = term.recv() => return tracing::info!("SIGTERM: shutting down"),
-            _ = int.recv() => return tracing::info!("SIGINT: shutting down"),
+        let signal = tokio::select! {
+            signal = signals.recv() => signal,
             _ = token.cancelled() => return,
-            _ = hup.recv() => {
+        };
+        match signal {
+            OperatorSignal::Terminate | OperatorSignal::Interrupt => {
+                return tracing::info!("{}: shutting down", signal.name())
+            }
+            OperatorSignal::Hangup => {
                 // systemd 253 and later want the monotonic time beside RELOADING=1.
                 match sd_notify::NotifyState::monotonic_usec_now() {
                     Ok(now) => notify(&[sd_notify::NotifyState::Reloading, now]),
@@ -149,7 +128,8 @@ pub(super) async fn control_signals(
                 reload_configuration(shared, reload);
                 notify(&[sd_notify::NotifyState::Ready]);
             }
-            _ = usr1.recv() => reopen_access_log(shared, reload),
+            OperatorSignal::User1 => reopen_access_log(shared, reload),
+            OperatorSignal::User2 => tracing::warn!("SIGUSR2: ignored"),
         }
     }
 }

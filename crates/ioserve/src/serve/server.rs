@@ -24,6 +24,7 @@ use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Duration;
 
+use ioserve_exporter::server::MetricsServer;
 use tokio::net::TcpListener;
 use tokio_util::sync::CancellationToken;
 
@@ -57,9 +58,10 @@ pub struct Server {
 impl Server {
     /// Opens the root and binds the listeners (one per worker) and the metrics listener.
     ///
-    /// It first installs handlers for SIGTERM, SIGINT, SIGHUP and SIGUSR1, which stay
-    /// for the life of the process: [`Server::run`] acts on the signals, and one that
-    /// comes before it runs waits for it.
+    /// It first installs handlers for SIGTERM, SIGINT, SIGHUP, SIGUSR1 and SIGUSR2 (the
+    /// exporter's [`OperatorSignals`](ioserve_exporter::signals::OperatorSignals)), which
+    /// stay for the life of the process: [`Server::run`] acts on the signals, and one
+    /// that comes before it runs waits for it.
     pub fn bind(config: &Config) -> Result<Server, ServerError> {
         let control = Control::start()?;
         let descriptor_limit = rustix::process::getrlimit(rustix::process::Resource::Nofile)
@@ -151,18 +153,27 @@ impl Server {
         control::notify(&[sd_notify::NotifyState::Ready]);
         let Control { runtime, signals } = control;
         runtime.block_on(async {
-            if let Some(listener) = metrics_listener {
-                match TcpListener::from_std(listener) {
-                    Ok(listener) => {
-                        tokio::spawn(metrics::serve(listener, Arc::clone(&shared.metrics)));
+            // Scrapes stop with the server; those in flight get the exporter's grace.
+            let exporting =
+                metrics_listener.and_then(|listener| match TcpListener::from_std(listener) {
+                    Ok(listener) => Some(tokio::spawn(
+                        MetricsServer::new(Arc::new(metrics::registry(&shared.metrics)))
+                            .serve(listener, shared.shutdown.clone().cancelled_owned()),
+                    )),
+                    Err(error) => {
+                        tracing::error!(%error, "metrics listener unusable");
+                        None
                     }
-                    Err(error) => tracing::error!(%error, "metrics listener unusable"),
-                }
-            }
+                });
             tokio::spawn(control::sweep_open_files(Arc::clone(&shared)));
             control::control_signals(&shared, &mut reload, signals).await;
+            shared.shutdown.cancel();
+            if let Some(exporting) = exporting {
+                if exporting.await.is_err() {
+                    tracing::error!("the metrics server panicked");
+                }
+            }
         });
-        shared.shutdown.cancel();
         control::notify(&[sd_notify::NotifyState::Stopping]);
         for handle in threads {
             if handle.join().is_err() {
