@@ -11,3 +11,4 @@ pub mod request;
 pub mod resolve;
 pub mod response;
 pub mod site;
+pub mod tar;
