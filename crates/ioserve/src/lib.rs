@@ -26,7 +26,7 @@
 //! - [`io`]: file IO, knowing nothing of HTTP: the served root, shared open files, the
 //!   open-file cache, the response writer and the IO strategies.
 //! - [`http`]: HTTP semantics: request, path, resolve, reply, response, ranges,
-//!   conditions, negotiation, listings.
+//!   conditions, negotiation, listings, directories as tar downloads.
 //! - [`ops`]: operating the server: settings, worker placement, metrics, access log,
 //!   descriptor budget.
 //! - [`serve`]: the server: listeners, workers, accept loops, connections, signals and

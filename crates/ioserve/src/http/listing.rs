@@ -152,6 +152,7 @@ fn html(relative: &std::path::Path, entries: &[Entry], omitted: usize, max: usiz
          <body><h1>Index of {0}</h1>\n<table>\n<tr><th>Name</th><th>Size</th><th>Modified</th></tr>\n",
         escape(&title)
     );
+    html.push_str("<p><a download href=\"?download=tar\">Download as tar</a></p>\n");
     if !relative.as_os_str().is_empty() {
         html.push_str("<tr><td><a href=\"../\">../</a></td><td></td><td></td></tr>\n");
     }
@@ -256,6 +257,7 @@ mod tests {
         assert_eq!(listing.content_type, "text/html; charset=utf-8");
         let html = String::from_utf8(listing.body).unwrap();
         assert!(html.contains("<title>Index of /sub/</title>"));
+        assert!(html.contains("<a download href=\"?download=tar\">Download as tar</a>"));
         assert!(html.contains("<a href=\"b%20%3Cx%3E.txt\">b &lt;x&gt;.txt</a></td><td>5</td>"));
         let z = html.find("z-dir/").unwrap();
         let a = html.find(">a</a>").unwrap();

@@ -1,5 +1,6 @@
 //! HTTP semantics: the request head, the target's path, validators and preconditions,
-//! ranges, content negotiation, directory listings; a request resolved (no IO) and replied to.
+//! ranges, content negotiation, directory listings and tar downloads; a request resolved
+//! (no IO) and replied to.
 
 pub mod conditional;
 pub mod listing;
@@ -11,3 +12,4 @@ pub mod request;
 pub mod resolve;
 pub mod response;
 pub mod site;
+pub mod tar;

@@ -19,6 +19,7 @@ use crate::http::request::Request;
 use crate::http::resolve::{resolve, Resolved};
 use crate::http::response::{Body, Reply};
 use crate::http::site::Site;
+use crate::http::tar;
 use crate::io::open_file_cache::{OpenFile, Opened};
 use crate::io::shared_file::SharedFile;
 
@@ -47,6 +48,13 @@ pub enum Answer {
         /// HEAD: the same head, no body.
         head_only: bool,
     },
+    /// A directory as one tar, to be walked with [`tar_reply`] off the event loop.
+    Tar {
+        /// What to walk.
+        job: tar::walk::Job,
+        /// HEAD: the same head, no body.
+        head_only: bool,
+    },
 }
 
 /// Answers a request on behalf of `worker` (which picks the open-file cache shard).
@@ -70,6 +78,7 @@ pub fn answer(site: &Site, worker: usize, resolved: Resolved, blocking: Blocking
             Answer::Ready(reply)
         }
         Ok(Answer::Listing { job, .. }) => Answer::Listing { job, head_only },
+        Ok(Answer::Tar { job, .. }) => Answer::Tar { job, head_only },
         Ok(offload) => offload,
     }
 }
@@ -116,6 +125,56 @@ pub fn listing_reply(job: &listing::Job, head_only: bool) -> Reply {
     }
 }
 
+/// Builds a tar download's reply: the walk (a `stat` of every entry: blocking) gives
+/// the exact `Content-Length`; a tree over the entry bound is refused with 403 and a
+/// message, before anything else is sent. `Range` is ignored: the whole tar, 200, and
+/// no `Accept-Ranges`.
+pub fn tar_reply(job: &tar::walk::Job, head_only: bool) -> Reply {
+    let mut reply = match tar::walk::plan(job) {
+        Ok(plan) => {
+            let mut reply = Reply::new(200)
+                .header("Content-Type", "application/x-tar")
+                .header(
+                    "Content-Disposition",
+                    format_args!("attachment; filename=\"{}.tar\"", file_name(&plan.name)),
+                )
+                .header("Cache-Control", "no-cache")
+                .header("Content-Length", plan.len);
+            reply.body = Body::Tar(Box::new(plan));
+            reply
+        }
+        Err(tar::walk::WalkError::Io(e)) => io_error_reply(&e),
+        Err(too_many) => Reply::new(403)
+            .header("Content-Type", "text/plain; charset=utf-8")
+            .with_bytes(format!("403 Forbidden: {too_many}\n").into_bytes()),
+    };
+    if head_only {
+        reply.body = Body::Empty;
+    }
+    reply
+}
+
+/// A directory name as a `Content-Disposition` file name: bytes other than ASCII
+/// letters, digits, `.`, `-` and `_` become `_` (the quoted string stays valid).
+fn file_name(name: &[u8]) -> String {
+    name.iter()
+        .map(|&b| match b {
+            b'a'..=b'z' | b'A'..=b'Z' | b'0'..=b'9' | b'.' | b'-' | b'_' => b as char,
+            _ => '_',
+        })
+        .collect()
+}
+
+/// The name of the directory at `relative`: its last component, or the root's own
+/// name (`root` for `/`).
+fn directory_name(site: &Site, relative: &Path) -> Vec<u8> {
+    use std::os::unix::ffi::OsStrExt as _;
+    relative
+        .file_name()
+        .or_else(|| site.root.path().file_name())
+        .map_or_else(|| b"root".to_vec(), |name| name.as_bytes().to_vec())
+}
+
 /// The answer to a GET of the resolved path (HEAD drops the body afterwards), never
 /// [`Answer::Offload`]: `Err(WouldWait)` instead.
 fn answer_get(
@@ -142,6 +201,21 @@ fn answer_get(
             &safe.relative,
             &resolved.target,
         ))));
+    }
+    if resolved.download_tar {
+        let Some(max_entries) = site.listing else {
+            return Ok(Answer::Ready(Reply::error(403)));
+        };
+        return Ok(Answer::Tar {
+            job: tar::walk::Job {
+                dir,
+                relative: safe.relative.clone(),
+                name: directory_name(site, &safe.relative),
+                show_hidden: site.hidden,
+                max_entries,
+            },
+            head_only: false,
+        });
     }
     let index = safe.relative.join("index.html");
     // Never on the loop: a directory is not cached, so this runs off it already.
@@ -450,6 +524,61 @@ mod tests {
     }
 
     #[test]
+    fn a_directory_as_a_tar_where_listings_are_allowed() {
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::create_dir(dir.path().join("d")).unwrap();
+        std::fs::write(dir.path().join("d/f"), b"data").unwrap();
+        let get = |site: &Site, target, head| {
+            let request = request(target, head, Preconditions::default(), Some(b"bytes=0-0"));
+            respond(site, 0, &request, Blocking::Allowed)
+        };
+        let site = site(dir.path());
+        for head in [false, true] {
+            let Answer::Tar { job, head_only } = get(&site, "/d/?download=tar", head) else {
+                panic!("a tar is asked for");
+            };
+            assert_eq!(head_only, head);
+            let reply = tar_reply(&job, head_only);
+            assert_eq!(reply.status, 200);
+            // Three headers (d, d/f), one padded body block, the end blocks.
+            let len = 2 * 512 + 512 + 1024;
+            for line in [
+                "Content-Type: application/x-tar\r\n".to_owned(),
+                "Content-Disposition: attachment; filename=\"d.tar\"\r\n".to_owned(),
+                format!("Content-Length: {len}\r\n"),
+            ] {
+                assert!(reply.headers.contains(&line), "{}", reply.headers);
+            }
+            assert!(!reply.headers.contains("Accept-Ranges"));
+            assert_eq!(reply.body.len(), if head { 0 } else { len });
+        }
+        assert!(matches!(
+            get(&site, "/d/?download=zip", false),
+            Answer::Listing { .. }
+        ));
+
+        let mut unlisted = self::site(dir.path());
+        unlisted.listing = None;
+        let Answer::Ready(reply) = get(&unlisted, "/d/?download=tar", false) else {
+            panic!("no listing, no tar");
+        };
+        assert_eq!(reply.status, 403);
+
+        let mut bounded = self::site(dir.path());
+        bounded.listing = Some(0);
+        let Answer::Tar { job, head_only } = get(&bounded, "/d/?download=tar", false) else {
+            panic!("a tar is asked for");
+        };
+        let Body::Bytes(text) = tar_reply(&job, head_only).body else {
+            panic!("a refusal with a message");
+        };
+        assert_eq!(
+            String::from_utf8(text).unwrap(),
+            "403 Forbidden: the directory holds more than 0 entries (--listing-max-entries)\n"
+        );
+    }
+
+    #[test]
     fn the_event_loop_answers_only_from_the_open_file_cache() {
         let dir = tempfile::tempdir().unwrap();
         std::fs::write(dir.path().join("f"), b"data").unwrap();
@@ -463,7 +592,7 @@ mod tests {
         let status = |answer| match answer {
             Answer::Ready(reply) => Some(reply.status),
             Answer::Offload(_) => None,
-            Answer::Listing { .. } => Some(0),
+            Answer::Listing { .. } | Answer::Tar { .. } => Some(0),
         };
         // Not cached yet: the loop hands the request off.
         assert_eq!(status(get("/f", Blocking::Never)), None);

@@ -28,6 +28,8 @@ pub struct Resolved {
     pub encodings: EncodingPreference,
     /// A directory listing's form, negotiated with `Accept`.
     pub listing_format: listing::Format,
+    /// The query asks for a directory as one tar (`?download=tar`).
+    pub download_tar: bool,
 }
 
 /// Resolves `request` for `site`: what it asks for, or the reply that refuses it (a
@@ -66,5 +68,29 @@ pub fn resolve(site: &Site, request: &Request<'_>) -> Result<Resolved, Reply> {
         range: request.range.map(<[u8]>::to_vec),
         encodings,
         listing_format: listing::Format::negotiate(&request.accept),
+        download_tar: asks_for_tar(request.target),
     })
+}
+
+/// Whether the query of `target` has the pair `download=tar` (miniserve's spelling).
+fn asks_for_tar(target: &str) -> bool {
+    let query = target.split('#').next().unwrap_or_default();
+    query
+        .split_once('?')
+        .is_some_and(|(_, query)| query.split('&').any(|pair| pair == "download=tar"))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::asks_for_tar;
+
+    #[test]
+    fn tar_is_asked_for_by_the_query_pair() {
+        assert!(asks_for_tar("/dir/?download=tar"));
+        assert!(asks_for_tar("/dir/?a=1&download=tar#top"));
+        assert!(!asks_for_tar("/dir/download=tar"));
+        assert!(!asks_for_tar("/dir/?download=zip"));
+        assert!(!asks_for_tar("/dir/#?download=tar"));
+        assert!(!asks_for_tar("/dir/?download=tarball"));
+    }
 }

@@ -5,6 +5,7 @@ use std::sync::Arc;
 
 use crate::clock::with_http_date;
 use crate::http::range::ByteRange;
+use crate::http::tar::plan::Plan;
 use crate::io::shared_file::SharedFile;
 
 /// What follows the head.
@@ -31,6 +32,8 @@ pub enum Body {
         /// The closing delimiter line.
         closing: Vec<u8>,
     },
+    /// A directory as a tar: headers made by the server, file bodies by the strategy.
+    Tar(Box<Plan>),
 }
 
 impl Body {
@@ -47,6 +50,7 @@ impl Body {
                     .sum::<u64>()
                     + closing.len() as u64
             }
+            Body::Tar(plan) => plan.len,
         }
     }
 }

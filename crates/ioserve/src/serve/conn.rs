@@ -26,6 +26,7 @@ use crate::http::request::{self, Parsed, RequestError, Version, MAX_HEAD_BYTES};
 use crate::http::resolve::Resolved;
 use crate::http::response::{Body, Reply};
 use crate::http::site::Site;
+use crate::http::tar;
 use crate::io::output::Output;
 use crate::io::strategy::ColdReads;
 use crate::ops::access_log::{Outcome, Record};
@@ -250,6 +251,11 @@ async fn respond(
                 .await
                 .unwrap_or_else(|_| Reply::error(500))
         }
+        Answer::Tar { job, head_only } => {
+            tokio::task::spawn_blocking(move || reply::tar_reply(&job, head_only))
+                .await
+                .unwrap_or_else(|_| Reply::error(500))
+        }
         Answer::Offload(resolved) => {
             shared.metrics.offloaded_open(worker);
             let site = Arc::clone(&live.site);
@@ -276,6 +282,7 @@ fn answer_off_loop(site: &Site, worker: usize, resolved: Resolved) -> Reply {
     match reply::answer(site, worker, resolved, Blocking::Allowed) {
         Answer::Ready(reply) => reply,
         Answer::Listing { job, head_only } => reply::listing_reply(&job, head_only),
+        Answer::Tar { job, head_only } => reply::tar_reply(&job, head_only),
         Answer::Offload(_) => Reply::error(500),
     }
 }
@@ -307,7 +314,10 @@ async fn send(
     out.queue(&head);
     let head_len = head.len() as u64;
     drop(head);
-    let is_download = matches!(body, Body::File { .. } | Body::Multipart { .. });
+    let is_download = matches!(
+        body,
+        Body::File { .. } | Body::Multipart { .. } | Body::Tar(_)
+    );
     if is_download {
         shared.metrics.download(worker, 1);
     }
@@ -349,6 +359,9 @@ async fn send_body(out: &mut Output<'_>, live: &Live, body: Body) -> io::Result<
             }
             out.queue(&closing);
             out.flush(false).await
+        }
+        Body::Tar(plan) => {
+            Box::pin(tar::stream::send(out, &live.strategy, &live.site, &plan)).await
         }
     }
 }

@@ -8,4 +8,5 @@ mod precompressed;
 mod robustness;
 mod semantics;
 mod support;
+mod tar_download;
 mod zero_copy;
