@@ -2,6 +2,7 @@
 //! ranges, content negotiation, directory listings; a request resolved (no IO) and replied to.
 
 pub mod conditional;
+pub mod digest_fields;
 pub mod listing;
 pub mod negotiation;
 pub mod path;

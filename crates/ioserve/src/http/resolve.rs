@@ -3,6 +3,7 @@
 //! nothing is parsed twice.
 
 use crate::http::conditional::OwnedPreconditions;
+use crate::http::digest_fields::DigestWant;
 use crate::http::listing;
 use crate::http::negotiation::EncodingPreference;
 use crate::http::path::{self, PathError, SafePath};
@@ -28,6 +29,8 @@ pub struct Resolved {
     pub encodings: EncodingPreference,
     /// A directory listing's form, negotiated with `Accept`.
     pub listing_format: listing::Format,
+    /// The RFC 9530 digests asked for (with `--digests`; else none).
+    pub digests: DigestWant,
 }
 
 /// Resolves `request` for `site`: what it asks for, or the reply that refuses it (a
@@ -66,5 +69,11 @@ pub fn resolve(site: &Site, request: &Request<'_>) -> Result<Resolved, Reply> {
         range: request.range.map(<[u8]>::to_vec),
         encodings,
         listing_format: listing::Format::negotiate(&request.accept),
+        digests: match site.digests {
+            Some(_) => {
+                DigestWant::from_lines(&request.want_repr_digest, &request.want_content_digest)
+            }
+            None => DigestWant::default(),
+        },
     })
 }

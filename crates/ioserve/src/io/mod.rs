@@ -3,6 +3,7 @@
 
 pub mod byte_range;
 pub mod cold_threads;
+pub mod file_digests;
 pub mod open_file_cache;
 pub mod output;
 pub mod root;
