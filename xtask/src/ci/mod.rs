@@ -30,6 +30,7 @@ use crate::util::{
 /// The simd bench's simdutf peer is C++ (g++; clippy builds it with all targets).
 /// timeserve's tests query it with chronyd -Q and ntpdig (the latter inside a network
 /// namespace made with unshare and ip).
+/// ioserve's RFC 9530 digest tests download with wget and aria2c (aria2c --checksum).
 const SYSTEM_PACKAGES: &[(&str, &str)] = &[
     ("chrony", "/usr/sbin/chronyd"),
     ("ntpsec-ntpdig", "ntpdig"),
@@ -50,6 +51,8 @@ const SYSTEM_PACKAGES: &[(&str, &str)] = &[
     ("make", "make"),
     ("g++", "g++"),
     ("bpftool", "/usr/sbin/bpftool"),
+    ("aria2", "aria2c"),
+    ("wget", "wget"),
 ];
 
 /// Runs every check; the closing line sums the tests of every test run.
