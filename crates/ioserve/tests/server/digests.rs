@@ -1,7 +1,8 @@
 //! RFC 9530 digests (`--digests`, on by default) under every strategy, with curl, wget
 //! and aria2c as the clients and coreutils' `sha256sum`, `sha512sum` and `base64` as
 //! the reference: Repr-Digest on 200, 206 and HEAD, Content-Digest on a whole 200,
-//! preferences, a changed file, persistence across a restart in extended attributes.
+//! preferences, a precompressed representation, a changed file, persistence across a
+//! restart in extended attributes.
 
 use std::io::Write as _;
 use std::path::Path;
@@ -315,6 +316,47 @@ fn the_digest_survives_a_restart_through_extended_attributes() {
         assert_eq!(
             first.header("Repr-Digest"),
             Some(sha256.as_str()),
+            "{strategy}"
+        );
+    }
+}
+
+#[test]
+fn a_precompressed_reply_carries_the_digest_of_the_encoded_file() {
+    let dir = fixture(8);
+    let status = Command::new("gzip")
+        .current_dir(dir.path())
+        .args(["-k", "-1", "big.bin"])
+        .status()
+        .unwrap();
+    assert!(status.success(), "gzip");
+    let encoded = expected("sha256sum", "sha-256", &dir.path().join("big.bin.gz"));
+    let plain = expected("sha256sum", "sha-256", &dir.path().join("big.bin"));
+    for strategy in STRATEGIES {
+        let server = Server::start(strategy, dir.path(), &["--precompressed"]);
+        let want = [
+            ("Want-Repr-Digest", "sha-256=10"),
+            ("Accept-Encoding", "gzip"),
+        ];
+        let response = wait_until(
+            &format!("{strategy}: Repr-Digest of the gzip representation"),
+            || get(server.addr, "/big.bin", &want),
+            |response| response.header("Repr-Digest").is_some(),
+        );
+        assert_eq!(response.header("Content-Encoding"), Some("gzip"));
+        assert_eq!(
+            response.header("Repr-Digest"),
+            Some(encoded.as_str()),
+            "{strategy}"
+        );
+        let identity = wait_until(
+            &format!("{strategy}: Repr-Digest of the unencoded representation"),
+            || get(server.addr, "/big.bin", &want[..1]),
+            |response| response.header("Repr-Digest").is_some(),
+        );
+        assert_eq!(
+            identity.header("Repr-Digest"),
+            Some(plain.as_str()),
             "{strategy}"
         );
     }
