@@ -1,5 +1,6 @@
 //! HTTP semantics: the request head, the target's path, validators and preconditions,
-//! ranges, content negotiation, directory listings; a request resolved (no IO) and replied to.
+//! ranges, content negotiation, directory listings, RFC 9530 digest fields; a request
+//! resolved (no IO) and replied to.
 
 pub mod conditional;
 pub mod digest_fields;

@@ -1,5 +1,6 @@
 //! File IO: the open files that responses share, the open-file cache, and the IO
-//! strategies that move a file's bytes to the socket through the response writer.
+//! strategies that move a file's bytes to the socket through the response writer, and
+//! the whole-file digests computed beside them.
 
 pub mod byte_range;
 pub mod cold_threads;
