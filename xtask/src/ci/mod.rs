@@ -32,6 +32,7 @@ use crate::util::{
 /// namespace made with unshare and ip).
 /// ioserve's tar downloads are fetched with curl, wget and aria2c, unpacked with tar
 /// and compared with diff.
+/// ioserve's RFC 9530 digest tests download with wget and aria2c (aria2c --checksum).
 const SYSTEM_PACKAGES: &[(&str, &str)] = &[
     ("chrony", "/usr/sbin/chronyd"),
     ("ntpsec-ntpdig", "ntpdig"),

@@ -1,8 +1,9 @@
 //! HTTP semantics: the request head, the target's path, validators and preconditions,
-//! ranges, content negotiation, directory listings and tar downloads; a request resolved
-//! (no IO) and replied to.
+//! ranges, content negotiation, directory listings and tar downloads, RFC 9530 digest
+//! fields; a request resolved (no IO) and replied to.
 
 pub mod conditional;
+pub mod digest_fields;
 pub mod listing;
 pub mod negotiation;
 pub mod path;

@@ -12,6 +12,7 @@ use std::path::Path;
 use std::sync::Arc;
 
 use crate::http::conditional::{self, Outcome, Validators};
+use crate::http::digest_fields;
 use crate::http::listing;
 use crate::http::negotiation::Coding;
 use crate::http::range::{self, ByteRange, RangePlan};
@@ -20,6 +21,7 @@ use crate::http::resolve::{resolve, Resolved};
 use crate::http::response::{Body, Reply};
 use crate::http::site::Site;
 use crate::http::tar;
+use crate::io::file_digests::Digests;
 use crate::io::open_file_cache::{OpenFile, Opened};
 use crate::io::shared_file::SharedFile;
 
@@ -258,7 +260,7 @@ fn serve_file(
     blocking: Blocking,
 ) -> Result<Reply, WouldWait> {
     if !site.precompressed {
-        return Ok(file_reply(site, resolved, open, name, None));
+        return Ok(file_reply(site, resolved, open, name, None, blocking));
     }
     let preference = &resolved.encodings;
     let mut encoded = None;
@@ -271,21 +273,25 @@ fn serve_file(
         }
     }
     let reply = match encoded {
-        Some((coding, encoded)) => file_reply(site, resolved, encoded, name, Some(coding)),
-        None if preference.identity => file_reply(site, resolved, open, name, None),
+        Some((coding, encoded)) => {
+            file_reply(site, resolved, encoded, name, Some(coding), blocking)
+        }
+        None if preference.identity => file_reply(site, resolved, open, name, None, blocking),
         None => Reply::error(406),
     };
     Ok(reply.header("Vary", "Accept-Encoding"))
 }
 
 /// The reply for `open`, served as the file `name` (its content type), content-coded
-/// with `coding` when `open` is a precompressed sibling.
+/// with `coding` when `open` is a precompressed sibling. RFC 9530 digests asked for are
+/// added when known (see [`with_digests`]).
 fn file_reply(
     site: &Site,
     resolved: &Resolved,
     open: OpenFile,
     name: &Path,
     coding: Option<Coding>,
+    blocking: Blocking,
 ) -> Reply {
     let OpenFile { file, meta } = open;
     let len = meta.len();
@@ -305,6 +311,12 @@ fn file_reply(
         Outcome::NotModified => return with_validators(Reply::new(304)),
         Outcome::PreconditionFailed => return Reply::error(412),
         Outcome::Proceed { honor_range } => honor_range,
+    };
+    let digests = match &site.digests {
+        Some(digests) if resolved.digests.any() => {
+            digests.get(&file, &meta, blocking == Blocking::Allowed)
+        }
+        _ => None,
     };
     let content_type = mime_guess::from_path(name)
         .first_raw()
@@ -340,6 +352,7 @@ fn file_reply(
                 )
                 .header("Content-Length", body.len())
                 .header("Accept-Ranges", "bytes");
+            reply = with_digests(reply, resolved, digests.as_ref(), false);
             reply.body = body;
             return reply;
         }
@@ -351,8 +364,40 @@ fn file_reply(
     if status == 206 {
         reply = reply.header("Content-Range", range.content_range(len));
     }
-    let mut reply = reply.header("Accept-Ranges", "bytes");
+    let reply = reply.header("Accept-Ranges", "bytes");
+    // The content is the whole representation only in a 200 to a GET.
+    let whole_content = status == 200 && !resolved.head_only;
+    let mut reply = with_digests(reply, resolved, digests.as_ref(), whole_content);
     reply.body = Body::File { file, range };
+    reply
+}
+
+/// Adds the RFC 9530 fields `resolved` asks for, where the digests of the served file
+/// (the selected representation: a precompressed sibling's are its own) are known:
+/// `Repr-Digest` always, `Content-Digest` only where the content is the whole
+/// representation (`whole_content`), so that both are honest without hashing ranges.
+fn with_digests(
+    mut reply: Reply,
+    resolved: &Resolved,
+    digests: Option<&Digests>,
+    whole_content: bool,
+) -> Reply {
+    let Some(digests) = digests else {
+        return reply;
+    };
+    let want = resolved.digests;
+    if let Some(algorithm) = want.repr {
+        reply = reply.header(
+            "Repr-Digest",
+            digest_fields::field_value(algorithm, digests),
+        );
+    }
+    if let Some(algorithm) = want.content.filter(|_| whole_content) {
+        reply = reply.header(
+            "Content-Digest",
+            digest_fields::field_value(algorithm, digests),
+        );
+    }
     reply
 }
 
@@ -472,6 +517,8 @@ mod tests {
             accept_encoding: Vec::new(),
             referer: None,
             user_agent: None,
+            want_repr_digest: Vec::new(),
+            want_content_digest: Vec::new(),
         }
     }
 

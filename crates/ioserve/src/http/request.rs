@@ -67,6 +67,10 @@ pub struct Request<'a> {
     pub referer: Option<&'a [u8]>,
     /// `User-Agent`, for the access log.
     pub user_agent: Option<&'a [u8]>,
+    /// The `Want-Repr-Digest` lines (RFC 9530).
+    pub want_repr_digest: Vec<&'a [u8]>,
+    /// The `Want-Content-Digest` lines (RFC 9530).
+    pub want_content_digest: Vec<&'a [u8]>,
 }
 
 /// Why a head could not be turned into a [`Request`].
@@ -135,6 +139,8 @@ pub fn parse(buf: &[u8]) -> Result<Parsed<'_>, RequestError> {
         accept_encoding: Vec::new(),
         referer: None,
         user_agent: None,
+        want_repr_digest: Vec::new(),
+        want_content_digest: Vec::new(),
     };
     let mut framing = Framing::default();
     for header in raw.headers.iter() {
@@ -223,6 +229,10 @@ fn take_header<'a>(
         request.referer = Some(value);
     } else if is("user-agent") {
         request.user_agent = Some(value);
+    } else if is("want-repr-digest") {
+        request.want_repr_digest.push(value);
+    } else if is("want-content-digest") {
+        request.want_content_digest.push(value);
     } else if is("content-length") {
         if framing.content_length.is_some_and(|seen| seen != value) {
             return Err(RequestError::Bad("conflicting Content-Length"));

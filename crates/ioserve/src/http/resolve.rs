@@ -3,6 +3,7 @@
 //! nothing is parsed twice.
 
 use crate::http::conditional::OwnedPreconditions;
+use crate::http::digest_fields::DigestWant;
 use crate::http::listing;
 use crate::http::negotiation::EncodingPreference;
 use crate::http::path::{self, PathError, SafePath};
@@ -30,6 +31,8 @@ pub struct Resolved {
     pub listing_format: listing::Format,
     /// The query asks for a directory as one tar (`?download=tar`).
     pub download_tar: bool,
+    /// The RFC 9530 digests asked for (with `--digests`; else none).
+    pub digests: DigestWant,
 }
 
 /// Resolves `request` for `site`: what it asks for, or the reply that refuses it (a
@@ -69,6 +72,12 @@ pub fn resolve(site: &Site, request: &Request<'_>) -> Result<Resolved, Reply> {
         encodings,
         listing_format: listing::Format::negotiate(&request.accept),
         download_tar: asks_for_tar(request.target),
+        digests: match site.digests {
+            Some(_) => {
+                DigestWant::from_lines(&request.want_repr_digest, &request.want_content_digest)
+            }
+            None => DigestWant::default(),
+        },
     })
 }
 

@@ -3,6 +3,7 @@
 
 use std::time::Duration;
 
+use crate::io::file_digests::FileDigests;
 use crate::io::open_file_cache::OpenFileCache;
 use crate::io::root::Root;
 
@@ -23,6 +24,8 @@ pub struct Site {
     pub boundary: String,
     /// Open files kept for reuse.
     pub files: OpenFileCache,
+    /// Whole-file digests for RFC 9530 `Repr-Digest` (with `--digests`).
+    pub digests: Option<FileDigests>,
 }
 
 /// Settings of the open-file cache.
@@ -52,6 +55,7 @@ impl Site {
             precompressed: false,
             boundary: format!("ioserve-{random:016x}"),
             files: OpenFileCache::new(cache.workers, cache.capacity, cache.validity),
+            digests: None,
         }
     }
 }
@@ -60,6 +64,12 @@ impl Site {
     /// The same site, serving precompressed siblings when `on`.
     pub fn with_precompressed(mut self, on: bool) -> Site {
         self.precompressed = on;
+        self
+    }
+
+    /// The same site, answering RFC 9530 digest requests with `digests`.
+    pub fn with_digests(mut self, digests: Option<FileDigests>) -> Site {
+        self.digests = digests;
         self
     }
 }

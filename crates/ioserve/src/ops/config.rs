@@ -325,6 +325,12 @@ settings! {
               value_name = "BOOL")]
         precompressed: bool, Applied
             => precompressed: bool = given.precompressed.unwrap_or(false);
+        /// Answer Want-Repr-Digest and Want-Content-Digest (RFC 9530: sha-256, sha-512)
+        /// with digests of whole files, computed off the event loop once per file
+        /// version, cached, kept in user.ioserve.* xattrs [default: true]
+        #[arg(long, num_args = 0..=1, require_equals = true, default_missing_value = "true",
+              value_name = "BOOL")]
+        digests: bool, Applied => digests: bool = given.digests.unwrap_or(true);
     }
 }
 
@@ -607,6 +613,7 @@ mod tests {
         ("listing-max-entries", "9", "9"),
         ("hidden", "true", "true"),
         ("precompressed", "true", "true"),
+        ("digests", "false", "false"),
     ];
 
     #[test]

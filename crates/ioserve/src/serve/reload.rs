@@ -12,6 +12,7 @@
 use tracing_appender::non_blocking::WorkerGuard;
 
 use crate::http::site::{CacheSettings, Site};
+use crate::io::file_digests::FileDigests;
 use crate::io::root::{Resolver, Root};
 use crate::io::strategy::Strategy;
 use crate::ops::access_log::AccessLog;
@@ -68,7 +69,11 @@ pub(crate) fn build(config: &Config, descriptor_limit: u64) -> Result<Built, Ser
             validity: config.open_file_cache_valid,
         },
     )
-    .with_precompressed(config.precompressed);
+    .with_precompressed(config.precompressed)
+    .with_digests(match config.digests {
+        true => Some(FileDigests::new().map_err(ServerError::Worker)?),
+        false => None,
+    });
     Ok(Built {
         live: Live {
             site: std::sync::Arc::new(site),

@@ -2,6 +2,7 @@
 //! strategy. Bodies are compared byte for byte with the files.
 
 mod cold;
+mod digests;
 mod hardening;
 mod operations;
 mod precompressed;
