@@ -1,7 +1,10 @@
 //! HTTP semantics: the request head, the target's path, validators and preconditions,
-//! ranges, content negotiation, directory listings; a request resolved (no IO) and replied to.
+//! ranges, content negotiation, directory listings, Basic authentication; a request
+//! resolved (no IO) and replied to.
 
+pub mod auth;
 pub mod conditional;
+pub mod htpasswd;
 pub mod listing;
 pub mod negotiation;
 pub mod path;

@@ -398,6 +398,7 @@ mod tests {
             accept_encoding: Vec::new(),
             referer: None,
             user_agent: None,
+            authorization: None,
         }
     }
 

@@ -67,6 +67,9 @@ pub struct Request<'a> {
     pub referer: Option<&'a [u8]>,
     /// `User-Agent`, for the access log.
     pub user_agent: Option<&'a [u8]>,
+    /// The `Authorization` field, if exactly one was sent (a repeated one counts as
+    /// none: Basic authentication then refuses the request).
+    pub authorization: Option<&'a [u8]>,
 }
 
 /// Why a head could not be turned into a [`Request`].
@@ -135,6 +138,7 @@ pub fn parse(buf: &[u8]) -> Result<Parsed<'_>, RequestError> {
         accept_encoding: Vec::new(),
         referer: None,
         user_agent: None,
+        authorization: None,
     };
     let mut framing = Framing::default();
     for header in raw.headers.iter() {
@@ -150,19 +154,23 @@ pub fn parse(buf: &[u8]) -> Result<Parsed<'_>, RequestError> {
 struct Framing<'a> {
     hosts: usize,
     ranges: usize,
+    authorizations: usize,
     content_length: Option<&'a [u8]>,
     chunked: bool,
 }
 
 impl Framing<'_> {
     /// Refuses a head without its one Host (HTTP/1.1) or with conflicting framing,
-    /// ignores a repeated Range, and notes whether a body follows.
+    /// ignores a repeated Range or Authorization, and notes whether a body follows.
     fn check(&self, request: &mut Request<'_>) -> Result<(), RequestError> {
         if request.version == Version::Http11 && self.hosts != 1 {
             return Err(RequestError::Bad("HTTP/1.1 needs exactly one Host"));
         }
         if self.ranges > 1 {
             request.range = None;
+        }
+        if self.authorizations > 1 {
+            request.authorization = None;
         }
         if self.chunked && self.content_length.is_some() {
             return Err(RequestError::Bad(
@@ -223,6 +231,9 @@ fn take_header<'a>(
         request.referer = Some(value);
     } else if is("user-agent") {
         request.user_agent = Some(value);
+    } else if is("authorization") {
+        framing.authorizations += 1;
+        request.authorization = Some(value);
     } else if is("content-length") {
         if framing.content_length.is_some_and(|seen| seen != value) {
             return Err(RequestError::Bad("conflicting Content-Length"));

@@ -325,6 +325,15 @@ settings! {
               value_name = "BOOL")]
         precompressed: bool, Applied
             => precompressed: bool = given.precompressed.unwrap_or(false);
+        /// Ask every request for HTTP Basic credentials checked against this file in
+        /// Apache's htpasswd format: bcrypt (htpasswd -B) or SHA-crypt (htpasswd -2, -5)
+        /// entries; re-read on SIGHUP [default: off]
+        #[arg(long, value_name = "PATH")]
+        auth_file: PathBuf, Applied => auth_file: Option<PathBuf> = given.auth_file.clone();
+        /// The realm a 401 answer names to the client: printable ASCII without '"' or a
+        /// backslash [default: ioserve]
+        #[arg(long, value_name = "TEXT")]
+        auth_realm: String, Applied => auth_realm: String = realm(given.auth_realm.as_deref())?;
     }
 }
 
@@ -435,6 +444,21 @@ fn within<T: PartialOrd + fmt::Display>(
     } else {
         Err(invalid(key, value, allowed_words))
     }
+}
+
+/// The `--auth-realm` `value` or `ioserve`: a quoted string of the `WWW-Authenticate`
+/// field, so printable ASCII without `"` or a backslash.
+fn realm(value: Option<&str>) -> Result<String, ConfigError> {
+    let realm = value.unwrap_or("ioserve");
+    let printable = |c: char| c.is_ascii_graphic() || c == ' ';
+    if realm.is_empty() || !realm.chars().all(|c| printable(c) && c != '"' && c != '\\') {
+        return Err(invalid(
+            "--auth-realm",
+            format!("{realm:?}"),
+            "allowed: printable ASCII without '\"' or a backslash, not empty",
+        ));
+    }
+    Ok(realm.to_owned())
 }
 
 /// The duration `value` or `default`, refused when zero.
@@ -607,6 +631,12 @@ mod tests {
         ("listing-max-entries", "9", "9"),
         ("hidden", "true", "true"),
         ("precompressed", "true", "true"),
+        (
+            "auth-file",
+            "/etc/ioserve/htpasswd",
+            "\"/etc/ioserve/htpasswd\"",
+        ),
+        ("auth-realm", "downloads", "\"downloads\""),
     ];
 
     #[test]
@@ -761,6 +791,15 @@ mod tests {
             assert_eq!(
                 error,
                 format!("invalid --cold-threads {threads}: allowed: 1 to 1024")
+            );
+        }
+
+        for realm in ["", "a\"b", "a\\b", "tab\there", "caf\u{e9}"] {
+            let cli = Settings::try_parse_from(["ioserve", "--auth-realm", realm]).unwrap();
+            let error = Config::load(cli).unwrap_err().to_string();
+            assert!(
+                error.starts_with("invalid --auth-realm") && error.contains("printable ASCII"),
+                "{realm}: {error}"
             );
         }
 
