@@ -33,6 +33,8 @@ use crate::util::{
 /// ioserve's tar downloads are fetched with curl, wget and aria2c, unpacked with tar
 /// and compared with diff.
 /// ioserve's RFC 9530 digest tests download with wget and aria2c (aria2c --checksum).
+/// ioserve's Basic authentication tests make htpasswd files with htpasswd and download
+/// with curl, wget and aria2c.
 const SYSTEM_PACKAGES: &[(&str, &str)] = &[
     ("chrony", "/usr/sbin/chronyd"),
     ("ntpsec-ntpdig", "ntpdig"),
@@ -57,6 +59,7 @@ const SYSTEM_PACKAGES: &[(&str, &str)] = &[
     ("aria2", "aria2c"),
     ("tar", "tar"),
     ("diffutils", "diff"),
+    ("apache2-utils", "htpasswd"),
 ];
 
 /// Runs every check; the closing line sums the tests of every test run.

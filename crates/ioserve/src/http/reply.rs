@@ -519,6 +519,7 @@ mod tests {
             user_agent: None,
             want_repr_digest: Vec::new(),
             want_content_digest: Vec::new(),
+            authorization: None,
         }
     }
 

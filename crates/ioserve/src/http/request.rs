@@ -71,6 +71,9 @@ pub struct Request<'a> {
     pub want_repr_digest: Vec<&'a [u8]>,
     /// The `Want-Content-Digest` lines (RFC 9530).
     pub want_content_digest: Vec<&'a [u8]>,
+    /// The `Authorization` field, if exactly one was sent (a repeated one counts as
+    /// none: Basic authentication then refuses the request).
+    pub authorization: Option<&'a [u8]>,
 }
 
 /// Why a head could not be turned into a [`Request`].
@@ -141,6 +144,7 @@ pub fn parse(buf: &[u8]) -> Result<Parsed<'_>, RequestError> {
         user_agent: None,
         want_repr_digest: Vec::new(),
         want_content_digest: Vec::new(),
+        authorization: None,
     };
     let mut framing = Framing::default();
     for header in raw.headers.iter() {
@@ -156,19 +160,23 @@ pub fn parse(buf: &[u8]) -> Result<Parsed<'_>, RequestError> {
 struct Framing<'a> {
     hosts: usize,
     ranges: usize,
+    authorizations: usize,
     content_length: Option<&'a [u8]>,
     chunked: bool,
 }
 
 impl Framing<'_> {
     /// Refuses a head without its one Host (HTTP/1.1) or with conflicting framing,
-    /// ignores a repeated Range, and notes whether a body follows.
+    /// ignores a repeated Range or Authorization, and notes whether a body follows.
     fn check(&self, request: &mut Request<'_>) -> Result<(), RequestError> {
         if request.version == Version::Http11 && self.hosts != 1 {
             return Err(RequestError::Bad("HTTP/1.1 needs exactly one Host"));
         }
         if self.ranges > 1 {
             request.range = None;
+        }
+        if self.authorizations > 1 {
+            request.authorization = None;
         }
         if self.chunked && self.content_length.is_some() {
             return Err(RequestError::Bad(
@@ -233,6 +241,9 @@ fn take_header<'a>(
         request.want_repr_digest.push(value);
     } else if is("want-content-digest") {
         request.want_content_digest.push(value);
+    } else if is("authorization") {
+        framing.authorizations += 1;
+        request.authorization = Some(value);
     } else if is("content-length") {
         if framing.content_length.is_some_and(|seen| seen != value) {
             return Err(RequestError::Bad("conflicting Content-Length"));

@@ -331,6 +331,15 @@ settings! {
         #[arg(long, num_args = 0..=1, require_equals = true, default_missing_value = "true",
               value_name = "BOOL")]
         digests: bool, Applied => digests: bool = given.digests.unwrap_or(true);
+        /// Ask every request for HTTP Basic credentials checked against this file in
+        /// Apache's htpasswd format: bcrypt (htpasswd -B) or SHA-crypt (htpasswd -2, -5)
+        /// entries; re-read on SIGHUP [default: off]
+        #[arg(long, value_name = "PATH")]
+        auth_file: PathBuf, Applied => auth_file: Option<PathBuf> = given.auth_file.clone();
+        /// The realm a 401 answer names to the client: printable ASCII without '"' or a
+        /// backslash [default: ioserve]
+        #[arg(long, value_name = "TEXT")]
+        auth_realm: String, Applied => auth_realm: String = realm(given.auth_realm.as_deref())?;
     }
 }
 
@@ -441,6 +450,21 @@ fn within<T: PartialOrd + fmt::Display>(
     } else {
         Err(invalid(key, value, allowed_words))
     }
+}
+
+/// The `--auth-realm` `value` or `ioserve`: a quoted string of the `WWW-Authenticate`
+/// field, so printable ASCII without `"` or a backslash.
+fn realm(value: Option<&str>) -> Result<String, ConfigError> {
+    let realm = value.unwrap_or("ioserve");
+    let printable = |c: char| c.is_ascii_graphic() || c == ' ';
+    if realm.is_empty() || !realm.chars().all(|c| printable(c) && c != '"' && c != '\\') {
+        return Err(invalid(
+            "--auth-realm",
+            format!("{realm:?}"),
+            "allowed: printable ASCII without '\"' or a backslash, not empty",
+        ));
+    }
+    Ok(realm.to_owned())
 }
 
 /// The duration `value` or `default`, refused when zero.
@@ -614,6 +638,12 @@ mod tests {
         ("hidden", "true", "true"),
         ("precompressed", "true", "true"),
         ("digests", "false", "false"),
+        (
+            "auth-file",
+            "/etc/ioserve/htpasswd",
+            "\"/etc/ioserve/htpasswd\"",
+        ),
+        ("auth-realm", "downloads", "\"downloads\""),
     ];
 
     #[test]
@@ -768,6 +798,15 @@ mod tests {
             assert_eq!(
                 error,
                 format!("invalid --cold-threads {threads}: allowed: 1 to 1024")
+            );
+        }
+
+        for realm in ["", "a\"b", "a\\b", "tab\there", "caf\u{e9}"] {
+            let cli = Settings::try_parse_from(["ioserve", "--auth-realm", realm]).unwrap();
+            let error = Config::load(cli).unwrap_err().to_string();
+            assert!(
+                error.starts_with("invalid --auth-realm") && error.contains("printable ASCII"),
+                "{realm}: {error}"
             );
         }
 

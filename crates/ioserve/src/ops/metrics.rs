@@ -11,6 +11,8 @@ use ioserve_exporter::prometheus_client::collector::Collector;
 use ioserve_exporter::prometheus_client::encoding::DescriptorEncoder;
 use ioserve_exporter::prometheus_client::registry::Registry;
 
+use crate::http::auth::Failure;
+
 /// Upper bounds of the request-duration histogram, in seconds: from a cached small
 /// file to a slow client's large download.
 const DURATION_BOUNDS: [f64; 12] = [
@@ -18,8 +20,8 @@ const DURATION_BOUNDS: [f64; 12] = [
 ];
 
 /// The statuses counted by code; any other lands in `other`.
-const STATUSES: [u16; 15] = [
-    200, 206, 301, 304, 400, 403, 404, 405, 408, 412, 416, 431, 500, 503, 505,
+const STATUSES: [u16; 16] = [
+    200, 206, 301, 304, 400, 403, 404, 405, 408, 412, 416, 431, 500, 503, 505, 401,
 ];
 
 /// One worker's counters, alone on its cache lines.
@@ -36,6 +38,8 @@ struct Shard {
     refused: AtomicU64,
     offloaded_opens: AtomicU64,
     cold_windows: AtomicU64,
+    /// Requests refused with 401, by [`Failure::ALL`] order.
+    auth_failures: [AtomicU64; Failure::ALL.len()],
     /// Requests per duration bucket (the last one is +Inf), not cumulative.
     durations: [AtomicU64; DURATION_BOUNDS.len() + 1],
     duration_micros: AtomicU64,
@@ -131,6 +135,15 @@ impl Metrics {
     /// Counts an idle keep-alive connection closed to admit a new client.
     pub fn idle_closed(&self, worker: usize) {
         self.shard(worker).idle_closed.fetch_add(1, Relaxed);
+    }
+
+    /// Counts a request refused by Basic authentication.
+    pub fn auth_failure(&self, worker: usize, failure: Failure) {
+        let slot = Failure::ALL
+            .iter()
+            .position(|&f| f == failure)
+            .unwrap_or_default();
+        self.shard(worker).auth_failures[slot].fetch_add(1, Relaxed);
     }
 
     /// A counter summed over the worker shards.
@@ -233,6 +246,19 @@ impl Collector for MetricsCollector {
         ] {
             exposition::counter(out, name, help, value)?;
         }
+        exposition::counter_family(
+            out,
+            "ioserve_auth_failures",
+            "Requests refused by Basic authentication (401), by reason: missing or wrong credentials.",
+            Failure::ALL.iter().enumerate().map(|(slot, failure)| {
+                let count: u64 = metrics
+                    .shards
+                    .iter()
+                    .map(|s| s.auth_failures[slot].load(Relaxed))
+                    .sum();
+                ([("reason", failure.name())], count)
+            }),
+        )?;
         let per_bucket: Vec<u64> = (0..=DURATION_BOUNDS.len())
             .map(|i| {
                 metrics
@@ -285,6 +311,9 @@ mod tests {
         metrics.connection(1, 1);
         metrics.connection(1, -1);
         metrics.download(0, 1);
+        metrics.auth_failure(0, Failure::Wrong);
+        metrics.auth_failure(1, Failure::Wrong);
+        metrics.auth_failure(1, Failure::Missing);
         let text = render(metrics);
         assert!(text.contains("ioserve_requests_total{status=\"200\"} 2\n"));
         assert!(text.contains("ioserve_requests_total{status=\"other\"} 1\n"));
@@ -292,6 +321,8 @@ mod tests {
         assert!(text.contains("ioserve_connections_total 2\n"));
         assert!(text.contains("ioserve_connections_open 1\n"));
         assert!(text.contains("ioserve_downloads_in_flight 1\n"));
+        assert!(text.contains("ioserve_auth_failures_total{reason=\"missing\"} 1\n"));
+        assert!(text.contains("ioserve_auth_failures_total{reason=\"wrong\"} 2\n"));
     }
 
     #[test]

@@ -21,8 +21,9 @@ use tokio::net::TcpStream;
 use tokio::sync::Notify;
 use tokio::time::timeout_at;
 
+use crate::http::auth::{Check, Pending};
 use crate::http::reply::{self, Answer, Blocking};
-use crate::http::request::{self, Parsed, RequestError, Version, MAX_HEAD_BYTES};
+use crate::http::request::{self, Method, Parsed, RequestError, Version, MAX_HEAD_BYTES};
 use crate::http::resolve::Resolved;
 use crate::http::response::{Body, Reply};
 use crate::http::site::Site;
@@ -181,9 +182,18 @@ struct Decision {
     /// When the head was complete.
     started: Instant,
     answer: Answer,
+    /// Basic credentials to verify before `answer` may go out.
+    unverified: Option<Unverified>,
     keep_alive: bool,
     http10: bool,
     log: Option<Box<Record>>,
+}
+
+/// Credentials that the blocking pool verifies (a password hash is slow by design),
+/// and whether a refusal answers a HEAD.
+struct Unverified {
+    pending: Pending,
+    head_only: bool,
 }
 
 /// Parses the buffer and, for a complete head, decides the answer.
@@ -212,11 +222,32 @@ fn next_step(shared: &Shared, peer: SocketAddr, worker: usize, buf: &[u8]) -> St
         ColdReads::Pool => Blocking::Never,
         ColdReads::Inline => Blocking::Allowed,
     };
-    let answer = reply::respond(&live.site, worker, &request, blocking);
+    // Basic authentication comes first, for every path: files, listings and errors.
+    let head_only = matches!(request.method, Method::Head);
+    let (answer, unverified) = match live
+        .auth
+        .as_ref()
+        .map(|auth| (auth, auth.check(request.authorization)))
+    {
+        None | Some((_, Check::Granted)) => {
+            (reply::respond(&live.site, worker, &request, blocking), None)
+        }
+        Some((auth, Check::Refused(failure))) => {
+            shared.metrics.auth_failure(worker, failure);
+            (Answer::Ready(auth.challenge(head_only)), None)
+        }
+        // Decided without IO (nothing is opened for a client not yet known), and sent
+        // only once the pool has verified the password.
+        Some((_, Check::Verify(pending))) => (
+            reply::respond(&live.site, worker, &request, Blocking::Never),
+            Some(Unverified { pending, head_only }),
+        ),
+    };
     let decision = Decision {
         live,
         started,
         answer,
+        unverified,
         keep_alive: request.keep_alive && !request.has_body && !shared.shutdown.is_cancelled(),
         http10: request.version == Version::Http10,
         log,
@@ -240,10 +271,25 @@ async fn respond(
         live,
         started,
         answer,
+        unverified,
         keep_alive,
         http10,
         log,
     } = decision;
+    let answer = match unverified {
+        None => answer,
+        Some(Unverified { pending, head_only }) => {
+            let auth = pending.auth();
+            match tokio::task::spawn_blocking(move || pending.verify()).await {
+                Ok(Ok(())) => answer,
+                Ok(Err(failure)) => {
+                    shared.metrics.auth_failure(worker, failure);
+                    Answer::Ready(auth.challenge(head_only))
+                }
+                Err(_) => Answer::Ready(Reply::error(500)),
+            }
+        }
+    };
     let reply = match answer {
         Answer::Ready(reply) => reply,
         Answer::Listing { job, head_only } => {

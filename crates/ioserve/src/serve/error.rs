@@ -5,6 +5,8 @@ use std::io;
 use std::net::SocketAddr;
 use std::path::PathBuf;
 
+use crate::http::htpasswd::HtpasswdError;
+
 /// Why the server could not start.
 #[derive(Debug, thiserror::Error)]
 pub enum ServerError {
@@ -35,6 +37,9 @@ pub enum ServerError {
         /// The cause.
         source: io::Error,
     },
+    /// The `--auth-file` is refused.
+    #[error(transparent)]
+    Auth(#[from] HtpasswdError),
     /// A runtime or thread could not be created.
     #[error("cannot start a worker: {0}")]
     Worker(io::Error),

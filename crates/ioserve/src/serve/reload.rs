@@ -4,13 +4,17 @@
 //! A reload re-reads the configuration (the command line and the file it names), builds
 //! a complete new set (the root opened, the access log opened, a new open-file cache)
 //! and only then swaps it in: new requests use it, requests in flight finish with the
-//! set they started with, no listener closes. Anything that fails leaves the old set in
+//! set they started with, no listener closes. The `--auth-file` is read again too: a
+//! file that is now refused keeps the old set, as any other error does. Anything that fails leaves the old set in
 //! place and is logged. Settings that belong to the process (listeners, workers,
 //! runtime, metrics address, connection limit) need a restart, as their declarations
 //! in [`crate::ops::config`] say; a reload that changes them says so and keeps them.
 
+use std::sync::Arc;
+
 use tracing_appender::non_blocking::WorkerGuard;
 
+use crate::http::auth::Auth;
 use crate::http::site::{CacheSettings, Site};
 use crate::io::file_digests::FileDigests;
 use crate::io::root::{Resolver, Root};
@@ -74,10 +78,14 @@ pub(crate) fn build(config: &Config, descriptor_limit: u64) -> Result<Built, Ser
         true => Some(FileDigests::new().map_err(ServerError::Worker)?),
         false => None,
     });
+    let auth = match &config.auth_file {
+        Some(path) => Some(Arc::new(Auth::load(path, &config.auth_realm)?)),
+        None => None,
+    };
     Ok(Built {
         live: Live {
-            site: std::sync::Arc::new(site),
-            strategy: std::sync::Arc::new(Strategy::new(
+            site: Arc::new(site),
+            strategy: Arc::new(Strategy::new(
                 config.strategy,
                 config.chunk_size,
                 config.cold_reads,
@@ -89,6 +97,7 @@ pub(crate) fn build(config: &Config, descriptor_limit: u64) -> Result<Built, Ser
                 send_timeout: config.send_timeout,
             },
             access_log,
+            auth,
         },
         guard,
         fitted,

@@ -70,6 +70,13 @@ impl Server {
         let built = reload::build(config, descriptor_limit)?;
         let (local_addr, listeners) = listeners::bind(config)?;
         let metrics_listener = listeners::bind_metrics(config)?;
+        if config.auth_file.is_some() && !local_addr.ip().is_loopback() {
+            tracing::warn!(
+                listen = %local_addr,
+                "--auth-file without TLS on a non-loopback address: credentials cross the \
+                 network in clear text (put a TLS proxy in front, or listen on loopback)"
+            );
+        }
         let shared = Arc::new(Shared::new(
             built.live,
             Arc::new(Metrics::new(config.workers, config.strategy.name())),

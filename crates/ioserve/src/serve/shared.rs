@@ -16,6 +16,7 @@ use arc_swap::ArcSwap;
 use tokio::sync::Notify;
 use tokio_util::sync::CancellationToken;
 
+use crate::http::auth::Auth;
 use crate::http::site::Site;
 use crate::io::strategy::Strategy;
 use crate::ops::access_log::AccessLog;
@@ -43,6 +44,8 @@ pub(crate) struct Live {
     pub limits: Limits,
     /// Where each response is logged, when the access log is on.
     pub access_log: Option<AccessLog>,
+    /// Basic authentication, when `--auth-file` is set.
+    pub auth: Option<Arc<Auth>>,
 }
 
 /// State shared by all workers and connections.
