@@ -30,6 +30,7 @@ use crate::util::{
 /// The simd bench's simdutf peer is C++ (g++; clippy builds it with all targets).
 /// timeserve's tests query it with chronyd -Q and ntpdig (the latter inside a network
 /// namespace made with unshare and ip).
+/// ioserve's pacing tests download with curl, wget and aria2c.
 const SYSTEM_PACKAGES: &[(&str, &str)] = &[
     ("chrony", "/usr/sbin/chronyd"),
     ("ntpsec-ntpdig", "ntpdig"),
@@ -50,6 +51,8 @@ const SYSTEM_PACKAGES: &[(&str, &str)] = &[
     ("make", "make"),
     ("g++", "g++"),
     ("bpftool", "/usr/sbin/bpftool"),
+    ("wget", "wget"),
+    ("aria2", "aria2c"),
 ];
 
 /// Runs every check; the closing line sums the tests of every test run.

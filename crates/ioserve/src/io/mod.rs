@@ -5,6 +5,7 @@ pub mod byte_range;
 pub mod cold_threads;
 pub mod open_file_cache;
 pub mod output;
+pub mod pacing;
 pub mod root;
 pub mod shared_file;
 pub mod strategy;

@@ -4,6 +4,7 @@
 mod cold;
 mod hardening;
 mod operations;
+mod pacing;
 mod precompressed;
 mod robustness;
 mod semantics;
