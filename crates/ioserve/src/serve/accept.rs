@@ -103,7 +103,7 @@ fn spawn_connection(
 ) {
     let (slot, admitted) = ConnectionSlot::acquire(shared, id);
     let per_ip_limit = shared.live().limits.max_conns_per_ip;
-    let (peer_slot, peer_admitted) = shared.per_ip.admit(peer.ip(), per_ip_limit);
+    let (peer_slot, peer_admitted) = shared.per_ip.admit(peer.ip().to_canonical(), per_ip_limit);
     if admitted && !peer_admitted {
         shared.metrics.refused_per_ip(id);
     }

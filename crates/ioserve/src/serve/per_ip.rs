@@ -1,6 +1,7 @@
 //! `--max-conns-per-ip`: the connections open now from each client address, as nginx's
 //! `limit_conn` keyed by `$binary_remote_addr` (an IPv6 client is its full address, no
-//! /64 grouping).
+//! /64 grouping). An IPv4 client on a dual-stack IPv6 listener (`::ffff:a.b.c.d`) is
+//! counted as its IPv4 address, so it is one client whichever listener it reaches.
 //!
 //! Every connection is counted, whatever the limit, so that a reload that sets or
 //! lowers it applies to the connections already open. The count lives in a sharded
