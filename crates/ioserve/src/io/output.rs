@@ -201,10 +201,10 @@ impl<'a> Output<'a> {
                         },
                     ];
                     // SAFETY: both iovecs describe mapped memory that outlives the call:
-                    // the rest of the queue, which `self` owns, and `allowed <= len -
-                    // data_sent` bytes from `data_at(data_sent)` (a borrowed slice, or a range
-                    // inside a mapping the caller holds). writev only reads them, in the
-                    // kernel, which checks each page.
+                    // the rest of the queue, which `self` owns, and `allowed` (at most
+                    // `len - data_sent`) bytes from `data_at(data_sent)` (a borrowed
+                    // slice, or a range inside a mapping the caller holds). writev only
+                    // reads them, in the kernel, which checks each page.
                     let n = unsafe { libc::writev(self.stream.as_raw_fd(), iovecs.as_ptr(), 2) };
                     if n < 0 {
                         Err(io::Error::last_os_error())
