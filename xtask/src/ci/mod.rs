@@ -35,6 +35,7 @@ use crate::util::{
 /// ioserve's RFC 9530 digest tests download with wget and aria2c (aria2c --checksum).
 /// ioserve's Basic authentication tests make htpasswd files with htpasswd and download
 /// with curl, wget and aria2c.
+/// ioserve's pacing tests download with curl, wget and aria2c.
 const SYSTEM_PACKAGES: &[(&str, &str)] = &[
     ("chrony", "/usr/sbin/chronyd"),
     ("ntpsec-ntpdig", "ntpdig"),

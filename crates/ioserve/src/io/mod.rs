@@ -7,6 +7,7 @@ pub mod cold_threads;
 pub mod file_digests;
 pub mod open_file_cache;
 pub mod output;
+pub mod pacing;
 pub mod root;
 pub mod shared_file;
 pub mod strategy;

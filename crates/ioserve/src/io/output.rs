@@ -5,6 +5,10 @@
 //! wait for writability through tokio when the kernel says `EAGAIN`. The head is never a
 //! packet of its own: it goes out in the same `writev` as the first body bytes, or, before
 //! `sendfile`, with `MSG_MORE` so that the kernel merges it with the file's first bytes.
+//!
+//! Body bytes (those of `write` and `sendfile`, not the queued head) are paced by the
+//! connection's [`Pacer`] when it has one: each call is given at most what the pacer
+//! allows now, and waits on the timer when it allows nothing.
 
 use std::fs::File;
 use std::io;
@@ -16,6 +20,8 @@ use memmap2::MmapRaw;
 use rustix::net::SendFlags;
 use tokio::io::Interest;
 use tokio::net::TcpStream;
+
+use crate::io::pacing::Pacer;
 
 /// A response writer over one connection.
 #[derive(Debug)]
@@ -30,6 +36,10 @@ pub struct Output<'a> {
     /// made at the first one: if this response is dropped mid-call, the pool thread
     /// still holds the socket it writes to, never a number since reused.
     pool_socket: Option<Arc<OwnedFd>>,
+    /// The connection's pacing (`--limit-rate`), if it has a rate.
+    pacer: Option<&'a mut Pacer>,
+    /// Time this response waited for the pacer.
+    paced: Duration,
 }
 
 impl<'a> Output<'a> {
@@ -43,6 +53,41 @@ impl<'a> Output<'a> {
             sent: 0,
             cold_windows: 0,
             pool_socket: None,
+            pacer: None,
+            paced: Duration::ZERO,
+        }
+    }
+
+    /// Paces the body bytes of this response by the connection's `pacer`.
+    pub fn paced_by(mut self, pacer: &'a mut Pacer) -> Self {
+        self.pacer = Some(pacer);
+        self
+    }
+
+    /// Time this response has waited for its pacer (`--limit-rate`).
+    pub fn paced(&self) -> Duration {
+        self.paced
+    }
+
+    /// How many of `want` body bytes may go now, waiting for the pacer if it allows
+    /// none; with `head_waiting`, queued head bytes can go meanwhile, so no wait.
+    async fn allowance(&mut self, want: usize, head_waiting: bool) -> usize {
+        let Some(pacer) = self.pacer.as_deref_mut() else {
+            return want;
+        };
+        if want == 0 || head_waiting {
+            return pacer.allowed_now(want);
+        }
+        let before = pacer.waited();
+        let allowed = pacer.allowed(want).await;
+        self.paced += pacer.waited() - before;
+        allowed
+    }
+
+    /// Tells the pacer that `n` body bytes went.
+    fn spent(&mut self, n: usize) {
+        if let Some(pacer) = self.pacer.as_deref_mut() {
+            pacer.spend(n);
         }
     }
 
@@ -140,6 +185,8 @@ impl<'a> Output<'a> {
     ) -> io::Result<()> {
         let mut data_sent = 0;
         while self.pending_sent < self.pending.len() || data_sent < len {
+            let head_waiting = self.pending_sent < self.pending.len();
+            let allowed = self.allowance(len - data_sent, head_waiting).await;
             let pending = &self.pending[self.pending_sent..];
             let n = self
                 .io(|| {
@@ -150,14 +197,14 @@ impl<'a> Output<'a> {
                         },
                         libc::iovec {
                             iov_base: data_at(data_sent).cast_mut().cast(),
-                            iov_len: len - data_sent,
+                            iov_len: allowed,
                         },
                     ];
                     // SAFETY: both iovecs describe mapped memory that outlives the call:
-                    // the rest of the queue, which `self` owns, and `len - data_sent`
-                    // bytes from `data_at(data_sent)` (a borrowed slice, or a range
-                    // inside a mapping the caller holds). writev only reads them, in the
-                    // kernel, which checks each page.
+                    // the rest of the queue, which `self` owns, and `allowed` (at most
+                    // `len - data_sent`) bytes from `data_at(data_sent)` (a borrowed
+                    // slice, or a range inside a mapping the caller holds). writev only
+                    // reads them, in the kernel, which checks each page.
                     let n = unsafe { libc::writev(self.stream.as_raw_fd(), iovecs.as_ptr(), 2) };
                     if n < 0 {
                         Err(io::Error::last_os_error())
@@ -172,6 +219,7 @@ impl<'a> Output<'a> {
             let from_pending = n.min(pending.len());
             self.pending_sent += from_pending;
             data_sent += n - from_pending;
+            self.spent(n - from_pending);
             self.sent += n as u64;
         }
         self.clear_pending();
@@ -206,6 +254,7 @@ impl<'a> Output<'a> {
         offset: &mut u64,
         count: usize,
     ) -> io::Result<usize> {
+        let count = self.allowance(count, false).await;
         let n = self
             .io(|| {
                 Ok(rustix::fs::sendfile(
@@ -217,6 +266,7 @@ impl<'a> Output<'a> {
             })
             .await?;
         self.sent += n as u64;
+        self.spent(n);
         Ok(n)
     }
 
@@ -231,6 +281,7 @@ impl<'a> Output<'a> {
         count: usize,
         threads: &crate::io::cold_threads::ColdThreads,
     ) -> io::Result<usize> {
+        let count = self.allowance(count, false).await;
         let socket = match &self.pool_socket {
             Some(socket) => Arc::clone(socket),
             None => {
@@ -255,6 +306,7 @@ impl<'a> Output<'a> {
                 Ok(n) => {
                     *offset = at;
                     self.sent += n as u64;
+                    self.spent(n);
                     return Ok(n);
                 }
                 Err(rustix::io::Errno::INTR) => {}

@@ -340,6 +340,26 @@ settings! {
         /// backslash [default: ioserve]
         #[arg(long, value_name = "TEXT")]
         auth_realm: String, Applied => auth_realm: String = realm(given.auth_realm.as_deref())?;
+        /// Most body bytes per second each connection is sent, as RATE bytes (K, M, G:
+        /// binary multiples), 0 for no limit, as nginx's limit_rate [default: 0]
+        #[arg(long, value_name = "RATE")]
+        limit_rate: ByteSize, Applied => limit_rate: u64 = within(
+            "--limit-rate",
+            given.limit_rate.map_or(0, |s| s.0),
+            0..=1 << 40,
+            "allowed: 0 (no limit) to 1024G per second",
+        )?;
+        /// With --limit-rate, the first SIZE body bytes of a connection go at full speed
+        /// [default: 0]
+        #[arg(long, value_name = "SIZE")]
+        limit_rate_after: ByteSize, Applied
+            => limit_rate_after: u64 = given.limit_rate_after.map_or(0, |s| s.0);
+        /// Most connections open at once from one client address (IPv6: the full
+        /// address); more get 503 with Retry-After, as nginx's limit_conn; 0 for no limit
+        /// [default: 0]
+        #[arg(long, value_name = "N")]
+        max_conns_per_ip: usize, Applied
+            => max_conns_per_ip: usize = given.max_conns_per_ip.unwrap_or(0);
     }
 }
 
@@ -644,6 +664,9 @@ mod tests {
             "\"/etc/ioserve/htpasswd\"",
         ),
         ("auth-realm", "downloads", "\"downloads\""),
+        ("limit-rate", "512k", "\"512k\""),
+        ("limit-rate-after", "1M", "1048576"),
+        ("max-conns-per-ip", "4", "4"),
     ];
 
     #[test]

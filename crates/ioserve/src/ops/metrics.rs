@@ -40,6 +40,9 @@ struct Shard {
     cold_windows: AtomicU64,
     /// Requests refused with 401, by [`Failure::ALL`] order.
     auth_failures: [AtomicU64; Failure::ALL.len()],
+    refused_per_ip: AtomicU64,
+    paced_responses: AtomicU64,
+    paced_micros: AtomicU64,
     /// Requests per duration bucket (the last one is +Inf), not cumulative.
     durations: [AtomicU64; DURATION_BOUNDS.len() + 1],
     duration_micros: AtomicU64,
@@ -130,6 +133,22 @@ impl Metrics {
         shard
             .duration_micros
             .fetch_add(took.as_micros() as u64, Relaxed);
+    }
+
+    /// Counts a connection refused with 503 at `--max-conns-per-ip`.
+    pub fn refused_per_ip(&self, worker: usize) {
+        self.shard(worker).refused_per_ip.fetch_add(1, Relaxed);
+    }
+
+    /// Counts a response that waited `waited` for `--limit-rate` (none if it did not).
+    pub fn paced(&self, worker: usize, waited: std::time::Duration) {
+        if !waited.is_zero() {
+            let shard = self.shard(worker);
+            shard.paced_responses.fetch_add(1, Relaxed);
+            shard
+                .paced_micros
+                .fetch_add(waited.as_micros() as u64, Relaxed);
+        }
     }
 
     /// Counts an idle keep-alive connection closed to admit a new client.
@@ -243,6 +262,16 @@ impl Collector for MetricsCollector {
                 "Windows of file data (up to 2 MiB) not in the page cache, read on the blocking pool before sending.",
                 metrics.sum(|s| &s.cold_windows),
             ),
+            (
+                "ioserve_connections_refused_per_ip",
+                "Connections answered 503 at --max-conns-per-ip.",
+                metrics.sum(|s| &s.refused_per_ip),
+            ),
+            (
+                "ioserve_paced_responses",
+                "Responses that waited for --limit-rate.",
+                metrics.sum(|s| &s.paced_responses),
+            ),
         ] {
             exposition::counter(out, name, help, value)?;
         }
@@ -282,6 +311,12 @@ impl Collector for MetricsCollector {
                 metrics.sum(|s| &s.duration_micros) as f64 / 1e6,
                 per_bucket.iter().sum(),
             ),
+        )?;
+        exposition::counter(
+            out,
+            "ioserve_paced_seconds",
+            "Time responses waited for --limit-rate.",
+            metrics.sum(|s| &s.paced_micros) as f64 / 1e6,
         )?;
         exposition::gauge_family(
             out,

@@ -11,6 +11,7 @@ use futures_util::FutureExt as _;
 use tokio::net::{TcpListener, TcpStream};
 use tokio_util::task::TaskTracker;
 
+use crate::http::response::Reply;
 use crate::serve::conn;
 use crate::serve::shared::{ConnectionSlot, Shared};
 
@@ -63,6 +64,10 @@ pub(super) async fn accept_loop(
     }
 }
 
+/// Seconds a client refused at `--max-conns-per-ip` is asked to wait (`Retry-After`):
+/// one of its own connections will likely have ended by then.
+const PER_IP_RETRY_AFTER: u64 = 1;
+
 /// Failed accepts (EMFILE and friends): a worker backs off instead of spinning, and
 /// says so at most once a second.
 #[derive(Default)]
@@ -88,7 +93,7 @@ impl AcceptFailures {
 }
 
 /// Serves an accepted connection in a task of `connections` (or refuses it with 503
-/// when no connection slot is free).
+/// when no connection slot is free, or when its address has `--max-conns-per-ip` open).
 fn spawn_connection(
     connections: &TaskTracker,
     shared: &Arc<Shared>,
@@ -97,13 +102,23 @@ fn spawn_connection(
     peer: SocketAddr,
 ) {
     let (slot, admitted) = ConnectionSlot::acquire(shared, id);
+    let per_ip_limit = shared.live().limits.max_conns_per_ip;
+    let (peer_slot, peer_admitted) = shared.per_ip.admit(peer.ip().to_canonical(), per_ip_limit);
+    if admitted && !peer_admitted {
+        shared.metrics.refused_per_ip(id);
+    }
     let metrics = Arc::clone(&shared.metrics);
     let shared = Arc::clone(shared);
     let connection = async move {
-        if admitted {
-            conn::serve(stream, peer, &shared, &slot).await;
-        } else {
-            conn::refuse(stream, peer, &shared, id, 503).await;
+        // The address's place is given back when the task ends, however it ends.
+        let _peer_slot = peer_slot;
+        match (admitted, peer_admitted) {
+            (true, true) => conn::serve(stream, peer, &shared, &slot).await,
+            (true, false) => {
+                let busy = Reply::error(503).header("Retry-After", PER_IP_RETRY_AFTER);
+                conn::refuse_with(stream, peer, &shared, id, busy).await;
+            }
+            (false, _) => conn::refuse(stream, peer, &shared, id, 503).await,
         }
     };
     // A panic is a bug; it ends this connection only (the panic hook has logged it),

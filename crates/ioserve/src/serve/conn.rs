@@ -29,6 +29,7 @@ use crate::http::response::{Body, Reply};
 use crate::http::site::Site;
 use crate::http::tar;
 use crate::io::output::Output;
+use crate::io::pacing::Pacer;
 use crate::io::strategy::ColdReads;
 use crate::ops::access_log::{Outcome, Record};
 use crate::serve::shared::{ConnectionSlot, Live, Shared};
@@ -62,6 +63,8 @@ pub(crate) async fn serve(
     let mut close: Option<Arc<Notify>> = None;
     // Requests answered on this connection.
     let mut served = 0u64;
+    // `--limit-rate` applies to the connection as a whole, across its responses.
+    let mut pacer = Pacer::new(limits().pace);
     // The first request must arrive within the header timeout of the accept.
     let mut deadline = Instant::now() + limits().header_timeout;
     loop {
@@ -75,7 +78,9 @@ pub(crate) async fn serve(
                     // Nothing pipelined: give the buffer back while the body goes out.
                     buf = Vec::new();
                 }
-                let keep_alive = match Box::pin(respond(&stream, shared, worker, decision)).await {
+                pacer.set_limits(decision.live.limits.pace);
+                let responding = respond(&stream, shared, worker, decision, &mut pacer);
+                let keep_alive = match Box::pin(responding).await {
                     Ok(keep_alive) => keep_alive,
                     Err(error) => {
                         tracing::debug!(%peer, %error, "response cut short");
@@ -266,6 +271,7 @@ async fn respond(
     shared: &Shared,
     worker: usize,
     decision: Decision,
+    pacer: &mut Pacer,
 ) -> io::Result<bool> {
     let Decision {
         live,
@@ -317,7 +323,7 @@ async fn respond(
         body: reply.body,
         keep_alive,
     };
-    let result = send(stream, shared, &live, worker, prepared, log).await;
+    let result = send(stream, shared, &live, worker, prepared, log, pacer).await;
     shared.metrics.duration(worker, started.elapsed());
     result
 }
@@ -349,6 +355,7 @@ async fn send(
     worker: usize,
     prepared: Prepared,
     log: Option<Box<Record>>,
+    pacer: &mut Pacer,
 ) -> io::Result<bool> {
     let Prepared {
         status,
@@ -357,6 +364,9 @@ async fn send(
         keep_alive,
     } = prepared;
     let mut out = Output::new(stream, live.limits.send_timeout);
+    if live.limits.pace.rate > 0 {
+        out = out.paced_by(pacer);
+    }
     out.queue(&head);
     let head_len = head.len() as u64;
     drop(head);
@@ -372,6 +382,7 @@ async fn send(
         shared.metrics.download(worker, -1);
         shared.metrics.cold_windows(worker, out.cold_windows());
     }
+    shared.metrics.paced(worker, out.paced());
     let sent = out.sent();
     shared.metrics.request(worker, status, sent);
     if let (Some(access_log), Some(record)) = (&live.access_log, &log) {
@@ -421,8 +432,19 @@ pub(crate) async fn refuse(
     worker: usize,
     status: u16,
 ) {
+    refuse_with(stream, peer, shared, worker, Reply::error(status)).await;
+}
+
+/// As [`refuse`], with `reply` (an error status with headers of its own).
+pub(crate) async fn refuse_with(
+    stream: TcpStream,
+    peer: SocketAddr,
+    shared: &Shared,
+    worker: usize,
+    reply: Reply,
+) {
     let live = shared.live();
-    let reply = Reply::error(status);
+    let status = reply.status;
     let head = reply.finish_head(false, false);
     let mut out = Output::new(&stream, live.limits.send_timeout);
     out.queue(&head);

@@ -5,6 +5,7 @@ pub mod conn;
 mod control;
 mod error;
 pub mod listeners;
+pub(crate) mod per_ip;
 pub(crate) mod reload;
 pub mod server;
 pub(crate) mod shared;

@@ -17,6 +17,7 @@ use tracing_appender::non_blocking::WorkerGuard;
 use crate::http::auth::Auth;
 use crate::http::site::{CacheSettings, Site};
 use crate::io::file_digests::FileDigests;
+use crate::io::pacing::PaceLimits;
 use crate::io::root::{Resolver, Root};
 use crate::io::strategy::Strategy;
 use crate::ops::access_log::AccessLog;
@@ -95,6 +96,11 @@ pub(crate) fn build(config: &Config, descriptor_limit: u64) -> Result<Built, Ser
                 header_timeout: config.header_timeout,
                 idle_timeout: config.idle_timeout,
                 send_timeout: config.send_timeout,
+                pace: PaceLimits {
+                    rate: config.limit_rate,
+                    after: config.limit_rate_after,
+                },
+                max_conns_per_ip: config.max_conns_per_ip,
             },
             access_log,
             auth,

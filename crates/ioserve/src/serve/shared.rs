@@ -18,9 +18,11 @@ use tokio_util::sync::CancellationToken;
 
 use crate::http::auth::Auth;
 use crate::http::site::Site;
+use crate::io::pacing::PaceLimits;
 use crate::io::strategy::Strategy;
 use crate::ops::access_log::AccessLog;
 use crate::ops::metrics::Metrics;
+use crate::serve::per_ip::PerIpConnections;
 
 /// Per-connection limits.
 #[derive(Clone, Debug)]
@@ -31,6 +33,11 @@ pub(crate) struct Limits {
     pub idle_timeout: Duration,
     /// Time a client may leave the socket unread.
     pub send_timeout: Duration,
+    /// `--limit-rate` and `--limit-rate-after`.
+    pub pace: PaceLimits,
+    /// `--max-conns-per-ip`: most connections open at once from one address; 0 for
+    /// no limit.
+    pub max_conns_per_ip: usize,
 }
 
 /// The settings a request is served with; a reload swaps in a new set.
@@ -63,6 +70,8 @@ pub(crate) struct Shared {
     max_connections: usize,
     /// Each worker's keep-alive connections waiting for a request, oldest first.
     idle: Box<[Mutex<IdleQueue>]>,
+    /// Connections open now per client address (`--max-conns-per-ip`).
+    pub per_ip: Arc<PerIpConnections>,
 }
 
 impl Shared {
@@ -99,6 +108,7 @@ impl Shared {
             idle: (0..workers.max(1))
                 .map(|_| Mutex::new(IdleQueue::default()))
                 .collect(),
+            per_ip: Arc::default(),
         }
     }
 }

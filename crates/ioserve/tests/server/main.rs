@@ -6,6 +6,7 @@ mod cold;
 mod digests;
 mod hardening;
 mod operations;
+mod pacing;
 mod precompressed;
 mod robustness;
 mod semantics;
