@@ -321,8 +321,14 @@ fn a_non_loopback_address_warns_that_credentials_are_clear_text() {
         .read_line(&mut line)
         .unwrap();
     assert!(line.contains("serving"), "{line}");
-    child.kill().unwrap();
-    child.wait().unwrap();
+    // SIGTERM, not SIGKILL: the log's writer thread flushes every line on the way out,
+    // where a kill loses those it has not written yet.
+    let status = Command::new("kill")
+        .args(["-TERM", &child.id().to_string()])
+        .status()
+        .unwrap();
+    assert!(status.success());
+    assert!(child.wait().unwrap().success());
     let mut log = String::new();
     child
         .stderr
