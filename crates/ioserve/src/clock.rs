@@ -9,13 +9,18 @@
 //! clocks` measures both here).
 //!
 //! ```
-//! use std::time::Duration;
+//! use std::time::{Duration, Instant};
 //! use ioserve::clock::CachedClock;
 //!
 //! let clock = CachedClock::start(Duration::from_millis(1))?;
 //! let before = clock.now();
-//! std::thread::sleep(Duration::from_millis(5));
-//! assert!(clock.now() > before);
+//! // The ticker moves it on within a period or so when it is scheduled; a busy host
+//! // may take much longer, so wait for it (with a deadline) instead of for 5 ms.
+//! let deadline = Instant::now() + Duration::from_secs(30);
+//! while clock.now() <= before && Instant::now() < deadline {
+//!     std::thread::sleep(Duration::from_millis(1));
+//! }
+//! assert!(clock.now() > before, "the ticker did not run within 30 s");
 //! # Ok::<(), std::io::Error>(())
 //! ```
 //!
