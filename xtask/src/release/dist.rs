@@ -16,7 +16,9 @@ use std::time::{Duration, Instant};
 
 use anyhow::{bail, ensure, Context as _, Result};
 
-use crate::util::{cargo, ensure_packages, is_root, project_root, step, succeeds, target_dir};
+use crate::util::{
+    cargo, ensure_packages, is_root, project_root, step, succeeds, target_dir, workspace_metadata,
+};
 
 /// The cargo-deb release `cargo xtask dist` installs when cargo-deb is missing (it
 /// builds with rustc 1.85 and later).
@@ -204,17 +206,7 @@ fn ensure_cargo_deb() -> Result<()> {
 
 /// `cargo metadata --format-version 1 --no-deps`, parsed.
 fn cargo_metadata() -> Result<serde_json::Value> {
-    let output = cargo(&["metadata", "--format-version", "1", "--no-deps"])
-        .output()
-        .context("cannot run cargo metadata")?;
-    if !output.status.success() {
-        bail!(
-            "cargo metadata failed ({}): {}",
-            output.status,
-            String::from_utf8_lossy(&output.stderr).trim()
-        );
-    }
-    serde_json::from_slice(&output.stdout).context("cargo metadata printed no JSON")
+    serde_json::from_slice(workspace_metadata()?).context("cargo metadata printed no JSON")
 }
 
 /// The version of a workspace package, from its metadata.

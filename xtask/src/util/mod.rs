@@ -123,9 +123,16 @@ pub(crate) fn is_root() -> bool {
 /// workspace. Asked once per run; every path xtask reads cargo's builds from (or puts
 /// its own outputs under) starts here, never at a fixed `target/`.
 pub(crate) fn target_dir() -> Result<PathBuf> {
-    static TARGET_DIR: std::sync::OnceLock<PathBuf> = std::sync::OnceLock::new();
-    if let Some(dir) = TARGET_DIR.get() {
-        return Ok(dir.clone());
+    target_dir_of(workspace_metadata()?)
+}
+
+/// `cargo metadata --format-version 1 --no-deps` for this workspace (its packages,
+/// targets and target directory), as JSON. Run once per xtask run; what cargo printed
+/// on stderr goes to ours.
+pub(crate) fn workspace_metadata() -> Result<&'static [u8]> {
+    static METADATA: std::sync::OnceLock<Vec<u8>> = std::sync::OnceLock::new();
+    if let Some(json) = METADATA.get() {
+        return Ok(json);
     }
     let output = cargo(&["metadata", "--format-version", "1", "--no-deps"])
         .stderr(std::process::Stdio::inherit())
@@ -134,8 +141,7 @@ pub(crate) fn target_dir() -> Result<PathBuf> {
     if !output.status.success() {
         bail!("cargo metadata failed ({})", output.status);
     }
-    let dir = target_dir_of(&output.stdout)?;
-    Ok(TARGET_DIR.get_or_init(|| dir).clone())
+    Ok(METADATA.get_or_init(|| output.stdout))
 }
 
 /// The `target_directory` of `cargo metadata`'s JSON.

@@ -33,7 +33,7 @@ use std::path::{Path, PathBuf};
 
 use anyhow::{bail, Context as _, Result};
 
-use crate::util::{cargo, project_root};
+use crate::util::{project_root, workspace_metadata};
 use cycles::Cycle;
 use tree::ModuleTree;
 
@@ -86,14 +86,7 @@ fn shown_relative_to(cycle: &Cycle, root: &Path) -> Cycle {
 
 /// Each workspace library's package name and root file, from `cargo metadata`.
 fn library_roots() -> Result<Vec<(String, PathBuf)>> {
-    let output = cargo(&["metadata", "--format-version", "1", "--no-deps"])
-        .stderr(std::process::Stdio::inherit())
-        .output()
-        .context("cannot run cargo metadata")?;
-    if !output.status.success() {
-        bail!("cargo metadata failed ({})", output.status);
-    }
-    library_roots_of(&output.stdout)
+    library_roots_of(workspace_metadata()?)
 }
 
 /// The library targets of `cargo metadata`'s JSON, less the skipped packages.
