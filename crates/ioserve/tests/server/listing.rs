@@ -113,7 +113,7 @@ fn the_query_orders_both_forms() {
             ),
             "{html}"
         );
-        assert!(html.contains("<time datetime=\"1970-01-01T00:05:00Z\">1970-01-01 00:05</time>"));
+        assert!(html.contains("<time datetime=\"1970-01-01T00:05:00Z\"><span>1970-01-01</span> <span>00:05</span></time>"));
         // The Size header toggles its own order.
         assert!(html.contains("<a class=\"sort\" href=\"?sort=size&amp;order=desc\">Size"));
     }

@@ -216,7 +216,7 @@ mod tests {
             "<th scope=\"col\" class=\"size\" aria-sort=\"descending\">\
              <a class=\"sort\" href=\"?sort=size&amp;order=asc\">Size<span aria-hidden=\"true\"> ▼</span></a></th>",
             "<tr><td><a href=\"../\">Parent directory</a></td><td></td><td></td></tr>",
-            "<td class=\"time\"><time datetime=\"2026-11-26T02:10:00Z\">2026-11-26 02:10</time></td>",
+            "<td class=\"time\"><time datetime=\"2026-11-26T02:10:00Z\"><span>2026-11-26</span> <span>02:10</span></time></td>",
         ] {
             assert!(html.contains(part), "{part} in {html}");
         }

@@ -139,10 +139,12 @@ impl Page<'_> {
                 );
             }
             match utc_time(entry.modified) {
-                Some((rfc3339, readable)) => {
+                Some(time) => {
+                    // A narrow screen breaks the line between day and clock only.
                     let _ = writeln!(
                         html,
-                        "<td class=\"time\"><time datetime=\"{rfc3339}\">{readable}</time></td></tr>"
+                        "<td class=\"time\"><time datetime=\"{}\"><span>{}</span> <span>{}</span></time></td></tr>",
+                        time.rfc3339, time.day, time.clock
                     );
                 }
                 // A time beyond what a date can show is left blank.
@@ -199,12 +201,28 @@ pub(crate) fn iec_size(bytes: u64) -> String {
     format!("{value:.1} {}", UNITS[unit])
 }
 
-/// Seconds since the epoch as RFC 3339 and as readable text (`2026-11-26 02:10`),
-/// both UTC; `None` beyond the years a date can show.
-pub(crate) fn utc_time(secs: i64) -> Option<(String, String)> {
+/// A modification time as the page shows it, UTC.
+#[derive(Debug, PartialEq, Eq)]
+pub(crate) struct UtcTime {
+    /// RFC 3339, for `datetime`: `2026-11-26T02:10:00Z`.
+    pub rfc3339: String,
+    /// The day: `2026-11-26`.
+    pub day: String,
+    /// Hours and minutes: `02:10`.
+    pub clock: String,
+}
+
+/// Seconds since the epoch as the page shows them; `None` beyond the years a date can
+/// show.
+pub(crate) fn utc_time(secs: i64) -> Option<UtcTime> {
     let time = OffsetDateTime::from_unix_timestamp(secs).ok()?;
-    let readable = format_description!("[year]-[month]-[day] [hour]:[minute]");
-    Some((time.format(&Rfc3339).ok()?, time.format(readable).ok()?))
+    Some(UtcTime {
+        rfc3339: time.format(&Rfc3339).ok()?,
+        day: time
+            .format(format_description!("[year]-[month]-[day]"))
+            .ok()?,
+        clock: time.format(format_description!("[hour]:[minute]")).ok()?,
+    })
 }
 
 /// Escapes text for HTML text and quoted attribute values.
@@ -247,19 +265,18 @@ mod tests {
 
     #[test]
     fn times_are_utc_in_rfc_3339_and_readable() {
+        let time = |rfc3339: &str, day: &str, clock: &str| UtcTime {
+            rfc3339: rfc3339.to_owned(),
+            day: day.to_owned(),
+            clock: clock.to_owned(),
+        };
         assert_eq!(
             utc_time(1_795_659_000),
-            Some((
-                "2026-11-26T02:10:00Z".to_owned(),
-                "2026-11-26 02:10".to_owned()
-            ))
+            Some(time("2026-11-26T02:10:00Z", "2026-11-26", "02:10"))
         );
         assert_eq!(
             utc_time(0),
-            Some((
-                "1970-01-01T00:00:00Z".to_owned(),
-                "1970-01-01 00:00".to_owned()
-            ))
+            Some(time("1970-01-01T00:00:00Z", "1970-01-01", "00:00"))
         );
         assert_eq!(utc_time(i64::MAX), None);
     }
