@@ -38,12 +38,13 @@ def wait_for(what, probe, done):
         except Exception as error:  # a page mid-load: keep trying until the deadline
             last = f"{type(error).__name__}: {error}"
         if time.monotonic() > deadline:
-            raise CheckFailed(f"no {what} within {WAIT_S} s; last seen: {last!r}")
+            raise CheckFailed(f"waited {WAIT_S} s for {what}; last seen: {last!r}")
         time.sleep(0.1)
 
 
-def listed(driver):
-    """The listed entries as (name, exact bytes or None), in page order."""
+def listed(driver, details=False):
+    """The listed entries as (name, exact bytes or None), in page order; with details,
+    also the size as shown and the time's datetime attribute."""
     rows = []
     for row in driver.find_elements(By.CSS_SELECTOR, "tbody tr"):
         link = row.find_element(By.CSS_SELECTOR, "td a")
@@ -52,8 +53,13 @@ def listed(driver):
         if link.text == "Parent directory":
             continue
         name = urllib.parse.unquote(path.rstrip("/").rsplit("/", 1)[-1])
-        size = row.find_element(By.CSS_SELECTOR, "td.size").get_attribute("data-bytes")
-        rows.append((name, int(size) if size is not None else None))
+        cell = row.find_element(By.CSS_SELECTOR, "td.size")
+        size = cell.get_attribute("data-bytes")
+        entry = (name, int(size) if size is not None else None)
+        if details:
+            when = row.find_element(By.CSS_SELECTOR, "td.time time")
+            entry += (cell.text, when.get_attribute("datetime"))
+        rows.append(entry)
     return rows
 
 
@@ -112,12 +118,19 @@ def check(driver, url, root, axe_source, shots):
     names = sorted(os.listdir(root))
     rows = wait_for(f"{len(names)} rows", lambda: listed(driver),
                     lambda rows: len(rows) == len(names))
-    for name, size in rows:
-        path = os.path.join(root, name)
-        if size is not None and size != os.lstat(path).st_size:
-            raise CheckFailed(f"{name}: data-bytes {size}, the file has "
-                              f"{os.lstat(path).st_size}")
-    print(f"browser: rendered: {driver.title!r}, {len(rows)} rows")
+    if sorted(name for name, _ in rows) != names:
+        raise CheckFailed(f"the rows name {[n for n, _ in rows]}, the fixture holds {names}")
+    for name, size, shown, datetime in listed(driver, details=True):
+        stat = os.lstat(os.path.join(root, name))
+        if size is not None and size != stat.st_size:
+            raise CheckFailed(f"{name}: data-bytes {size}, the file has {stat.st_size}")
+        modified = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(stat.st_mtime))
+        if datetime != modified:
+            raise CheckFailed(f"{name}: <time datetime={datetime!r}>, modified {modified}")
+        if stat.st_size == 4 << 30 and shown != "4.0 GiB":
+            raise CheckFailed(f"{name}: 4 GiB shown as {shown!r}, not '4.0 GiB'")
+    print(f"browser: rendered: {driver.title!r}, {len(rows)} rows, sizes and times "
+          "match the fixture")
 
     ascending, descending = expected_by_size(root)
     for direction, expected in (("asc", ascending), ("desc", descending)):
@@ -145,13 +158,17 @@ def check(driver, url, root, axe_source, shots):
     driver.execute_cdp_cmd("Emulation.setDeviceMetricsOverride", {
         "width": PHONE_WIDTH, "height": 844, "deviceScaleFactor": 1, "mobile": True})
     driver.get(url)
-    wait_for(f"a {PHONE_WIDTH} px viewport", lambda: driver.execute_script(
-        "return window.innerWidth"), lambda w: w == PHONE_WIDTH)
+    wait_for(f"a {PHONE_WIDTH} px screen", lambda: driver.execute_script(
+        "return screen.width"), lambda w: w == PHONE_WIDTH)
+    wait_for("the page to load", lambda: driver.execute_script(
+        "return document.readyState"), lambda state: state == "complete")
     widths = driver.execute_script(
         "return [document.documentElement.scrollWidth, window.innerWidth]")
-    if widths[0] > widths[1]:
-        raise CheckFailed(f"horizontal scrolling at {PHONE_WIDTH} px: scrollWidth "
-                          f"{widths[0]} > innerWidth {widths[1]}")
+    # A mobile browser widens the layout viewport to content that does not fit (and
+    # zooms out): then innerWidth grows past the screen along with scrollWidth.
+    if widths[1] != PHONE_WIDTH or widths[0] > widths[1]:
+        raise CheckFailed(f"horizontal scrolling on a {PHONE_WIDTH} px screen: scrollWidth "
+                          f"{widths[0]}, innerWidth {widths[1]}")
     print(f"browser: phone: scrollWidth {widths[0]} <= innerWidth {widths[1]}")
     driver.save_screenshot(os.path.join(shots, "listing-phone.png"))
     axe_violations(driver, axe_source, "phone")
