@@ -22,10 +22,12 @@
 //! cargo xtask udpload [--quick]  SNTP servers under load: timeserve, chrony, Go (seed 002)
 //! cargo xtask probe-overhead     dd under probe, strace -c and perf trace (as root)
 //! cargo xtask hash-quality       simd's hash beside foldhash-quality and gxhash
+//! cargo xtask browser [--docs]   ioserve's listing in headless Chromium (WebDriver, axe)
 //! ```
 //!
 //! The modules group the tasks by job: `ci` (the CI run and the checks only it makes,
-//! probe's BPF objects, fuzzing, the workflows' lint), `guests` (the qemu guests and
+//! probe's BPF objects, fuzzing, the workflows' lint), `browser` (ioserve's listing in
+//! Chromium), `guests` (the qemu guests and
 //! what they share), `load` (load tests), `bench` and `bench_compare` (criterion benches,
 //! their report, the pull-request gate), `release` (aarch64 and cross builds, the
 //! Debian packages with their man pages and completions); `util` holds what they
@@ -34,6 +36,7 @@
 
 mod bench;
 mod bench_compare;
+mod browser;
 mod ci;
 mod guests;
 mod load;
@@ -168,6 +171,14 @@ pub(crate) enum Task {
     /// tree, a folder counting as one module and a mod.rs body as a module beside its
     /// children; each cycle is printed with one file:line per edge
     Modules,
+    /// ioserve's directory listing in headless Chromium (WebDriver, axe-core)
+    ///
+    /// Build ioserve, serve a fixture tree (sparse 4 GiB files, names that need
+    /// escaping) and drive Debian's chromium through chromedriver with Selenium: the
+    /// page renders, the Size header sorts both ways, the dark theme applies, a 390 px
+    /// viewport has no horizontal scroll, axe-core finds no serious or critical
+    /// violation; screenshots in TARGET_DIR/browser (part of ci)
+    Browser(browser::Options),
     /// numa in 2- and 4-node qemu guests
     ///
     /// Boot Debian's kernel under qemu-system-x86_64 (TCG) with 2 and 4 NUMA nodes and
@@ -207,6 +218,7 @@ fn main() -> ExitCode {
         Task::Dist(options) => release::dist::run(&options),
         Task::Actionlint => ci::workflows::lint(),
         Task::Modules => ci::modules::run(),
+        Task::Browser(options) => browser::run(&options),
         Task::ProbeOverhead(options) => probe_overhead::run(&options),
         Task::Bench(options) => bench::run(&options),
         Task::BenchCompare(options) => bench_compare::run(&options),

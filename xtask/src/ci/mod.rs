@@ -36,6 +36,7 @@ use crate::util::{
 /// ioserve's Basic authentication tests make htpasswd files with htpasswd and download
 /// with curl, wget and aria2c.
 /// ioserve's pacing tests download with curl, wget and aria2c.
+/// ioserve's listing is checked in Chromium (`cargo xtask browser`, the last four).
 const SYSTEM_PACKAGES: &[(&str, &str)] = &[
     ("chrony", "/usr/sbin/chronyd"),
     ("ntpsec-ntpdig", "ntpdig"),
@@ -61,6 +62,14 @@ const SYSTEM_PACKAGES: &[(&str, &str)] = &[
     ("tar", "tar"),
     ("diffutils", "diff"),
     ("apache2-utils", "htpasswd"),
+    // Chromium, for the listing's browser check (`cargo xtask browser`).
+    crate::browser::CHROMIUM,
+    // chromedriver, the WebDriver server that the browser check drives Chromium through.
+    crate::browser::CHROMIUM_DRIVER,
+    // Selenium for /usr/bin/python3, the browser check's WebDriver client.
+    crate::browser::PYTHON_SELENIUM,
+    // npm, which installs axe-core for the browser check's accessibility audit.
+    crate::browser::NPM,
 ];
 
 /// Runs every check; the closing line sums the tests of every test run.
@@ -99,6 +108,7 @@ pub(crate) fn run() -> Result<()> {
     totals.add(&simd_for_this_cpu()?);
     hash_quality::ci_embedding_checks()?;
     crate::release::dist::ci()?;
+    crate::browser::ci()?;
     clock_vm::run()?;
     aarch64::ci_lane()?;
     totals.add(&arm64_vm::run()?);

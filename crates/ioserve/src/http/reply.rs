@@ -111,9 +111,13 @@ pub fn listing_reply(job: &listing::Job, head_only: bool) -> Reply {
         Ok(listing) => {
             let mut reply = Reply::new(200)
                 .header("Content-Type", listing.content_type)
+                .header("X-Content-Type-Options", "nosniff")
                 .header("Cache-Control", "no-cache")
                 // The form was negotiated with Accept: caches must keep them apart.
                 .header("Vary", "Accept");
+            if let Some(policy) = listing.content_security_policy {
+                reply = reply.header("Content-Security-Policy", policy);
+            }
             if listing.omitted > 0 {
                 reply = reply.header(listing::OMITTED_HEADER, listing.omitted);
             }
@@ -232,6 +236,16 @@ fn answer_get(
     let Some(max_entries) = site.listing else {
         return Ok(Answer::Ready(Reply::error(403)));
     };
+    let sort = match resolved.listing_sort {
+        Ok(sort) => sort,
+        Err(bad) => {
+            return Ok(Answer::Ready(
+                Reply::new(400)
+                    .header("Content-Type", "text/plain; charset=utf-8")
+                    .with_bytes(format!("400 Bad Request: {bad}\n").into_bytes()),
+            ))
+        }
+    };
     Ok(Answer::Listing {
         job: listing::Job {
             dir,
@@ -239,6 +253,7 @@ fn answer_get(
             format: resolved.listing_format,
             show_hidden: site.hidden,
             max_entries,
+            sort,
         },
         head_only: false,
     })

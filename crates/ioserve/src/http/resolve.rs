@@ -29,6 +29,9 @@ pub struct Resolved {
     pub encodings: EncodingPreference,
     /// A directory listing's form, negotiated with `Accept`.
     pub listing_format: listing::Format,
+    /// A directory listing's order, from the query (`sort`, `order`); an error is
+    /// answered only where the target is a listing.
+    pub listing_sort: Result<listing::sort::Sort, listing::sort::SortError>,
     /// The query asks for a directory as one tar (`?download=tar`).
     pub download_tar: bool,
     /// The RFC 9530 digests asked for (with `--digests`; else none).
@@ -71,6 +74,7 @@ pub fn resolve(site: &Site, request: &Request<'_>) -> Result<Resolved, Reply> {
         range: request.range.map(<[u8]>::to_vec),
         encodings,
         listing_format: listing::Format::negotiate(&request.accept),
+        listing_sort: listing::sort::Sort::from_target(request.target),
         download_tar: asks_for_tar(request.target),
         digests: match site.digests {
             Some(_) => {

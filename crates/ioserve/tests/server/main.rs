@@ -5,6 +5,7 @@ mod auth;
 mod cold;
 mod digests;
 mod hardening;
+mod listing;
 mod operations;
 mod pacing;
 mod precompressed;
