@@ -82,25 +82,32 @@ pub(crate) struct Options {
     docs: bool,
 }
 
-/// The checks, as `cargo xtask ci` runs them (the screenshots stay under the target
-/// directory).
-pub(crate) fn ci() -> Result<()> {
-    run(&Options { docs: false })
+/// The checks, as `cargo xtask ci` runs them, on `ioserve`: the packaged program that
+/// CI has just built (building ioserve alone again would resolve its dependencies'
+/// features anew and compile them a third time). The screenshots stay under the target
+/// directory.
+pub(crate) fn ci(ioserve: &Path) -> Result<()> {
+    check(ioserve, &Options { docs: false })
 }
 
 /// Builds ioserve, serves the fixture and runs the browser checks.
 pub(crate) fn run(options: &Options) -> Result<()> {
-    ensure_packages(&[CHROMIUM, CHROMIUM_DRIVER, PYTHON_SELENIUM, NPM])?;
     step(
         "cargo build -p ioserve",
         cargo(&["build", "--package", "ioserve", "--bin", "ioserve"]),
     )?;
+    check(&target_dir()?.join("debug/ioserve"), options)
+}
+
+/// Serves the fixture with the program `ioserve` and runs the browser checks.
+fn check(ioserve: &Path, options: &Options) -> Result<()> {
+    ensure_packages(&[CHROMIUM, CHROMIUM_DRIVER, PYTHON_SELENIUM, NPM])?;
     let target = target_dir()?;
     let work = target.join("browser");
     let root = work.join("root");
     make_fixture(&root)?;
     let axe = install_axe(&work)?;
-    let server = Server::start(&target.join("debug/ioserve"), &root)?;
+    let server = Server::start(ioserve, &root)?;
     let mut check = Command::new("/usr/bin/python3");
     check
         .arg(project_root().join("xtask/src/browser/check_listing.py"))

@@ -107,8 +107,8 @@ pub(crate) fn run() -> Result<()> {
     let mut totals = cargo_test(&["test", "--workspace"], probe_env)?;
     totals.add(&simd_for_this_cpu()?);
     hash_quality::ci_embedding_checks()?;
-    crate::release::dist::ci()?;
-    crate::browser::ci()?;
+    let packaged = crate::release::dist::ci()?;
+    crate::browser::ci(&packaged.join("ioserve"))?;
     clock_vm::run()?;
     aarch64::ci_lane()?;
     totals.add(&arm64_vm::run()?);

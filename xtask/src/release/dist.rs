@@ -109,9 +109,12 @@ pub(crate) fn run(options: &Options) -> Result<()> {
     Ok(())
 }
 
-/// What `cargo xtask ci` checks: `cargo xtask dist --check`.
-pub(crate) fn ci() -> Result<()> {
-    check(&build(None, "release")?)
+/// What `cargo xtask ci` checks: `cargo xtask dist --check`. Returns the directory of
+/// the packaged programs, for the checks that run them next.
+pub(crate) fn ci() -> Result<PathBuf> {
+    let profile = "release";
+    check(&build(None, profile)?)?;
+    Ok(target_dir()?.join(profile_dir(profile)))
 }
 
 /// lintian finds no error in the packages, and (as root) they install, answer and are
