@@ -52,8 +52,13 @@ fn run() -> anyhow::Result<()> {
     let mut stdout = std::io::stdout().lock();
     writeln!(
         stdout,
-        "ioserve: serving {} at http://{}/ (strategy {}, {} worker{})",
+        "ioserve: serving {} at {}://{}/ (strategy {}, {} worker{})",
         server.root().display(),
+        if config.tls_cert.is_some() {
+            "https"
+        } else {
+            "http"
+        },
         server.local_addr(),
         config.strategy.name(),
         config.workers,

@@ -9,4 +9,6 @@ pub(crate) mod per_ip;
 pub(crate) mod reload;
 pub mod server;
 pub(crate) mod shared;
+pub mod tls;
+mod transport;
 mod workers;

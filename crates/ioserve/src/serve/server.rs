@@ -28,6 +28,7 @@ use ioserve_exporter::server::MetricsServer;
 use tokio::net::TcpListener;
 use tokio_util::sync::CancellationToken;
 
+use crate::io::strategy::StrategyKind;
 use crate::ops::config::{Config, RuntimeKind};
 use crate::ops::metrics::{self, Metrics};
 use crate::ops::placement::WorkerPlace;
@@ -70,7 +71,18 @@ impl Server {
         let built = reload::build(config, descriptor_limit)?;
         let (local_addr, listeners) = listeners::bind(config)?;
         let metrics_listener = listeners::bind_metrics(config)?;
-        if config.auth_file.is_some() && !local_addr.ip().is_loopback() {
+        if built.live.tls.is_some() {
+            match config.strategy {
+                StrategyKind::Sendfile | StrategyKind::Mmap => tracing::info!(
+                    strategy = config.strategy.name(),
+                    "TLS in user space: {} serves through reads (kTLS not in use)",
+                    config.strategy.name()
+                ),
+                StrategyKind::Read | StrategyKind::Buffered => {}
+            }
+        }
+        if config.auth_file.is_some() && config.tls_cert.is_none() && !local_addr.ip().is_loopback()
+        {
             tracing::warn!(
                 listen = %local_addr,
                 "--auth-file without TLS on a non-loopback address: credentials cross the \

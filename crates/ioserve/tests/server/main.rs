@@ -12,4 +12,5 @@ mod robustness;
 mod semantics;
 mod support;
 mod tar_download;
+mod tls;
 mod zero_copy;

@@ -98,8 +98,9 @@ impl Server {
                 let status = child.wait().unwrap();
                 panic!("ioserve exited before listening: {status}");
             }
+            // http:// or, with TLS, https://
             let url = line
-                .split("http://")
+                .split("://")
                 .nth(1)
                 .and_then(|rest| rest.split('/').next());
             let parsed: Option<SocketAddr> = url.and_then(|u| u.parse().ok());
