@@ -64,6 +64,9 @@ fn run() -> anyhow::Result<()> {
         config.workers,
         if config.workers == 1 { "" } else { "s" },
     )?;
+    if let Some(addr) = server.redirect_addr() {
+        writeln!(stdout, "ioserve: redirecting http://{addr}/ to https")?;
+    }
     if let Some(addr) = server.metrics_addr() {
         writeln!(stdout, "ioserve: metrics at http://{addr}/metrics")?;
     }

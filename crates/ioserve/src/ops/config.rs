@@ -372,6 +372,11 @@ settings! {
         /// [default: off]
         #[arg(long, value_name = "SECONDS")]
         hsts: u64, Applied => hsts: Option<u64> = given.hsts;
+        /// With TLS, also listen on ADDR for plain HTTP and answer every request with 308 to
+        /// its https:// URL [default: off]
+        #[arg(long, value_name = "ADDR")]
+        redirect_http: SocketAddr, NeedsRestart
+            => redirect_http: Option<SocketAddr> = given.redirect_http;
     }
 }
 
@@ -690,6 +695,7 @@ mod tests {
             "\"/etc/ioserve/key.pem\"",
         ),
         ("hsts", "31536000", "31536000"),
+        ("redirect-http", "127.0.0.1:9997", "\"127.0.0.1:9997\""),
     ];
 
     #[test]

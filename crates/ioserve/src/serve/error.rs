@@ -52,6 +52,11 @@ pub enum ServerError {
         /// The flag that is missing.
         missing: &'static str,
     },
+    /// `--redirect-http` without TLS: there is no HTTPS to redirect to.
+    #[error(
+        "--redirect-http needs --tls-cert and --tls-key (it redirects to the HTTPS listeners)"
+    )]
+    RedirectWithoutTls,
     /// A runtime or thread could not be created.
     #[error("cannot start a worker: {0}")]
     Worker(io::Error),

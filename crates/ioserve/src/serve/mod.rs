@@ -6,6 +6,7 @@ mod control;
 mod error;
 pub mod listeners;
 pub(crate) mod per_ip;
+mod redirect;
 pub(crate) mod reload;
 pub mod server;
 pub(crate) mod shared;

@@ -201,7 +201,8 @@ mod tests {
                 "numa-nodes",
                 "metrics-listen",
                 "shutdown-timeout",
-                "max-connections"
+                "max-connections",
+                "redirect-http"
             ]
         );
         // A change to two of them is named, in declaration order.

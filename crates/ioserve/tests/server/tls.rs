@@ -400,3 +400,65 @@ fn socket_activation_serves_https() {
     assert!(status.success());
     assert!(child.wait().unwrap().success());
 }
+
+#[test]
+fn redirect_http_answers_308_to_the_https_url() {
+    let (dir, data) = tree();
+    let certs = tempfile::tempdir().unwrap();
+    let pair = Pair::write(certs.path(), &valid("ioserve test"));
+    for strategy in STRATEGIES {
+        let mut flags = pair.flags();
+        flags.extend(["--redirect-http", "127.0.0.1:0"]);
+        let server = Server::start(strategy, dir.path(), &flags);
+        let redirect = server.redirect.unwrap();
+        let https = server.addr.port();
+        let ask = |host: &str, target: &str| {
+            let request = format!("GET {target} HTTP/1.1\r\nHost: {host}\r\n\r\n");
+            crate::support::raw(redirect, request.as_bytes())
+        };
+        let response = ask(&format!("localhost:{}", redirect.port()), "/big.bin?x=1&y");
+        assert_eq!(response.status, 308, "{strategy}");
+        let expected = format!("https://localhost:{https}/big.bin?x=1&y");
+        assert_eq!(response.header("location"), Some(expected.as_str()));
+        assert_eq!(response.header("strict-transport-security"), None);
+        let response = ask("[::1]", "/");
+        let expected = format!("https://[::1]:{https}/");
+        assert_eq!(response.header("location"), Some(expected.as_str()));
+        // No usable Host: 400, never a redirect to a made-up name.
+        assert_eq!(ask("evil.example/x", "/").status, 400);
+        let response = crate::support::raw(redirect, b"GET / HTTP/1.0\r\nUser-Agent: test\r\n\r\n");
+        assert_eq!(response.status, 400);
+        // curl follows it to the file over HTTPS.
+        let output = Command::new(testdata::require("curl", "curl"))
+            .args(["--silent", "--show-error", "--max-time", "60", "--location"])
+            .arg("--cacert")
+            .arg(&pair.cert)
+            .args([
+                "--resolve",
+                &format!("localhost:{}:127.0.0.1", redirect.port()),
+            ])
+            .args(["--resolve", &format!("localhost:{https}:127.0.0.1")])
+            .arg(format!("http://localhost:{}/big.bin", redirect.port()))
+            .output()
+            .unwrap();
+        assert!(
+            output.status.success(),
+            "{}",
+            String::from_utf8_lossy(&output.stderr)
+        );
+        assert!(
+            output.stdout == data,
+            "{strategy}: the redirected download differs"
+        );
+    }
+}
+
+#[test]
+fn redirect_http_without_tls_stops_the_start() {
+    let (dir, _) = tree();
+    let stderr = start_fails(dir.path(), &["--redirect-http", "127.0.0.1:0"]);
+    assert!(
+        stderr.contains("--redirect-http needs --tls-cert"),
+        "{stderr}"
+    );
+}
