@@ -157,7 +157,7 @@ fn read_pem(path: &Path) -> Result<Vec<u8>, TlsError> {
 fn bad_pem(path: &Path, error: &rustls::pki_types::pem::Error) -> TlsError {
     TlsError::BadPem {
         path: path.into(),
-        message: format!("{error:?}"),
+        message: error.to_string(),
     }
 }
 

@@ -462,3 +462,44 @@ fn redirect_http_without_tls_stops_the_start() {
         "{stderr}"
     );
 }
+
+#[test]
+fn tar_pacing_and_the_access_log_work_over_https_under_every_strategy() {
+    let (dir, data) = tree();
+    let certs = tempfile::tempdir().unwrap();
+    let pair = Pair::write(certs.path(), &valid("ioserve test"));
+    for strategy in STRATEGIES {
+        let mut flags = pair.flags();
+        flags.extend(["--limit-rate", "1m"]);
+        let server = Server::start_with(strategy, dir.path(), &flags, true);
+        let started = Instant::now();
+        let archive = fetch(server.addr, &pair.cert, &[], "/?download=tar");
+        let elapsed = started.elapsed();
+        // More than 3 MiB at 1 MiB/s: paced, whatever burst the bucket allows first.
+        assert!(
+            elapsed >= Duration::from_millis(1500),
+            "{strategy}: {elapsed:?}"
+        );
+        let mut files = std::collections::BTreeMap::new();
+        for entry in tar::Archive::new(&archive[..]).entries().unwrap() {
+            let mut entry = entry.unwrap();
+            let path = entry.path().unwrap().to_string_lossy().into_owned();
+            let mut bytes = Vec::new();
+            entry.read_to_end(&mut bytes).unwrap();
+            files.insert(path, bytes);
+        }
+        assert!(
+            files.values().any(|bytes| *bytes == data),
+            "{strategy}: {:?}",
+            files.keys()
+        );
+        assert!(files.values().any(|bytes| bytes == b"hello"), "{strategy}");
+        let log = server.wait_for_log("\"GET /?download=tar HTTP/1.1\" 200 ");
+        let bytes = archive.len().to_string();
+        assert!(
+            log.lines()
+                .any(|line| line.contains("download=tar") && line.contains(&bytes)),
+            "{strategy}: {log}"
+        );
+    }
+}
