@@ -3,7 +3,7 @@
 //!
 //! rustls on the ring provider, TLS 1.2 and 1.3 only with its safe defaults, session
 //! resumption on (a session cache and stateless tickets), 0-RTT off, ALPN `http/1.1`.
-//! The acceptor is part of the [`Live`](crate::serve::shared::Live) settings, so SIGHUP
+//! The configuration is part of the `Live` settings (`serve/shared.rs`), so SIGHUP
 //! loads the pair again for new connections: one in flight keeps its session, and a
 //! pair that fails to load leaves the old settings in force.
 
