@@ -503,3 +503,46 @@ fn tar_pacing_and_the_access_log_work_over_https_under_every_strategy() {
         );
     }
 }
+
+#[test]
+fn tls_1_2_and_1_3_are_served_and_older_versions_refused() {
+    let (dir, _) = tree();
+    let certs = tempfile::tempdir().unwrap();
+    let pair = Pair::write(certs.path(), &valid("ioserve test"));
+    let server = Server::start("sendfile", dir.path(), &pair.flags());
+    for (version, args) in [
+        ("TLSv1.2", ["--tlsv1.2", "--tls-max", "1.2"]),
+        ("TLSv1.3", ["--tlsv1.3", "--tls-max", "1.3"]),
+    ] {
+        let output = curl(
+            server.addr,
+            &pair.cert,
+            &[&args[..], &["--verbose"]].concat(),
+            &["/hello.txt"],
+        );
+        let log = String::from_utf8_lossy(&output.stderr);
+        assert!(output.status.success(), "{version}: {log}");
+        assert!(
+            log.contains(&format!("SSL connection using {version}")),
+            "{log}"
+        );
+        assert_eq!(output.stdout, b"hello");
+    }
+    // The client offers TLS 1.1 only (its security level lowered so that it does): the
+    // server answers with an alert.
+    let old = curl(
+        server.addr,
+        &pair.cert,
+        &[
+            "--tlsv1.1",
+            "--tls-max",
+            "1.1",
+            "--ciphers",
+            "DEFAULT:@SECLEVEL=0",
+        ],
+        &["/hello.txt"],
+    );
+    let log = String::from_utf8_lossy(&old.stderr);
+    assert!(!old.status.success(), "TLS 1.1 was accepted");
+    assert!(log.contains("alert"), "the server sent no alert: {log}");
+}
