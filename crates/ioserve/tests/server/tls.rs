@@ -546,3 +546,41 @@ fn tls_1_2_and_1_3_are_served_and_older_versions_refused() {
     assert!(!old.status.success(), "TLS 1.1 was accepted");
     assert!(log.contains("alert"), "the server sent no alert: {log}");
 }
+
+#[test]
+fn a_second_connection_resumes_the_session_under_tls_1_2_and_1_3() {
+    let (dir, _) = tree();
+    let certs = tempfile::tempdir().unwrap();
+    let pair = Pair::write(certs.path(), &valid("ioserve test"));
+    let server = Server::start("read", dir.path(), &pair.flags());
+    for version in ["1.2", "1.3"] {
+        // Two requests, each on a connection of its own (Connection: close).
+        let output = curl(
+            server.addr,
+            &pair.cert,
+            &[
+                "--verbose",
+                "--tls-max",
+                version,
+                "--header",
+                "Connection: close",
+            ],
+            &["/hello.txt", "/hello.txt"],
+        );
+        let log = String::from_utf8_lossy(&output.stderr);
+        assert!(output.status.success(), "{log}");
+        assert_eq!(output.stdout, b"hellohello");
+        let count = |needle: &str| log.matches(needle).count();
+        assert_eq!(
+            count("(IN), TLS handshake, Server hello"),
+            2,
+            "{version}: {log}"
+        );
+        // A resumed handshake sends no certificate.
+        assert_eq!(
+            count("(IN), TLS handshake, Certificate (11)"),
+            1,
+            "{version}: {log}"
+        );
+    }
+}
