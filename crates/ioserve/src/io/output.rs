@@ -413,23 +413,36 @@ impl<'a> Output<'a> {
 
     /// Writes the queued bytes and then all of `data` through the user-space stream,
     /// pacing the data, and flushes it: each write may wait at most the send timeout.
+    /// The head and the first data go in one vectored write, so one TLS record can
+    /// carry both.
     async fn write_through(&mut self, data: &[u8]) -> io::Result<()> {
         let mut data_sent = 0;
-        while self.pending_sent < self.pending.len() {
-            let n = self.write_stream(Written::Pending).await?;
-            self.pending_sent += n;
+        while self.pending_sent < self.pending.len() || data_sent < data.len() {
+            let head_waiting = self.pending_sent < self.pending.len();
+            let allowed = self.allowance(data.len() - data_sent, head_waiting).await;
+            let pending = &self.pending[self.pending_sent..];
+            let Sink::Stream(stream) = &mut self.sink else {
+                return Err(io::ErrorKind::Unsupported.into());
+            };
+            let bufs = [
+                io::IoSlice::new(pending),
+                io::IoSlice::new(&data[data_sent..data_sent + allowed]),
+            ];
+            let written = tokio::time::timeout(self.send_timeout, stream.write_vectored(&bufs));
+            let n = match written
+                .await
+                .unwrap_or_else(|_elapsed| Err(send_timed_out()))?
+            {
+                0 => return Err(io::ErrorKind::WriteZero.into()),
+                n => n,
+            };
+            let from_pending = n.min(pending.len());
+            self.pending_sent += from_pending;
+            data_sent += n - from_pending;
+            self.spent(n - from_pending);
             self.sent += n as u64;
         }
         self.clear_pending();
-        while data_sent < data.len() {
-            let allowed = self.allowance(data.len() - data_sent, false).await;
-            let n = self
-                .write_stream(Written::Data(&data[data_sent..data_sent + allowed]))
-                .await?;
-            data_sent += n;
-            self.spent(n);
-            self.sent += n as u64;
-        }
         let Sink::Stream(stream) = &mut self.sink else {
             return Ok(());
         };
@@ -437,31 +450,6 @@ impl<'a> Output<'a> {
             .await
             .unwrap_or_else(|_elapsed| Err(send_timed_out()))
     }
-
-    /// One write of the queued bytes or of `data` to the user-space stream; fails when
-    /// it takes none.
-    async fn write_stream(&mut self, what: Written<'_>) -> io::Result<usize> {
-        let Sink::Stream(stream) = &mut self.sink else {
-            return Err(io::ErrorKind::Unsupported.into());
-        };
-        let bytes = match what {
-            Written::Pending => &self.pending[self.pending_sent..],
-            Written::Data(data) => data,
-        };
-        let written = tokio::time::timeout(self.send_timeout, stream.write(bytes)).await;
-        match written.unwrap_or_else(|_elapsed| Err(send_timed_out()))? {
-            0 => Err(io::ErrorKind::WriteZero.into()),
-            n => Ok(n),
-        }
-    }
-}
-
-/// What [`Output::write_stream`] writes.
-enum Written<'d> {
-    /// The rest of the queued bytes.
-    Pending,
-    /// These data bytes.
-    Data(&'d [u8]),
 }
 
 /// The error of a client that did not read for the send timeout.
