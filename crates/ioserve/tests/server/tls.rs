@@ -584,3 +584,70 @@ fn a_second_connection_resumes_the_session_under_tls_1_2_and_1_3() {
         );
     }
 }
+
+/// A rustls client connection to `addr` (as `localhost`) that trusts the PEM
+/// certificates in `ca`.
+fn tls_client(
+    addr: SocketAddr,
+    ca: &str,
+) -> rustls::StreamOwned<rustls::ClientConnection, TcpStream> {
+    use rustls::pki_types::pem::PemObject as _;
+    let mut roots = rustls::RootCertStore::empty();
+    for cert in rustls::pki_types::CertificateDer::pem_slice_iter(ca.as_bytes()) {
+        roots.add(cert.unwrap()).unwrap();
+    }
+    let provider = std::sync::Arc::new(rustls::crypto::ring::default_provider());
+    let config = rustls::ClientConfig::builder_with_provider(provider)
+        .with_safe_default_protocol_versions()
+        .unwrap()
+        .with_root_certificates(roots)
+        .with_no_client_auth();
+    let name = rustls::pki_types::ServerName::try_from("localhost").unwrap();
+    let connection = rustls::ClientConnection::new(std::sync::Arc::new(config), name).unwrap();
+    rustls::StreamOwned::new(connection, crate::support::connect(addr))
+}
+
+#[test]
+fn a_client_that_stops_reading_over_tls_is_cut_off_at_the_send_timeout() {
+    let dir = tempfile::tempdir().unwrap();
+    // More than loopback socket buffers and rustls's buffers hold together.
+    const SIZE: usize = 48 << 20;
+    std::fs::write(dir.path().join("huge.bin"), random_bytes(SIZE, 36)).unwrap();
+    let certs = tempfile::tempdir().unwrap();
+    let (cert, key) = valid("ioserve test");
+    let pair = Pair::write(certs.path(), &(cert.clone(), key));
+    for strategy in STRATEGIES {
+        let mut flags = pair.flags();
+        flags.extend(["--send-timeout", "1s", "--metrics-listen", "127.0.0.1:0"]);
+        let server = Server::start(strategy, dir.path(), &flags);
+        let mut client = tls_client(server.addr, &cert);
+        client
+            .write_all(b"GET /huge.bin HTTP/1.1\r\nHost: localhost\r\n\r\n")
+            .unwrap();
+        let mut first = vec![0; 64 << 10];
+        client.read_exact(&mut first).unwrap();
+        assert!(first.starts_with(b"HTTP/1.1 200 OK\r\n"), "{strategy}");
+        // It reads nothing more: the server gives up on it after the send timeout.
+        crate::support::wait_for_no_connections(&server);
+        let mut rest = Vec::new();
+        let _ = client.read_to_end(&mut rest);
+        assert!(
+            first.len() + rest.len() < SIZE,
+            "{strategy}: the whole body came"
+        );
+    }
+}
+
+#[test]
+fn the_start_log_says_sendfile_and_mmap_read_the_file_under_tls() {
+    let (dir, data) = tree();
+    let certs = tempfile::tempdir().unwrap();
+    let pair = Pair::write(certs.path(), &valid("ioserve test"));
+    for strategy in ["sendfile", "mmap"] {
+        let server = Server::start_with(strategy, dir.path(), &pair.flags(), true);
+        server.wait_for_log(&format!(
+            "TLS in user space: {strategy} serves through reads (kTLS not in use)"
+        ));
+        assert_eq!(fetch(server.addr, &pair.cert, &[], "/big.bin"), data);
+    }
+}
