@@ -1,6 +1,7 @@
 //! ioserve: a download daemon for large files.
 //!
-//! A request goes: listener ([`serve::listeners`], accepted in [`serve::accept`]) →
+//! A request goes: listener ([`serve::listeners`], accepted in [`serve::accept`], with
+//! `--tls-cert` over TLS in user space: [`serve::tls`]) →
 //! connection ([`serve::conn`]) → head parse ([`http::request`]) → [`http::resolve`]:
 //! what it asks for, with no IO ([`http::path`] safety, the method, preconditions,
 //! `Range`, negotiated encodings) → [`http::reply`]: the file opened through the
@@ -29,8 +30,8 @@
 //!   conditions, negotiation, listings, directories as tar downloads.
 //! - [`ops`]: operating the server: settings, worker placement, metrics, access log,
 //!   descriptor budget.
-//! - [`serve`]: the server: listeners, workers, accept loops, connections, signals and
-//!   reloads; it uses the three others.
+//! - [`serve`]: the server: listeners, workers, accept loops, connections (plain HTTP
+//!   or HTTPS), signals and reloads; it uses the three others.
 //! - [`clock`] (a cached clock) and [`fuzzing`] (invariants shared with the fuzz
 //!   targets, over [`http`]) stand beside them.
 

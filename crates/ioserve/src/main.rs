@@ -52,13 +52,21 @@ fn run() -> anyhow::Result<()> {
     let mut stdout = std::io::stdout().lock();
     writeln!(
         stdout,
-        "ioserve: serving {} at http://{}/ (strategy {}, {} worker{})",
+        "ioserve: serving {} at {}://{}/ (strategy {}, {} worker{})",
         server.root().display(),
+        if config.tls_cert.is_some() {
+            "https"
+        } else {
+            "http"
+        },
         server.local_addr(),
         config.strategy.name(),
         config.workers,
         if config.workers == 1 { "" } else { "s" },
     )?;
+    if let Some(addr) = server.redirect_addr() {
+        writeln!(stdout, "ioserve: redirecting http://{addr}/ to https")?;
+    }
     if let Some(addr) = server.metrics_addr() {
         writeln!(stdout, "ioserve: metrics at http://{addr}/metrics")?;
     }

@@ -6,6 +6,11 @@
 //! packet of its own: it goes out in the same `writev` as the first body bytes, or, before
 //! `sendfile`, with `MSG_MORE` so that the kernel merges it with the file's first bytes.
 //!
+//! Over a stream that encrypts in user space (TLS), every byte goes through the stream's
+//! writes instead ([`Output::through`]): the kernel cannot send file pages or mapped
+//! memory into it, so the strategies read the file into a buffer there
+//! ([`Output::copies_in_user_space`]).
+//!
 //! Body bytes (those of `write` and `sendfile`, not the queued head) are paced by the
 //! connection's [`Pacer`] when it has one: each call is given at most what the pacer
 //! allows now, and waits on the timer when it allows nothing.
@@ -18,15 +23,32 @@ use std::time::Duration;
 
 use memmap2::MmapRaw;
 use rustix::net::SendFlags;
-use tokio::io::Interest;
+use tokio::io::{AsyncWrite, AsyncWriteExt as _, Interest};
 use tokio::net::TcpStream;
 
 use crate::io::pacing::Pacer;
 
+/// Where a response's bytes go.
+enum Sink<'a> {
+    /// The plain socket: the kernel takes head, buffers, mappings and file pages.
+    Socket(&'a TcpStream),
+    /// A stream that encrypts in user space (TLS): only buffers, through its writes.
+    Stream(&'a mut (dyn AsyncWrite + Unpin + Send + Sync)),
+}
+
+impl std::fmt::Debug for Sink<'_> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Sink::Socket(stream) => f.debug_tuple("Socket").field(stream).finish(),
+            Sink::Stream(_) => f.write_str("Stream"),
+        }
+    }
+}
+
 /// A response writer over one connection.
 #[derive(Debug)]
 pub struct Output<'a> {
-    stream: &'a TcpStream,
+    sink: Sink<'a>,
     pending: Vec<u8>,
     pending_sent: usize,
     send_timeout: Duration,
@@ -45,8 +67,21 @@ pub struct Output<'a> {
 impl<'a> Output<'a> {
     /// A writer whose every wait for the socket is bounded by `send_timeout`.
     pub fn new(stream: &'a TcpStream, send_timeout: Duration) -> Self {
+        Self::to(Sink::Socket(stream), send_timeout)
+    }
+
+    /// A writer through `stream`, which encrypts in user space (TLS): every byte goes
+    /// through its writes, each wait bounded by `send_timeout`.
+    pub fn through(
+        stream: &'a mut (dyn AsyncWrite + Unpin + Send + Sync),
+        send_timeout: Duration,
+    ) -> Self {
+        Self::to(Sink::Stream(stream), send_timeout)
+    }
+
+    fn to(sink: Sink<'a>, send_timeout: Duration) -> Self {
         Output {
-            stream,
+            sink,
             pending: Vec::new(),
             pending_sent: 0,
             send_timeout,
@@ -56,6 +91,13 @@ impl<'a> Output<'a> {
             pacer: None,
             paced: Duration::ZERO,
         }
+    }
+
+    /// Whether file bytes must be copied into this process to be sent: the stream
+    /// encrypts in user space, so [`Output::sendfile`] and [`Output::write_mapped`]
+    /// cannot be used and a strategy reads the file into a buffer instead.
+    pub fn copies_in_user_space(&self) -> bool {
+        matches!(self.sink, Sink::Stream(_))
     }
 
     /// Paces the body bytes of this response by the connection's `pacer`.
@@ -151,6 +193,9 @@ impl<'a> Output<'a> {
     /// Writes the queued bytes and then all of `data`, in as few `writev` calls as the
     /// socket allows.
     pub async fn write(&mut self, data: &[u8]) -> io::Result<()> {
+        if self.copies_in_user_space() {
+            return self.write_through(data).await;
+        }
         self.write_with(data.len(), |from| data[from..].as_ptr())
             .await
     }
@@ -171,6 +216,7 @@ impl<'a> Output<'a> {
             start <= end && end <= map.len(),
             "range outside the mapping"
         );
+        self.socket()?;
         self.write_with(end - start, |from| map.as_ptr().wrapping_add(start + from))
             .await
     }
@@ -183,6 +229,7 @@ impl<'a> Output<'a> {
         len: usize,
         data_at: impl Fn(usize) -> *const u8,
     ) -> io::Result<()> {
+        let socket = self.socket()?;
         let mut data_sent = 0;
         while self.pending_sent < self.pending.len() || data_sent < len {
             let head_waiting = self.pending_sent < self.pending.len();
@@ -205,7 +252,7 @@ impl<'a> Output<'a> {
                     // `len - data_sent`) bytes from `data_at(data_sent)` (a borrowed
                     // slice, or a range inside a mapping the caller holds). writev only
                     // reads them, in the kernel, which checks each page.
-                    let n = unsafe { libc::writev(self.stream.as_raw_fd(), iovecs.as_ptr(), 2) };
+                    let n = unsafe { libc::writev(socket.as_raw_fd(), iovecs.as_ptr(), 2) };
                     if n < 0 {
                         Err(io::Error::last_os_error())
                     } else {
@@ -229,6 +276,10 @@ impl<'a> Output<'a> {
     /// Writes the queued bytes. With `more`, the kernel is told that more data follows
     /// (`MSG_MORE`), so a `sendfile` right after shares their packet.
     pub async fn flush(&mut self, more: bool) -> io::Result<()> {
+        if self.copies_in_user_space() {
+            return self.write_through(&[]).await;
+        }
+        let socket = self.socket()?;
         let flags = if more {
             SendFlags::MORE | SendFlags::NOSIGNAL
         } else {
@@ -237,7 +288,7 @@ impl<'a> Output<'a> {
         while self.pending_sent < self.pending.len() {
             let pending = &self.pending[self.pending_sent..];
             let n = self
-                .io(|| Ok(rustix::net::send(self.stream, pending, flags)?))
+                .io(|| Ok(rustix::net::send(socket, pending, flags)?))
                 .await?;
             self.pending_sent += n;
             self.sent += n as u64;
@@ -254,11 +305,12 @@ impl<'a> Output<'a> {
         offset: &mut u64,
         count: usize,
     ) -> io::Result<usize> {
+        let socket = self.socket()?;
         let count = self.allowance(count, false).await;
         let n = self
             .io(|| {
                 Ok(rustix::fs::sendfile(
-                    self.stream,
+                    socket,
                     file,
                     Some(&mut *offset),
                     count,
@@ -281,11 +333,12 @@ impl<'a> Output<'a> {
         count: usize,
         threads: &crate::io::cold_threads::ColdThreads,
     ) -> io::Result<usize> {
+        let stream = self.socket()?;
         let count = self.allowance(count, false).await;
         let socket = match &self.pool_socket {
             Some(socket) => Arc::clone(socket),
             None => {
-                let socket = Arc::new(rustix::io::fcntl_dupfd_cloexec(self.stream, 0)?);
+                let socket = Arc::new(rustix::io::fcntl_dupfd_cloexec(stream, 0)?);
                 self.pool_socket = Some(Arc::clone(&socket));
                 socket
             }
@@ -323,7 +376,7 @@ impl<'a> Output<'a> {
     /// Whether the socket has room now (`poll` with no wait), as `WouldBlock` if not.
     fn poll_writable(&self) -> io::Result<()> {
         use rustix::event::{poll, PollFd, PollFlags, Timespec};
-        let mut fds = [PollFd::new(self.stream, PollFlags::OUT)];
+        let mut fds = [PollFd::new(self.socket()?, PollFlags::OUT)];
         // An error or hang-up counts as ready: the next sendfile reports it.
         poll(&mut fds, Some(&Timespec::default()))?;
         match fds[0].revents().is_empty() {
@@ -340,17 +393,69 @@ impl<'a> Output<'a> {
     /// Runs a non-blocking socket operation, waiting for writability on `EAGAIN`, for at
     /// most the send timeout.
     async fn io<R>(&self, f: impl FnMut() -> io::Result<R>) -> io::Result<R> {
-        match tokio::time::timeout(
-            self.send_timeout,
-            self.stream.async_io(Interest::WRITABLE, f),
-        )
-        .await
-        {
-            Ok(result) => result,
-            Err(_) => Err(io::Error::new(
-                io::ErrorKind::TimedOut,
-                "client did not read for the send timeout",
+        let socket = self.socket()?;
+        tokio::time::timeout(self.send_timeout, socket.async_io(Interest::WRITABLE, f))
+            .await
+            .unwrap_or_else(|_elapsed| Err(send_timed_out()))
+    }
+
+    /// The plain socket, for the calls that hand it to the kernel; an error over a
+    /// stream that encrypts in user space (the strategies do not make those calls there).
+    fn socket(&self) -> io::Result<&'a TcpStream> {
+        match self.sink {
+            Sink::Socket(stream) => Ok(stream),
+            Sink::Stream(_) => Err(io::Error::new(
+                io::ErrorKind::Unsupported,
+                "file pages and mappings cannot be sent through a stream encrypted in user space",
             )),
         }
     }
+
+    /// Writes the queued bytes and then all of `data` through the user-space stream,
+    /// pacing the data, and flushes it: each write may wait at most the send timeout.
+    /// The head and the first data go in one vectored write, so one TLS record can
+    /// carry both.
+    async fn write_through(&mut self, data: &[u8]) -> io::Result<()> {
+        let mut data_sent = 0;
+        while self.pending_sent < self.pending.len() || data_sent < data.len() {
+            let head_waiting = self.pending_sent < self.pending.len();
+            let allowed = self.allowance(data.len() - data_sent, head_waiting).await;
+            let pending = &self.pending[self.pending_sent..];
+            let Sink::Stream(stream) = &mut self.sink else {
+                return Err(io::ErrorKind::Unsupported.into());
+            };
+            let bufs = [
+                io::IoSlice::new(pending),
+                io::IoSlice::new(&data[data_sent..data_sent + allowed]),
+            ];
+            let written = tokio::time::timeout(self.send_timeout, stream.write_vectored(&bufs));
+            let n = match written
+                .await
+                .unwrap_or_else(|_elapsed| Err(send_timed_out()))?
+            {
+                0 => return Err(io::ErrorKind::WriteZero.into()),
+                n => n,
+            };
+            let from_pending = n.min(pending.len());
+            self.pending_sent += from_pending;
+            data_sent += n - from_pending;
+            self.spent(n - from_pending);
+            self.sent += n as u64;
+        }
+        self.clear_pending();
+        let Sink::Stream(stream) = &mut self.sink else {
+            return Ok(());
+        };
+        tokio::time::timeout(self.send_timeout, stream.flush())
+            .await
+            .unwrap_or_else(|_elapsed| Err(send_timed_out()))
+    }
+}
+
+/// The error of a client that did not read for the send timeout.
+fn send_timed_out() -> io::Error {
+    io::Error::new(
+        io::ErrorKind::TimedOut,
+        "client did not read for the send timeout",
+    )
 }

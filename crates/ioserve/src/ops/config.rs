@@ -360,6 +360,23 @@ settings! {
         #[arg(long, value_name = "N")]
         max_conns_per_ip: usize, Applied
             => max_conns_per_ip: usize = given.max_conns_per_ip.unwrap_or(0);
+        /// Serve HTTPS on the listeners with this PEM certificate chain (the server's
+        /// certificate first, then its intermediates); needs --tls-key; re-read on SIGHUP
+        /// [default: off]
+        #[arg(long, value_name = "PATH")]
+        tls_cert: PathBuf, Applied => tls_cert: Option<PathBuf> = given.tls_cert.clone();
+        /// The PEM private key of --tls-cert (PKCS#8, PKCS#1 or SEC1); re-read on SIGHUP
+        #[arg(long, value_name = "PATH")]
+        tls_key: PathBuf, Applied => tls_key: Option<PathBuf> = given.tls_key.clone();
+        /// With TLS, send Strict-Transport-Security: max-age=SECONDS on HTTPS responses
+        /// [default: off]
+        #[arg(long, value_name = "SECONDS")]
+        hsts: u64, Applied => hsts: Option<u64> = given.hsts;
+        /// With TLS, also listen on ADDR for plain HTTP and answer every request with 308 to
+        /// its https:// URL [default: off]
+        #[arg(long, value_name = "ADDR")]
+        redirect_http: SocketAddr, NeedsRestart
+            => redirect_http: Option<SocketAddr> = given.redirect_http;
     }
 }
 
@@ -667,6 +684,18 @@ mod tests {
         ("limit-rate", "512k", "\"512k\""),
         ("limit-rate-after", "1M", "1048576"),
         ("max-conns-per-ip", "4", "4"),
+        (
+            "tls-cert",
+            "/etc/ioserve/cert.pem",
+            "\"/etc/ioserve/cert.pem\"",
+        ),
+        (
+            "tls-key",
+            "/etc/ioserve/key.pem",
+            "\"/etc/ioserve/key.pem\"",
+        ),
+        ("hsts", "31536000", "31536000"),
+        ("redirect-http", "127.0.0.1:9997", "\"127.0.0.1:9997\""),
     ];
 
     #[test]

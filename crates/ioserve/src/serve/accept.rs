@@ -9,6 +9,7 @@ use std::time::Duration;
 
 use futures_util::FutureExt as _;
 use tokio::net::{TcpListener, TcpStream};
+use tokio_rustls::TlsAcceptor;
 use tokio_util::task::TaskTracker;
 
 use crate::http::response::Reply;
@@ -64,6 +65,50 @@ pub(super) async fn accept_loop(
     }
 }
 
+/// Whether an accepted connection may be served, and its place in the count.
+struct Admission {
+    slot: ConnectionSlot,
+    /// Under `--max-connections`.
+    admitted: bool,
+    /// Under `--max-conns-per-ip`.
+    peer_admitted: bool,
+}
+
+/// The 503 for a client at `--max-conns-per-ip`.
+fn per_ip_busy() -> Reply {
+    Reply::error(503).header("Retry-After", PER_IP_RETRY_AFTER)
+}
+
+/// The TLS handshake, within the header timeout, then the connection served (or
+/// refused with 503 when it is not admitted) over it. A handshake that fails (plain
+/// HTTP sent to the HTTPS port, a client that refuses the certificate, a scanner)
+/// closes the connection and is logged at debug level.
+async fn answer_tls(
+    tls: TlsAcceptor,
+    stream: TcpStream,
+    peer: SocketAddr,
+    shared: &Shared,
+    admission: Admission,
+) {
+    let header_timeout = shared.live().limits.header_timeout;
+    let stream = match tokio::time::timeout(header_timeout, tls.accept(stream)).await {
+        Ok(Ok(stream)) => stream,
+        Ok(Err(error)) => return tracing::debug!(%peer, %error, "TLS handshake failed"),
+        Err(_elapsed) => return tracing::debug!(%peer, "TLS handshake timed out"),
+    };
+    let Admission {
+        slot,
+        admitted,
+        peer_admitted,
+    } = admission;
+    let id = slot.worker();
+    match (admitted, peer_admitted) {
+        (true, true) => conn::serve(stream, peer, shared, &slot).await,
+        (true, false) => conn::refuse_with(stream, peer, shared, id, per_ip_busy()).await,
+        (false, _) => conn::refuse(stream, peer, shared, id, 503).await,
+    }
+}
+
 /// Seconds a client refused at `--max-conns-per-ip` is asked to wait (`Retry-After`):
 /// one of its own connections will likely have ended by then.
 const PER_IP_RETRY_AFTER: u64 = 1;
@@ -109,18 +154,34 @@ fn spawn_connection(
     }
     let metrics = Arc::clone(&shared.metrics);
     let shared = Arc::clone(shared);
+    let _ = stream.set_nodelay(true);
+    // HTTPS as the settings of this moment say (SIGHUP may load a new certificate).
+    let tls = shared.live().tls.clone();
     let connection = async move {
         // The address's place is given back when the task ends, however it ends.
         let _peer_slot = peer_slot;
-        match (admitted, peer_admitted) {
-            (true, true) => conn::serve(stream, peer, &shared, &slot).await,
-            (true, false) => {
-                let busy = Reply::error(503).header("Retry-After", PER_IP_RETRY_AFTER);
-                conn::refuse_with(stream, peer, &shared, id, busy).await;
+        match (tls, admitted, peer_admitted) {
+            // Boxed: a plain connection's task keeps its size, without the handshake.
+            (Some(tls), _, _) => {
+                let admission = Admission {
+                    slot,
+                    admitted,
+                    peer_admitted,
+                };
+                let tls = TlsAcceptor::from(tls);
+                Box::pin(answer_tls(tls, stream, peer, &shared, admission)).await;
             }
-            (false, _) => conn::refuse(stream, peer, &shared, id, 503).await,
+            (None, true, true) => conn::serve(stream, peer, &shared, &slot).await,
+            (None, true, false) => {
+                conn::refuse_with(stream, peer, &shared, id, per_ip_busy()).await;
+            }
+            (None, false, _) => conn::refuse(stream, peer, &shared, id, 503).await,
         }
     };
+    {
+        let a = std::mem::size_of_val(&connection);
+        let _ = std::fs::write("/tmp/tls-size.txt", format!("connection {a}\n"));
+    }
     // A panic is a bug; it ends this connection only (the panic hook has logged it),
     // and the slot's drop gives its place back. (Combinators, not an async block: a
     // block would hold the connection's future twice, before and while it is awaited,

@@ -1,5 +1,7 @@
 //! One client connection: read request heads (keep-alive and pipelining), answer each
-//! with its reply and the configured strategy, enforce the timeouts.
+//! with its reply and the configured strategy, enforce the timeouts. The same code
+//! serves plain HTTP and HTTPS: it is generic over the connection's
+//! `Transport` (`serve/transport.rs`), compiled once for each.
 //!
 //! Timeouts, as nginx has them:
 //! - header timeout: a request head must be complete this long after its first byte (or
@@ -17,7 +19,6 @@ use std::time::{Duration, Instant};
 
 use futures_util::future::OptionFuture;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
-use tokio::net::TcpStream;
 use tokio::sync::Notify;
 use tokio::time::timeout_at;
 
@@ -33,23 +34,21 @@ use crate::io::pacing::Pacer;
 use crate::io::strategy::ColdReads;
 use crate::ops::access_log::{Outcome, Record};
 use crate::serve::shared::{ConnectionSlot, Live, Shared};
+use crate::serve::transport::Transport;
 
 /// How long a closing connection keeps reading (and dropping) what the client still
 /// sends, so that the kernel does not answer it with a reset that destroys our response.
 const LINGER: Duration = Duration::from_secs(2);
 /// Most bytes read and dropped while lingering.
 const LINGER_BYTES: usize = 256 * 1024;
-/// The first allocation of a connection's read buffer: most request heads fit. It
-/// doubles, up to [`MAX_HEAD_BYTES`], for the rare large head.
-const FIRST_READ: usize = 1024;
 
 /// Serves one accepted, admitted connection to its end.
 ///
 /// Memory per connection stays small, because a server holds thousands of slow or idle
 /// clients: the read buffer is allocated only when bytes arrive, and released while a
 /// body is sent and while the connection waits for its next request.
-pub(crate) async fn serve(
-    stream: TcpStream,
+pub(crate) async fn serve<S: Transport>(
+    mut stream: S,
     peer: SocketAddr,
     shared: &Shared,
     slot: &ConnectionSlot,
@@ -57,7 +56,6 @@ pub(crate) async fn serve(
     let worker = slot.worker();
     // Timeouts come from the settings of the moment (SIGHUP may change them).
     let limits = || shared.live().limits.clone();
-    let _ = stream.set_nodelay(true);
     let mut buf: Vec<u8> = Vec::new();
     // Notified when this connection, idle, must close to admit a new client.
     let mut close: Option<Arc<Notify>> = None;
@@ -79,7 +77,7 @@ pub(crate) async fn serve(
                     buf = Vec::new();
                 }
                 pacer.set_limits(decision.live.limits.pace);
-                let responding = respond(&stream, shared, worker, decision, &mut pacer);
+                let responding = respond(&mut stream, shared, worker, decision, &mut pacer);
                 let keep_alive = match Box::pin(responding).await {
                     Ok(keep_alive) => keep_alive,
                     Err(error) => {
@@ -119,53 +117,19 @@ pub(crate) async fn serve(
             (close, true) => Some(&*close.insert(Arc::new(Notify::new()))),
         };
         let _waiting = close.map(|close| slot.idle(close));
-        let readable = tokio::select! {
+        let read = tokio::select! {
             _ = shared.shutdown.cancelled(), if idle => return,
             _ = OptionFuture::from(close.map(|close| close.notified())), if close.is_some() => return,
-            ready = timeout_at(deadline.into(), stream.readable()) => ready,
+            read = timeout_at(deadline.into(), stream.read_some(&mut buf)) => read,
         };
-        match readable {
-            Ok(Ok(())) => {}
-            Ok(Err(_)) => return,
+        match read {
+            // End of stream or an error: the connection is over.
+            Ok(Ok(0) | Err(_)) => return,
+            Ok(Ok(_)) if idle => deadline = Instant::now() + limits().header_timeout,
+            Ok(Ok(_)) => {}
             Err(_elapsed) if idle => return,
             Err(_elapsed) => return Box::pin(refuse(stream, peer, shared, worker, 408)).await,
         }
-        match read_available(&stream, &mut buf) {
-            Read::Bytes if idle => deadline = Instant::now() + limits().header_timeout,
-            Read::Bytes | Read::Nothing => {}
-            Read::Closed => return,
-        }
-    }
-}
-
-/// What [`read_available`] got.
-enum Read {
-    /// Bytes of a request.
-    Bytes,
-    /// Nothing after all (a spurious wake-up).
-    Nothing,
-    /// End of stream or an error: the connection is over.
-    Closed,
-}
-
-/// Reads what the socket holds into `buf`, growing it as a head needs (up to
-/// [`MAX_HEAD_BYTES`]); an empty buffer left by a spurious wake-up is released.
-fn read_available(stream: &TcpStream, buf: &mut Vec<u8>) -> Read {
-    if buf.len() == buf.capacity() {
-        let grow = buf.capacity().clamp(FIRST_READ, MAX_HEAD_BYTES);
-        buf.reserve_exact(grow);
-    }
-    match stream.try_read_buf(buf) {
-        Ok(0) => Read::Closed,
-        Ok(_) => Read::Bytes,
-        Err(error) if error.kind() == io::ErrorKind::WouldBlock => {
-            if buf.is_empty() {
-                // Hold no buffer while waiting again.
-                *buf = Vec::new();
-            }
-            Read::Nothing
-        }
-        Err(_) => Read::Closed,
     }
 }
 
@@ -266,8 +230,8 @@ fn next_step(shared: &Shared, peer: SocketAddr, worker: usize, buf: &[u8]) -> St
 /// connection of this worker: a listing (reading a large directory), and with
 /// `--cold-reads pool` a path that the open-file cache does not hold (the path walk,
 /// open and fstat of a cold inode).
-async fn respond(
-    stream: &TcpStream,
+async fn respond<S: Transport>(
+    stream: &mut S,
     shared: &Shared,
     worker: usize,
     decision: Decision,
@@ -316,6 +280,14 @@ async fn respond(
                 .unwrap_or_else(|_| Reply::error(500))
         }
     };
+    // HSTS only where it is true: a plain response may come from anyone on the path.
+    let reply = match (S::ENCRYPTED, live.hsts) {
+        (true, Some(max_age)) => reply.header(
+            "Strict-Transport-Security",
+            format_args!("max-age={max_age}"),
+        ),
+        _ => reply,
+    };
     let head = reply.finish_head(keep_alive, http10);
     let prepared = Prepared {
         status: reply.status,
@@ -348,8 +320,8 @@ struct Prepared {
 }
 
 /// Sends one reply; returns whether the connection stays open.
-async fn send(
-    stream: &TcpStream,
+async fn send<S: Transport>(
+    stream: &mut S,
     shared: &Shared,
     live: &Live,
     worker: usize,
@@ -363,7 +335,7 @@ async fn send(
         body,
         keep_alive,
     } = prepared;
-    let mut out = Output::new(stream, live.limits.send_timeout);
+    let mut out = stream.output(live.limits.send_timeout);
     if live.limits.pace.rate > 0 {
         out = out.paced_by(pacer);
     }
@@ -425,8 +397,8 @@ async fn send_body(out: &mut Output<'_>, live: &Live, body: Body) -> io::Result<
 
 /// Sends an error status that ends the connection (the request stream cannot be
 /// trusted any more), then closes.
-pub(crate) async fn refuse(
-    stream: TcpStream,
+pub(crate) async fn refuse<S: Transport>(
+    stream: S,
     peer: SocketAddr,
     shared: &Shared,
     worker: usize,
@@ -436,8 +408,8 @@ pub(crate) async fn refuse(
 }
 
 /// As [`refuse`], with `reply` (an error status with headers of its own).
-pub(crate) async fn refuse_with(
-    stream: TcpStream,
+pub(crate) async fn refuse_with<S: Transport>(
+    mut stream: S,
     peer: SocketAddr,
     shared: &Shared,
     worker: usize,
@@ -446,7 +418,7 @@ pub(crate) async fn refuse_with(
     let live = shared.live();
     let status = reply.status;
     let head = reply.finish_head(false, false);
-    let mut out = Output::new(&stream, live.limits.send_timeout);
+    let mut out = stream.output(live.limits.send_timeout);
     out.queue(&head);
     let sent = match reply.body {
         Body::Bytes(bytes) => out.write(&bytes).await.map(|()| out.sent()),
@@ -472,7 +444,7 @@ pub(crate) async fn refuse_with(
 
 /// Closes our side, then reads and drops what the client still sends for a short
 /// while, so that our last response is not destroyed by a reset.
-async fn linger_close(mut stream: TcpStream) {
+async fn linger_close<S: Transport>(mut stream: S) {
     if stream.shutdown().await.is_err() {
         return;
     }

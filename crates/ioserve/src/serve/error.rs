@@ -6,6 +6,7 @@ use std::net::SocketAddr;
 use std::path::PathBuf;
 
 use crate::http::htpasswd::HtpasswdError;
+use crate::serve::tls::TlsError;
 
 /// Why the server could not start.
 #[derive(Debug, thiserror::Error)]
@@ -40,6 +41,22 @@ pub enum ServerError {
     /// The `--auth-file` is refused.
     #[error(transparent)]
     Auth(#[from] HtpasswdError),
+    /// The TLS certificate or key is refused.
+    #[error(transparent)]
+    Tls(#[from] TlsError),
+    /// Only one of `--tls-cert` and `--tls-key` is set.
+    #[error("--tls-cert and --tls-key go together: {given} is set, {missing} is not")]
+    TlsHalfPair {
+        /// The flag that is set.
+        given: &'static str,
+        /// The flag that is missing.
+        missing: &'static str,
+    },
+    /// `--redirect-http` without TLS: there is no HTTPS to redirect to.
+    #[error(
+        "--redirect-http needs --tls-cert and --tls-key (it redirects to the HTTPS listeners)"
+    )]
+    RedirectWithoutTls,
     /// A runtime or thread could not be created.
     #[error("cannot start a worker: {0}")]
     Worker(io::Error),

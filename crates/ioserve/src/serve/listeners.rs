@@ -46,6 +46,14 @@ pub(super) fn bind_metrics(config: &Config) -> Result<Option<std::net::TcpListen
         .transpose()
 }
 
+/// The plain listener of `--redirect-http`, when it is set.
+pub(super) fn bind_redirect(config: &Config) -> Result<Option<std::net::TcpListener>, ServerError> {
+    config
+        .redirect_http
+        .map(|addr| bind_exclusive(addr).map_err(listen_error(addr)))
+        .transpose()
+}
+
 /// The error for a socket that cannot listen on `addr`.
 fn listen_error(addr: SocketAddr) -> impl Fn(io::Error) -> ServerError {
     move |source| ServerError::Listen { addr, source }
@@ -119,7 +127,7 @@ fn claim(addr: SocketAddr) -> io::Result<SocketAddr> {
         .ok_or_else(|| io::Error::other("the bound address is not an IP address"))
 }
 
-/// A listener that nothing else may share (the metrics endpoint).
+/// A listener that nothing else may share (the metrics endpoint, the redirect).
 fn bind_exclusive(addr: SocketAddr) -> io::Result<std::net::TcpListener> {
     let socket = Socket::new(Domain::for_address(addr), Type::STREAM, Some(Protocol::TCP))?;
     socket.set_reuse_address(true)?;

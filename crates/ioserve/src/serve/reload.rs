@@ -5,7 +5,8 @@
 //! a complete new set (the root opened, the access log opened, a new open-file cache)
 //! and only then swaps it in: new requests use it, requests in flight finish with the
 //! set they started with, no listener closes. The `--auth-file` is read again too: a
-//! file that is now refused keeps the old set, as any other error does. Anything that fails leaves the old set in
+//! file that is now refused keeps the old set, as any other error does; so are the TLS
+//! certificate and key, for new connections (one in flight keeps its session). Anything that fails leaves the old set in
 //! place and is logged. Settings that belong to the process (listeners, workers,
 //! runtime, metrics address, connection limit) need a restart, as their declarations
 //! in [`crate::ops::config`] say; a reload that changes them says so and keeps them.
@@ -25,6 +26,7 @@ use crate::ops::budget;
 use crate::ops::config::{Config, OnReload};
 use crate::serve::error::ServerError;
 use crate::serve::shared::{Limits, Live};
+use crate::serve::tls;
 
 /// A built set of settings and the guard that flushes its access log.
 pub(crate) struct Built {
@@ -83,6 +85,22 @@ pub(crate) fn build(config: &Config, descriptor_limit: u64) -> Result<Built, Ser
         Some(path) => Some(Arc::new(Auth::load(path, &config.auth_realm)?)),
         None => None,
     };
+    let tls = match (&config.tls_cert, &config.tls_key) {
+        (Some(cert), Some(key)) => Some(tls::load(cert, key)?),
+        (None, None) => None,
+        (Some(_), None) => {
+            return Err(ServerError::TlsHalfPair {
+                given: "--tls-cert",
+                missing: "--tls-key",
+            })
+        }
+        (None, Some(_)) => {
+            return Err(ServerError::TlsHalfPair {
+                given: "--tls-key",
+                missing: "--tls-cert",
+            })
+        }
+    };
     Ok(Built {
         live: Live {
             site: Arc::new(site),
@@ -104,6 +122,8 @@ pub(crate) fn build(config: &Config, descriptor_limit: u64) -> Result<Built, Ser
             },
             access_log,
             auth,
+            tls,
+            hsts: config.hsts,
         },
         guard,
         fitted,
@@ -181,7 +201,8 @@ mod tests {
                 "numa-nodes",
                 "metrics-listen",
                 "shutdown-timeout",
-                "max-connections"
+                "max-connections",
+                "redirect-http"
             ]
         );
         // A change to two of them is named, in declaration order.

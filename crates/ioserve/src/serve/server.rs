@@ -28,6 +28,7 @@ use ioserve_exporter::server::MetricsServer;
 use tokio::net::TcpListener;
 use tokio_util::sync::CancellationToken;
 
+use crate::io::strategy::StrategyKind;
 use crate::ops::config::{Config, RuntimeKind};
 use crate::ops::metrics::{self, Metrics};
 use crate::ops::placement::WorkerPlace;
@@ -35,6 +36,7 @@ pub use crate::serve::control::ConfigSource;
 use crate::serve::control::{self, Control, Reload};
 pub use crate::serve::error::ServerError;
 use crate::serve::listeners;
+use crate::serve::redirect;
 use crate::serve::reload;
 use crate::serve::shared::Shared;
 use crate::serve::workers::{self, Placement};
@@ -45,6 +47,7 @@ pub struct Server {
     shared: Arc<Shared>,
     listeners: Vec<std::net::TcpListener>,
     metrics_listener: Option<std::net::TcpListener>,
+    redirect_listener: Option<std::net::TcpListener>,
     local_addr: SocketAddr,
     shutdown_timeout: Duration,
     runtime: RuntimeKind,
@@ -70,7 +73,22 @@ impl Server {
         let built = reload::build(config, descriptor_limit)?;
         let (local_addr, listeners) = listeners::bind(config)?;
         let metrics_listener = listeners::bind_metrics(config)?;
-        if config.auth_file.is_some() && !local_addr.ip().is_loopback() {
+        if config.redirect_http.is_some() && built.live.tls.is_none() {
+            return Err(ServerError::RedirectWithoutTls);
+        }
+        let redirect_listener = listeners::bind_redirect(config)?;
+        if built.live.tls.is_some() {
+            match config.strategy {
+                StrategyKind::Sendfile | StrategyKind::Mmap => tracing::info!(
+                    strategy = config.strategy.name(),
+                    "TLS in user space: {} serves through reads (kTLS not in use)",
+                    config.strategy.name()
+                ),
+                StrategyKind::Read | StrategyKind::Buffered => {}
+            }
+        }
+        if config.auth_file.is_some() && config.tls_cert.is_none() && !local_addr.ip().is_loopback()
+        {
             tracing::warn!(
                 listen = %local_addr,
                 "--auth-file without TLS on a non-loopback address: credentials cross the \
@@ -87,6 +105,7 @@ impl Server {
             shared,
             listeners,
             metrics_listener,
+            redirect_listener,
             local_addr,
             shutdown_timeout: config.shutdown_timeout,
             runtime: config.runtime,
@@ -115,6 +134,13 @@ impl Server {
             .and_then(|l| l.local_addr().ok())
     }
 
+    /// The address of the `--redirect-http` listener, if there is one.
+    pub fn redirect_addr(&self) -> Option<SocketAddr> {
+        self.redirect_listener
+            .as_ref()
+            .and_then(|l| l.local_addr().ok())
+    }
+
     /// The canonical served root.
     pub fn root(&self) -> PathBuf {
         self.shared.live().site.root.path().to_owned()
@@ -138,6 +164,8 @@ impl Server {
             shared,
             listeners,
             metrics_listener,
+            redirect_listener,
+            local_addr,
             shutdown_timeout,
             runtime,
             workers,
@@ -145,7 +173,6 @@ impl Server {
             numa,
             mut reload,
             control,
-            ..
         } = self;
         let placement = Arc::new(Placement { pin, numa });
         let threads = match runtime {
@@ -172,9 +199,21 @@ impl Server {
                         None
                     }
                 });
+            let redirecting = redirect_listener.map(|listener| {
+                tokio::spawn(redirect::serve(
+                    listener,
+                    local_addr.port(),
+                    Arc::clone(&shared),
+                ))
+            });
             tokio::spawn(control::sweep_open_files(Arc::clone(&shared)));
             control::control_signals(&shared, &mut reload, signals).await;
             shared.shutdown.cancel();
+            if let Some(redirecting) = redirecting {
+                if redirecting.await.is_err() {
+                    tracing::error!("the redirect listener panicked");
+                }
+            }
             if let Some(exporting) = exporting {
                 if exporting.await.is_err() {
                     tracing::error!("the metrics server panicked");

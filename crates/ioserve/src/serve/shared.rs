@@ -13,6 +13,7 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use arc_swap::ArcSwap;
+use rustls::ServerConfig;
 use tokio::sync::Notify;
 use tokio_util::sync::CancellationToken;
 
@@ -53,6 +54,10 @@ pub(crate) struct Live {
     pub access_log: Option<AccessLog>,
     /// Basic authentication, when `--auth-file` is set.
     pub auth: Option<Arc<Auth>>,
+    /// HTTPS for new connections, when `--tls-cert` and `--tls-key` are set.
+    pub tls: Option<Arc<ServerConfig>>,
+    /// `--hsts`: the `max-age` of `Strict-Transport-Security` on HTTPS responses.
+    pub hsts: Option<u64>,
 }
 
 /// State shared by all workers and connections.

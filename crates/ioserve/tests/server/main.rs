@@ -13,4 +13,5 @@ mod robustness;
 mod semantics;
 mod support;
 mod tar_download;
+mod tls;
 mod zero_copy;

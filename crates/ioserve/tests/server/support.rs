@@ -18,6 +18,8 @@ pub struct Server {
     pub child: Child,
     pub addr: SocketAddr,
     pub metrics: Option<SocketAddr>,
+    /// The `--redirect-http` listener, when it was asked for.
+    pub redirect: Option<SocketAddr>,
     /// What the server has logged so far (started with `capture_stderr`).
     log: Option<ServerLog>,
     /// Started under a tracer: the server is the tracer's child.
@@ -90,21 +92,30 @@ impl Server {
         let mut stdout = BufReader::new(child.stdout.take().unwrap());
         let mut addr = None;
         let mut metrics = None;
+        let mut redirect = None;
         let wants_metrics = extra.contains(&"--metrics-listen");
+        let wants_redirect = extra.contains(&"--redirect-http");
         let mut line = String::new();
-        while addr.is_none() || (wants_metrics && metrics.is_none()) {
+        // Every line the server prints is read: it exits if stdout is closed first.
+        while addr.is_none()
+            || (wants_metrics && metrics.is_none())
+            || (wants_redirect && redirect.is_none())
+        {
             line.clear();
             if stdout.read_line(&mut line).unwrap() == 0 {
                 let status = child.wait().unwrap();
                 panic!("ioserve exited before listening: {status}");
             }
+            // http:// or, with TLS, https://
             let url = line
-                .split("http://")
+                .split("://")
                 .nth(1)
                 .and_then(|rest| rest.split('/').next());
             let parsed: Option<SocketAddr> = url.and_then(|u| u.parse().ok());
             if line.contains("metrics at") {
                 metrics = parsed;
+            } else if line.contains("redirecting") {
+                redirect = parsed;
             } else {
                 addr = parsed;
             }
@@ -118,6 +129,7 @@ impl Server {
             child,
             addr: addr.unwrap(),
             metrics,
+            redirect,
             log,
             traced,
         }

@@ -11,6 +11,10 @@
 //! | `read` | pread(2) into a pooled, page-aligned buffer of `--chunk-size`, then writev(2) | one |
 //! | `buffered` | tokio::fs + a BufReader (reads on tokio's blocking pool) | two (the baseline of most Rust servers) |
 //!
+//! Over a stream that encrypts in user space (TLS), the kernel can take neither file
+//! pages nor mappings: `sendfile` and `mmap` then send as `read` does (pread into a
+//! pooled buffer, written through the stream), `read` and `buffered` as always.
+//!
 //! `sendfile`, `mmap` and `read` block their thread while the disk reads a page that is
 //! not cached; with `--cold-reads pool` (the default) they first bring such pages in on
 //! the blocking pool (see [`cold`]). `buffered` reads on the pool anyway.
@@ -132,7 +136,13 @@ impl Strategy {
         };
         let mut ahead =
             cold::ReadAhead::new(file, cold, &self.cold_threads, range.start, range.end());
-        let sent = match self.kind {
+        let kind = match self.kind {
+            StrategyKind::Sendfile | StrategyKind::Mmap if out.copies_in_user_space() => {
+                StrategyKind::Read
+            }
+            kind => kind,
+        };
+        let sent = match kind {
             StrategyKind::Sendfile => sendfile::send(out, file, range, &mut ahead).await,
             StrategyKind::Mmap => mmap::send(out, file, range, &mut ahead).await,
             StrategyKind::Read => read::send(out, file, range, &self.pool, &mut ahead).await,

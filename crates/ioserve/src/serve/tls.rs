@@ -1,0 +1,248 @@
+//! HTTPS in user space: the certificate chain and key of `--tls-cert` and `--tls-key`
+//! loaded, checked and made into a rustls server configuration.
+//!
+//! rustls on the ring provider, TLS 1.2 and 1.3 only with its safe defaults, session
+//! resumption on (a session cache and stateless tickets), 0-RTT off, ALPN `http/1.1`.
+//! The configuration is part of the `Live` settings (`serve/shared.rs`), so SIGHUP
+//! loads the pair again for new connections: one in flight keeps its session, and a
+//! pair that fails to load leaves the old settings in force.
+
+use std::io;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use rustls::pki_types::pem::PemObject as _;
+use rustls::pki_types::{CertificateDer, PrivateKeyDer};
+use rustls::server::ServerConfig;
+
+/// Why a certificate and key cannot serve HTTPS; each names its file.
+#[derive(Debug, thiserror::Error)]
+pub enum TlsError {
+    /// The file cannot be read.
+    #[error("cannot read {}: {source}", path.display())]
+    Read {
+        /// The file.
+        path: PathBuf,
+        /// The reason.
+        source: io::Error,
+    },
+    /// The file holds no PEM block at all.
+    #[error("{} is not PEM (expected -----BEGIN ...----- blocks)", path.display())]
+    NotPem {
+        /// The file.
+        path: PathBuf,
+    },
+    /// A PEM block of the file cannot be decoded.
+    #[error("{} holds a broken PEM block: {message}", path.display())]
+    BadPem {
+        /// The file.
+        path: PathBuf,
+        /// What is wrong.
+        message: String,
+    },
+    /// The certificate file holds no certificate.
+    #[error("{} holds no certificate (a CERTIFICATE block is needed)", path.display())]
+    NoCertificate {
+        /// The file.
+        path: PathBuf,
+    },
+    /// The key file holds no private key.
+    #[error("{} holds no private key (a PRIVATE KEY block is needed)", path.display())]
+    NoKey {
+        /// The file.
+        path: PathBuf,
+    },
+    /// The key cannot be used for signing.
+    #[error("the private key in {} is unusable: {source}", path.display())]
+    BadKey {
+        /// The key file.
+        path: PathBuf,
+        /// rustls's reason.
+        source: rustls::Error,
+    },
+    /// The key is not the certificate's.
+    #[error("the private key in {} does not match the certificate in {}", key.display(), cert.display())]
+    Mismatch {
+        /// The certificate file.
+        cert: PathBuf,
+        /// The key file.
+        key: PathBuf,
+    },
+    /// The first certificate cannot be used.
+    #[error("the certificate in {} is unusable: {source}", path.display())]
+    BadCertificate {
+        /// The certificate file.
+        path: PathBuf,
+        /// rustls's reason.
+        source: rustls::Error,
+    },
+}
+
+/// Loads the chain in `cert` and the key in `key` (PEM) into the configuration of new
+/// connections; warns when the certificate is expired or not valid yet.
+pub fn load(cert: &Path, key: &Path) -> Result<Arc<ServerConfig>, TlsError> {
+    let cert_pem = read_pem(cert)?;
+    let chain = CertificateDer::pem_slice_iter(&cert_pem)
+        .collect::<Result<Vec<_>, _>>()
+        .map_err(|error| bad_pem(cert, &error))?;
+    let Some(leaf) = chain.first() else {
+        return Err(TlsError::NoCertificate { path: cert.into() });
+    };
+    warn_if_not_valid_now(cert, leaf)?;
+    let key_pem = read_pem(key)?;
+    let private_key = match PrivateKeyDer::from_pem_slice(&key_pem) {
+        Ok(private_key) => private_key,
+        Err(rustls::pki_types::pem::Error::NoItemsFound) => {
+            return Err(TlsError::NoKey { path: key.into() })
+        }
+        Err(error) => return Err(bad_pem(key, &error)),
+    };
+    let provider = Arc::new(rustls::crypto::ring::default_provider());
+    let signing_key = provider
+        .key_provider
+        .load_private_key(private_key.clone_key())
+        .map_err(|source| TlsError::BadKey {
+            path: key.into(),
+            source,
+        })?;
+    let certified = rustls::sign::CertifiedKey::new(chain.clone(), signing_key);
+    match certified.keys_match() {
+        Ok(()) => {}
+        Err(rustls::Error::InconsistentKeys(rustls::InconsistentKeys::KeyMismatch)) => {
+            return Err(TlsError::Mismatch {
+                cert: cert.into(),
+                key: key.into(),
+            })
+        }
+        Err(source) => {
+            return Err(TlsError::BadCertificate {
+                path: cert.into(),
+                source,
+            })
+        }
+    }
+    let bad_certificate = |source| TlsError::BadCertificate {
+        path: cert.into(),
+        source,
+    };
+    let mut config = ServerConfig::builder_with_provider(provider)
+        .with_safe_default_protocol_versions()
+        .map_err(bad_certificate)?
+        .with_no_client_auth()
+        .with_single_cert(chain, private_key)
+        .map_err(bad_certificate)?;
+    // Resumption by stateless tickets beside the default session cache; 0-RTT stays off
+    // (max_early_data_size is 0 by default): replayed early data is not for a server
+    // that cannot tell idempotent requests from others at that point.
+    config.ticketer = rustls::crypto::ring::Ticketer::new().map_err(bad_certificate)?;
+    config.alpn_protocols = vec![b"http/1.1".to_vec()];
+    Ok(Arc::new(config))
+}
+
+/// The bytes of `path`, which must hold PEM.
+fn read_pem(path: &Path) -> Result<Vec<u8>, TlsError> {
+    let bytes = std::fs::read(path).map_err(|source| TlsError::Read {
+        path: path.into(),
+        source,
+    })?;
+    if !bytes
+        .windows(b"-----BEGIN ".len())
+        .any(|w| w == b"-----BEGIN ")
+    {
+        return Err(TlsError::NotPem { path: path.into() });
+    }
+    Ok(bytes)
+}
+
+fn bad_pem(path: &Path, error: &rustls::pki_types::pem::Error) -> TlsError {
+    TlsError::BadPem {
+        path: path.into(),
+        message: error.to_string(),
+    }
+}
+
+/// Logs a warning with the validity dates when `leaf` is expired or not valid yet (the
+/// server still starts with it, as nginx does: clients decide).
+fn warn_if_not_valid_now(path: &Path, leaf: &CertificateDer<'_>) -> Result<(), TlsError> {
+    let (_, parsed) =
+        x509_parser::parse_x509_certificate(leaf).map_err(|error| TlsError::BadCertificate {
+            path: path.into(),
+            source: rustls::Error::General(error.to_string()),
+        })?;
+    let validity = parsed.validity();
+    if !validity.is_valid() {
+        tracing::warn!(
+            cert = %path.display(),
+            not_before = %validity.not_before,
+            not_after = %validity.not_after,
+            "the TLS certificate is not valid now (expired or not yet valid): clients will refuse it"
+        );
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn pair(name: &str) -> (String, String) {
+        let key = rcgen::KeyPair::generate().unwrap();
+        let params = rcgen::CertificateParams::new(vec![name.to_string()]).unwrap();
+        let cert = params.self_signed(&key).unwrap();
+        (cert.pem(), key.serialize_pem())
+    }
+
+    fn write(dir: &Path, name: &str, text: &str) -> PathBuf {
+        let path = dir.join(name);
+        std::fs::write(&path, text).unwrap();
+        path
+    }
+
+    #[test]
+    fn a_matching_pair_loads() {
+        let dir = tempfile::tempdir().unwrap();
+        let (cert, key) = pair("localhost");
+        let cert = write(dir.path(), "cert.pem", &cert);
+        let key = write(dir.path(), "key.pem", &key);
+        assert!(load(&cert, &key).is_ok());
+    }
+
+    #[test]
+    fn each_bad_file_is_named() {
+        let dir = tempfile::tempdir().unwrap();
+        let (cert_a, key_a) = pair("a");
+        let (_, key_b) = pair("b");
+        let cert = write(dir.path(), "cert.pem", &cert_a);
+        let key = write(dir.path(), "key.pem", &key_a);
+        let other_key = write(dir.path(), "other-key.pem", &key_b);
+        let garbage = write(dir.path(), "garbage.pem", "not a certificate\n");
+        let missing = dir.path().join("missing.pem");
+        let message = |result: Result<Arc<ServerConfig>, TlsError>| result.unwrap_err().to_string();
+
+        let error = message(load(&missing, &key));
+        assert!(
+            error.contains("cannot read") && error.contains("missing.pem"),
+            "{error}"
+        );
+        let error = message(load(&garbage, &key));
+        assert!(
+            error.contains("not PEM") && error.contains("garbage.pem"),
+            "{error}"
+        );
+        let error = message(load(&key, &key));
+        assert!(
+            error.contains("no certificate") && error.contains("key.pem"),
+            "{error}"
+        );
+        let error = message(load(&cert, &cert));
+        assert!(
+            error.contains("no private key") && error.contains("cert.pem"),
+            "{error}"
+        );
+        let error = message(load(&cert, &other_key));
+        assert!(
+            error.contains("does not match") && error.contains("other-key.pem"),
+            "{error}"
+        );
+    }
+}

@@ -1,0 +1,82 @@
+//! What a connection runs over: the plain TCP socket, or TLS in user space over it.
+//!
+//! [`crate::serve::conn`] is generic over [`Transport`], so the plain path is compiled
+//! on its own, with no branch or indirection per request: it waits for readability
+//! holding no buffer, and hands the socket to the kernel's `writev` and `sendfile`.
+//! Over TLS the bytes go through rustls's reads and writes.
+
+use std::io;
+use std::time::Duration;
+
+use tokio::io::{AsyncRead, AsyncReadExt as _, AsyncWrite};
+use tokio::net::TcpStream;
+use tokio_rustls::server::TlsStream;
+
+use crate::http::request::MAX_HEAD_BYTES;
+use crate::io::output::Output;
+
+/// The first allocation of a connection's read buffer: most request heads fit. It
+/// doubles, up to [`MAX_HEAD_BYTES`], for the rare large head.
+const FIRST_READ: usize = 1024;
+
+/// A connection's byte stream.
+pub(crate) trait Transport: AsyncRead + AsyncWrite + Unpin + Send + Sync {
+    /// Whether the bytes are encrypted (HTTPS).
+    const ENCRYPTED: bool;
+
+    /// Waits for request bytes and appends them to `buf`, growing it as a head needs
+    /// (up to [`MAX_HEAD_BYTES`]). Returns how many came: 0 at the end of the stream.
+    /// Cancel-safe: cancelled, it has taken nothing from the stream.
+    async fn read_some(&mut self, buf: &mut Vec<u8>) -> io::Result<usize>;
+
+    /// A writer for one response, each wait bounded by `send_timeout`.
+    fn output(&mut self, send_timeout: Duration) -> Output<'_>;
+}
+
+/// Grows a full `buf` for the next read.
+fn make_room(buf: &mut Vec<u8>) {
+    if buf.len() == buf.capacity() {
+        let grow = buf.capacity().clamp(FIRST_READ, MAX_HEAD_BYTES);
+        buf.reserve_exact(grow);
+    }
+}
+
+impl Transport for TcpStream {
+    const ENCRYPTED: bool = false;
+
+    /// Holds no buffer while it waits: `buf` is grown only once bytes are there, and
+    /// an empty one left by a spurious wake-up is released.
+    async fn read_some(&mut self, buf: &mut Vec<u8>) -> io::Result<usize> {
+        loop {
+            self.readable().await?;
+            make_room(buf);
+            match self.try_read_buf(buf) {
+                Err(error) if error.kind() == io::ErrorKind::WouldBlock => {
+                    if buf.is_empty() {
+                        *buf = Vec::new();
+                    }
+                }
+                read => return read,
+            }
+        }
+    }
+
+    fn output(&mut self, send_timeout: Duration) -> Output<'_> {
+        Output::new(self, send_timeout)
+    }
+}
+
+impl Transport for TlsStream<TcpStream> {
+    const ENCRYPTED: bool = true;
+
+    /// rustls may hold decrypted bytes already, so this reads into `buf` at once (a
+    /// TLS connection holds rustls's buffers anyway).
+    async fn read_some(&mut self, buf: &mut Vec<u8>) -> io::Result<usize> {
+        make_room(buf);
+        self.read_buf(buf).await
+    }
+
+    fn output(&mut self, send_timeout: Duration) -> Output<'_> {
+        Output::through(self, send_timeout)
+    }
+}
