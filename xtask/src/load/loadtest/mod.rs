@@ -12,6 +12,8 @@
 //! By job: [`servers`] starts and watches the servers, [`wrk`] runs the load and reads
 //! its figures, [`report`] writes the medians as a table and a chart. `--cold` runs the
 //! cold-disk scenario instead ([`cold`], with [`throttle`] for a slow disk).
+//! [`profile`] (`cargo xtask profile`) records where the CPU goes under the same
+//! servers and workloads, with perf, as flamegraphs.
 
 use std::fs;
 use std::io::Write as _;
@@ -25,6 +27,7 @@ use crate::util::{cargo, ensure_packages, on_path, project_root, step};
 
 mod cold;
 mod memory;
+pub(crate) mod profile;
 mod report;
 mod servers;
 mod syscalls;
@@ -231,7 +234,7 @@ pub fn run(options: &Options) -> Result<()> {
         )?;
     }
     let www = out.join("www");
-    prepare_files(&www)?;
+    prepare_files(&www, &FILES)?;
     fs::write(out.join("report.lua"), REPORT_LUA)?;
     if options.cold {
         return cold::run(options, &www, &out);
@@ -371,14 +374,14 @@ pub(crate) fn find_go() -> Result<PathBuf> {
     Ok(PathBuf::from("go"))
 }
 
-/// The served files: pseudo-random bytes, so that nothing is sparse or compressible.
-fn prepare_files(www: &Path) -> Result<()> {
+/// The served files, by name and length.
+const FILES: [(&str, u64); 3] = [("4k.bin", 4096), ("8m.bin", 8 << 20), ("1g.bin", 1 << 30)];
+
+/// Writes `files` into `www` (those not there yet): pseudo-random bytes, so that
+/// nothing is sparse or compressible; then reads them into the page cache.
+fn prepare_files(www: &Path, files: &[(&str, u64)]) -> Result<()> {
     fs::create_dir_all(www)?;
-    for (name, len) in [
-        ("4k.bin", 4096u64),
-        ("8m.bin", 8 << 20),
-        ("1g.bin", 1 << 30),
-    ] {
+    for &(name, len) in files {
         let path = www.join(name);
         if fs::metadata(&path).is_ok_and(|m| m.len() == len) {
             continue;
