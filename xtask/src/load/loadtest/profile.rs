@@ -13,12 +13,15 @@
 //! line tables (`CARGO_PROFILE_RELEASE_DEBUG=line-tables-only`), so that perf's
 //! frame-pointer unwinding walks its stacks and shows its functions by name; in a
 //! target directory of its own (TARGET_DIR/profile/cargo), so that the normal release
-//! build, which the load test measures, stays as it is. Debian's nginx has no frame
-//! pointers: its kernel stacks are whole, its user stacks end at the sampled function.
+//! build, which the load test measures, stays as it is. Debian's nginx and glibc have
+//! no frame pointers: kernel stacks are whole, but a user stack that is inside nginx or
+//! glibc when sampled ends at that function (`[nginx]`, `malloc`, `__libc_recv`).
+//! `--call-graph dwarf` would walk them, at many times the cost per sample.
 
 use std::fmt::Write as _;
 use std::fs;
 use std::io::Read as _;
+use std::os::unix::process::ExitStatusExt as _;
 use std::path::Path;
 use std::process::{Child, Command, Stdio};
 
@@ -132,6 +135,8 @@ fn short_name(workload: &Workload) -> &'static str {
 fn record(server: &Running, workload: &Workload, seconds: u64, out: &Path) -> Result<Profile> {
     let name = format!("{}-{}", server.name, short_name(workload));
     let data = out.join(format!("{name}.perf.data"));
+    // perf would keep an earlier run's data as .old beside it.
+    let _ = fs::remove_file(&data);
     let pids = server.pids();
     let pid_list: Vec<String> = pids.iter().map(u32::to_string).collect();
     let mut perf = Command::new("perf");
@@ -196,7 +201,8 @@ fn stop(perf: &mut Child) -> Result<()> {
         stderr.read_to_string(&mut said)?;
     }
     let status = perf.wait()?;
-    if !status.success() {
+    // perf record writes its data out, then ends by the SIGINT it caught.
+    if !status.success() && status.signal() != Some(rustix::process::Signal::INT.as_raw()) {
         bail!("perf record failed ({status}): {said}");
     }
     Ok(())
