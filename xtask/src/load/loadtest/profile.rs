@@ -25,10 +25,10 @@ use std::os::unix::process::ExitStatusExt as _;
 use std::path::Path;
 use std::process::{Child, Command, Stdio};
 
-use anyhow::{bail, Context as _, Result};
+use anyhow::{anyhow, bail, Context as _, Result};
 use inferno::collapse::Collapse as _;
 
-use super::servers::{cpu_seconds, select, servers, start_built, Running};
+use super::servers::{cpu_seconds, select, servers, start_built, Running, ServerSpec};
 use super::wrk::{wrk, REPORT_LUA};
 use super::{prepare_files, Workload, FILES, WORKLOADS};
 use crate::util::{cargo, ensure_packages, step};
@@ -67,6 +67,7 @@ struct Profile {
 
 /// Records the profiles, writes the flamegraphs and target/profile/summary.md.
 pub(crate) fn run(options: &Options) -> Result<()> {
+    let specs = chosen_servers(&options.servers)?;
     ensure_packages(&[("nginx", "nginx"), ("wrk", "wrk"), ("linux-perf", "perf")])?;
     let target = crate::util::target_dir()?;
     let out = target.join("profile");
@@ -90,12 +91,8 @@ pub(crate) fn run(options: &Options) -> Result<()> {
     prepare_files(&www, &files)?;
     fs::write(out.join("report.lua"), REPORT_LUA)?;
 
-    let candidates = servers()
-        .into_iter()
-        .filter(|s| s.name != "go-fileserver")
-        .collect();
     let mut profiles = Vec::new();
-    for spec in select(candidates, &options.servers)? {
+    for spec in specs {
         let server = start_built(&spec, &www, &out, &ioserve)?;
         eprintln!("xtask profile: {} on {}", spec.name, server.addr);
         for workload in profiled() {
@@ -114,6 +111,23 @@ pub(crate) fn run(options: &Options) -> Result<()> {
         out.display()
     );
     Ok(())
+}
+
+/// The servers `--servers` names, among the load test's (Go's FileServer aside: it
+/// needs a Go build).
+fn chosen_servers(names: &[String]) -> Result<Vec<ServerSpec>> {
+    let candidates: Vec<ServerSpec> = servers()
+        .into_iter()
+        .filter(|s| s.name != "go-fileserver")
+        .collect();
+    let known: Vec<String> = candidates.iter().map(|s| s.name.clone()).collect();
+    select(candidates, names).map_err(|_| {
+        anyhow!(
+            "--servers {} matches no server; servers: {}",
+            names.join(","),
+            known.join(", ")
+        )
+    })
 }
 
 /// The load test's workloads that are profiled.
@@ -369,5 +383,23 @@ not a folded line
         let o = parse(&["--duration", "3", "--servers", "ioserve"]).unwrap();
         assert_eq!((o.duration, o.servers), (3, vec!["ioserve".to_string()]));
         assert!(parse(&["--duration", "0"]).is_err());
+    }
+
+    #[test]
+    fn servers_are_the_load_tests_without_go() {
+        let names = |only: &[&str]| {
+            let only: Vec<String> = only.iter().map(|o| o.to_string()).collect();
+            chosen_servers(&only).map(|specs| specs.into_iter().map(|s| s.name).collect::<Vec<_>>())
+        };
+        assert_eq!(
+            names(&["ioserve-sendfile", "nginx"]).unwrap(),
+            ["nginx", "ioserve-sendfile"]
+        );
+        assert_eq!(names(&["ioserve"]).unwrap().len(), 5);
+        let error = names(&["go"]).unwrap_err().to_string();
+        assert!(
+            error.starts_with("--servers go matches no server; servers: nginx, ioserve-sendfile,"),
+            "{error}"
+        );
     }
 }
