@@ -8,6 +8,7 @@
 //! cargo xtask fuzz [SECONDS]     a short run of every cargo-fuzz target (nightly)
 //! cargo xtask loadtest [--quick]  ioserve against nginx and Go's FileServer (wrk);
 //!                                 --cold: hot requests beside cold downloads
+//! cargo xtask profile            ioserve and nginx under perf: flamegraphs, CPU s/GiB
 //! cargo xtask numa-vm            numa in 2- and 4-node qemu guests
 //! cargo xtask clock-vm           probe's clock checks under tsc, hpet and acpi_pm guests
 //! cargo xtask arm64-vm           simd, numa, probe and ioserve on Debian's arm64 kernel
@@ -114,6 +115,14 @@ pub(crate) enum Task {
     /// rounds, ratios to nginx; then memory per connection with idle and downloading
     /// clients; writes target/loadtest/{report.md,results.json,chart.svg}
     Loadtest(loadtest::Args),
+    /// ioserve and nginx under perf while wrk runs: flamegraphs and CPU s per GiB
+    ///
+    /// Build ioserve with frame pointers and line tables (in TARGET_DIR/profile/cargo),
+    /// run the load test's 8 MiB and 4 KiB workloads against each server under `perf
+    /// record -e cpu-clock -g`, fold the stacks with inferno into
+    /// TARGET_DIR/profile/SERVER-{8MiB,4KiB}.svg and print CPU seconds per GiB and the
+    /// frames with the most samples (also in summary.md); as root
+    Profile(loadtest::profile::Options),
     /// SNTP servers under load: timeserve, chrony, Go (seed 002)
     ///
     /// SNTP servers under offered load on 127.0.0.1 (seed 002): timeserve with 1 and N
@@ -224,6 +233,7 @@ fn main() -> ExitCode {
         Task::BenchCompare(options) => bench_compare::run(&options),
         Task::Cross(options) => cross::run(&options),
         Task::Loadtest(args) => loadtest::run(&args.resolve()),
+        Task::Profile(options) => loadtest::profile::run(&options),
         Task::Udpload(args) => udpload::run(&args.resolve()),
     };
     match result {

@@ -650,6 +650,7 @@ mod tests {
             cold: true,
             disk_mbps,
             client_copy: false,
+            syscalls: false,
         }
     }
 

@@ -5,26 +5,32 @@
 //! every server in turn (the order rotates between rounds), and the report gives the
 //! median over rounds with ratios to nginx. Server CPU comes from /proc/PID/stat of the
 //! server's processes, peak RSS from VmHWM after resetting it (clear_refs 5) before
-//! each run. Then [`memory`] measures what idle and slow clients cost each server.
+//! each run. Then [`syscalls`] counts each server's syscalls per request with probe
+//! (unless `--no-syscalls`), and [`memory`] measures what idle and slow clients cost
+//! each server.
 //!
 //! By job: [`servers`] starts and watches the servers, [`wrk`] runs the load and reads
 //! its figures, [`report`] writes the medians as a table and a chart. `--cold` runs the
 //! cold-disk scenario instead ([`cold`], with [`throttle`] for a slow disk).
+//! [`profile`] (`cargo xtask profile`) records where the CPU goes under the same
+//! servers and workloads, with perf, as flamegraphs.
 
 use std::fs;
 use std::io::Write as _;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
-use anyhow::Result;
+use anyhow::{bail, Result};
 use serde::Serialize;
 
 use crate::util::{cargo, ensure_packages, on_path, project_root, step};
 
 mod cold;
 mod memory;
+pub(crate) mod profile;
 mod report;
 mod servers;
+mod syscalls;
 mod throttle;
 mod wrk;
 
@@ -50,6 +56,8 @@ pub struct Options {
     /// Whether the cold scenario's download clients copy the bodies they receive
     /// (otherwise they discard them unread, as a NIC's DMA would leave them).
     pub client_copy: bool,
+    /// Whether to count syscalls per request with probe after the rounds.
+    pub syscalls: bool,
 }
 
 /// The command line of `cargo xtask loadtest`; [`Args::resolve`] applies `--quick`.
@@ -88,6 +96,10 @@ pub struct Args {
     /// and, in a VM, can cost far more than the copy itself
     #[arg(long, requires = "cold")]
     client_copy: bool,
+    /// Do not count syscalls per request (probe syscalls, which needs root and the
+    /// kernel's BTF); the report then says they were skipped
+    #[arg(long)]
+    no_syscalls: bool,
 }
 
 impl Args {
@@ -104,6 +116,7 @@ impl Args {
             cold: self.cold,
             disk_mbps: self.disk_mbps.unwrap_or(200),
             client_copy: self.client_copy,
+            syscalls: !self.no_syscalls,
         }
     }
 }
@@ -193,6 +206,10 @@ struct Report<'a> {
     medians: &'a [Median],
     samples: &'a [Sample],
     memory: &'a [memory::ConnectionMemory],
+    /// Syscalls per request, when counted.
+    syscalls: &'a [syscalls::SyscallCounts],
+    /// Why the syscalls were not counted, if they were not.
+    syscalls_skipped: Option<&'a str>,
 }
 
 /// Runs the load test and writes target/loadtest/{report.md,results.json,chart.svg}.
@@ -200,12 +217,24 @@ pub fn run(options: &Options) -> Result<()> {
     ensure_packages(&[("nginx", "nginx"), ("wrk", "wrk")])?;
     let out = crate::util::target_dir()?.join("loadtest");
     fs::create_dir_all(&out)?;
-    step(
-        "build ioserve (release)",
-        cargo(&["build", "--release", "-p", "ioserve"]),
-    )?;
+    // Refused before the rounds, not after them.
+    let count_syscalls = options.syscalls && !options.cold;
+    if let Some(why) = syscalls::unavailable().filter(|_| count_syscalls) {
+        bail!("cannot count syscalls: {why}; pass --no-syscalls to run without");
+    }
+    if count_syscalls {
+        step(
+            "build ioserve and probe (release)",
+            cargo(&["build", "--release", "-p", "ioserve", "-p", "ioserve-probe"]),
+        )?;
+    } else {
+        step(
+            "build ioserve (release)",
+            cargo(&["build", "--release", "-p", "ioserve"]),
+        )?;
+    }
     let www = out.join("www");
-    prepare_files(&www)?;
+    prepare_files(&www, &FILES)?;
     fs::write(out.join("report.lua"), REPORT_LUA)?;
     if options.cold {
         return cold::run(options, &www, &out);
@@ -229,12 +258,23 @@ pub fn run(options: &Options) -> Result<()> {
     }
 
     let samples = measure_rounds(&running, options, &out)?;
+    let syscalls = if count_syscalls {
+        let probe = crate::util::target_dir()?.join("release/probe");
+        Ok(syscalls::measure_all(
+            &running,
+            &probe,
+            options.duration,
+            &out,
+        )?)
+    } else {
+        Err("skipped (--no-syscalls)")
+    };
     drop(running);
 
     let clients = memory::raise_limit(options.connections);
     let memory = memory::measure_all(&specs, &www, &out, clients)?;
 
-    write_report(&samples, &specs, &memory, options, &out)
+    write_report(&samples, &specs, &memory, &syscalls, options, &out)
 }
 
 /// Warms every server up, then runs every workload against every server for
@@ -283,11 +323,16 @@ fn write_report(
     samples: &[Sample],
     specs: &[ServerSpec],
     memory: &[memory::ConnectionMemory],
+    syscalls: &Result<Vec<syscalls::SyscallCounts>, &str>,
     options: &Options,
     out: &Path,
 ) -> Result<()> {
     let medians = medians(samples, specs);
-    let table = render_table(&medians, options) + &memory::render_table(memory);
+    let syscall_table = match syscalls {
+        Ok(counts) => syscalls::render_table(counts),
+        Err(why) => format!("Syscalls per request: {why}.\n\n"),
+    };
+    let table = render_table(&medians, options) + &syscall_table + &memory::render_table(memory);
     println!("{table}");
     let report = Report {
         duration_s: options.duration,
@@ -301,6 +346,8 @@ fn write_report(
         medians: &medians,
         samples,
         memory,
+        syscalls: syscalls.as_deref().unwrap_or_default(),
+        syscalls_skipped: syscalls.as_ref().err().copied(),
     };
     fs::write(
         out.join("results.json"),
@@ -327,14 +374,14 @@ pub(crate) fn find_go() -> Result<PathBuf> {
     Ok(PathBuf::from("go"))
 }
 
-/// The served files: pseudo-random bytes, so that nothing is sparse or compressible.
-fn prepare_files(www: &Path) -> Result<()> {
+/// The served files, by name and length.
+const FILES: [(&str, u64); 3] = [("4k.bin", 4096), ("8m.bin", 8 << 20), ("1g.bin", 1 << 30)];
+
+/// Writes `files` into `www` (those not there yet): pseudo-random bytes, so that
+/// nothing is sparse or compressible; then reads them into the page cache.
+fn prepare_files(www: &Path, files: &[(&str, u64)]) -> Result<()> {
     fs::create_dir_all(www)?;
-    for (name, len) in [
-        ("4k.bin", 4096u64),
-        ("8m.bin", 8 << 20),
-        ("1g.bin", 1 << 30),
-    ] {
+    for &(name, len) in files {
         let path = www.join(name);
         if fs::metadata(&path).is_ok_and(|m| m.len() == len) {
             continue;
@@ -412,6 +459,8 @@ mod tests {
             (o.duration, o.rounds, o.only.len(), o.connections, o.cold),
             (3, 1, 2, 2000, false)
         );
+        assert!(o.syscalls, "counted unless --no-syscalls");
+        assert!(!parse(&["--no-syscalls"]).unwrap().syscalls);
         let o = parse(&["--cold"]).unwrap();
         assert_eq!((o.cold, o.disk_mbps), (true, 200));
         assert_eq!(parse(&["--cold", "--disk-mbps", "0"]).unwrap().disk_mbps, 0);

@@ -139,7 +139,19 @@ impl Drop for Running {
     }
 }
 
+/// Starts a server, ioserve from the release build.
 pub(crate) fn start(spec: &ServerSpec, www: &Path, out: &Path) -> Result<Running> {
+    let ioserve = crate::util::target_dir()?.join("release/ioserve");
+    start_built(spec, www, out, &ioserve)
+}
+
+/// Starts a server, ioserve from the binary `ioserve` (another build of it).
+pub(super) fn start_built(
+    spec: &ServerSpec,
+    www: &Path,
+    out: &Path,
+    ioserve: &Path,
+) -> Result<Running> {
     let port = TcpListener::bind("127.0.0.1:0")?.local_addr()?.port();
     let addr = SocketAddr::from(([127, 0, 0, 1], port));
     let mut command = match &spec.kind {
@@ -166,7 +178,7 @@ pub(crate) fn start(spec: &ServerSpec, www: &Path, out: &Path) -> Result<Running
             runtime,
             cold_reads,
         } => {
-            let mut command = Command::new(crate::util::target_dir()?.join("release/ioserve"));
+            let mut command = Command::new(ioserve);
             command.arg(www).args([
                 "--listen",
                 &addr.to_string(),

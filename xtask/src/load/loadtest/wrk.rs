@@ -40,6 +40,8 @@ end
 
 /// What wrk printed.
 pub(super) struct WrkResult {
+    /// Requests completed.
+    pub(super) requests: u64,
     pub(super) requests_per_s: f64,
     pub(super) bytes_per_s: f64,
     pub(super) p50_ms: f64,
@@ -105,6 +107,7 @@ fn parse_wrk(text: &str) -> Option<WrkResult> {
     let w: WrkJson = serde_json::from_str(json).ok()?;
     let seconds = w.duration_us as f64 / 1e6;
     (seconds > 0.0).then(|| WrkResult {
+        requests: w.requests,
         requests_per_s: w.requests as f64 / seconds,
         bytes_per_s: w.bytes as f64 / seconds,
         p50_ms: w.p50_us as f64 / 1000.0,
@@ -132,7 +135,7 @@ WRK_JSON {\"requests\":245000,\"bytes\":1086324736,\"duration_us\":3000000,\"p50
         assert!((r.bytes_per_s - 362_108_245.33).abs() < 0.01);
         assert!((r.p50_ms - 0.812).abs() < 1e-9);
         assert!((r.p99_ms - 9.51).abs() < 1e-9);
-        assert_eq!((r.errors, r.seconds), (7, 3.0));
+        assert_eq!((r.requests, r.errors, r.seconds), (245_000, 7, 3.0));
         assert!(parse_wrk("Requests/sec: 5").is_none());
     }
 }
