@@ -263,11 +263,7 @@ impl<'a> Output<'a> {
             if n == 0 {
                 return Err(io::ErrorKind::WriteZero.into());
             }
-            let from_pending = n.min(pending.len());
-            self.pending_sent += from_pending;
-            data_sent += n - from_pending;
-            self.spent(n - from_pending);
-            self.sent += n as u64;
+            data_sent += self.count_written(n);
         }
         self.clear_pending();
         Ok(())
@@ -399,6 +395,17 @@ impl<'a> Output<'a> {
             .unwrap_or_else(|_elapsed| Err(send_timed_out()))
     }
 
+    /// Counts `n` bytes written from the queued head onwards (the head's bytes first,
+    /// then the body's, which the pacer is told of); returns how many were body bytes.
+    fn count_written(&mut self, n: usize) -> usize {
+        let from_pending = n.min(self.pending.len() - self.pending_sent);
+        self.pending_sent += from_pending;
+        let body = n - from_pending;
+        self.spent(body);
+        self.sent += n as u64;
+        body
+    }
+
     /// The plain socket, for the calls that hand it to the kernel; an error over a
     /// stream that encrypts in user space (the strategies do not make those calls there).
     fn socket(&self) -> io::Result<&'a TcpStream> {
@@ -436,11 +443,7 @@ impl<'a> Output<'a> {
                 0 => return Err(io::ErrorKind::WriteZero.into()),
                 n => n,
             };
-            let from_pending = n.min(pending.len());
-            self.pending_sent += from_pending;
-            data_sent += n - from_pending;
-            self.spent(n - from_pending);
-            self.sent += n as u64;
+            data_sent += self.count_written(n);
         }
         self.clear_pending();
         let Sink::Stream(stream) = &mut self.sink else {
