@@ -215,8 +215,11 @@ impl HandshakeFailure {
         use AlertDescription as Alert;
         match error {
             rustls::Error::InvalidMessage(_) => HandshakeFailure::NotTls,
+            // A hello without signature_algorithms is from a client older than TLS
+            // 1.2 (rustls checks for it before the versions).
             rustls::Error::PeerIncompatible(
-                PeerIncompatible::Tls12NotOffered
+                PeerIncompatible::SignatureAlgorithmsExtensionRequired
+                | PeerIncompatible::Tls12NotOffered
                 | PeerIncompatible::Tls12NotOfferedOrEnabled
                 | PeerIncompatible::SupportedVersionsExtensionRequired
                 | PeerIncompatible::ServerDoesNotSupportTls12Or13,
@@ -267,6 +270,10 @@ mod tests {
             ),
             (
                 wrapped(PeerIncompatible::Tls12NotOffered.into()),
+                HandshakeFailure::ProtocolVersion,
+            ),
+            (
+                wrapped(PeerIncompatible::SignatureAlgorithmsExtensionRequired.into()),
                 HandshakeFailure::ProtocolVersion,
             ),
             (
