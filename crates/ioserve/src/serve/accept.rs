@@ -197,10 +197,6 @@ fn spawn_connection(
             (None, false, _) => conn::refuse(stream, peer, &shared, id, 503).await,
         }
     };
-    {
-        let a = std::mem::size_of_val(&connection);
-        let _ = std::fs::write("/tmp/tls-size.txt", format!("connection {a}\n"));
-    }
     // A panic is a bug; it ends this connection only (the panic hook has logged it),
     // and the slot's drop gives its place back. (Combinators, not an async block: a
     // block would hold the connection's future twice, before and while it is awaited,
