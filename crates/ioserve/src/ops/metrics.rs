@@ -12,6 +12,7 @@ use ioserve_exporter::prometheus_client::encoding::DescriptorEncoder;
 use ioserve_exporter::prometheus_client::registry::Registry;
 
 use crate::http::auth::Failure;
+use crate::ops::tls_outcome::{HandshakeFailure, TlsCipher, TlsMode, TlsVersion};
 
 /// Upper bounds of the request-duration histogram, in seconds: from a cached small
 /// file to a slow client's large download.
@@ -40,6 +41,11 @@ struct Shard {
     cold_windows: AtomicU64,
     /// Requests refused with 401, by [`Failure::ALL`] order.
     auth_failures: [AtomicU64; Failure::ALL.len()],
+    /// Completed TLS handshakes, by [`TlsMode::ALL`], [`TlsVersion::ALL`] and
+    /// [`TlsCipher::slot`] order.
+    tls_connections: [[[AtomicU64; TlsCipher::COUNT]; TlsVersion::ALL.len()]; TlsMode::ALL.len()],
+    /// Failed TLS handshakes, by [`HandshakeFailure::ALL`] order.
+    tls_handshake_failures: [AtomicU64; HandshakeFailure::ALL.len()],
     refused_per_ip: AtomicU64,
     paced_responses: AtomicU64,
     paced_micros: AtomicU64,
@@ -165,6 +171,34 @@ impl Metrics {
         self.shard(worker).auth_failures[slot].fetch_add(1, Relaxed);
     }
 
+    /// Counts a completed TLS handshake.
+    pub fn tls_connection(
+        &self,
+        worker: usize,
+        mode: TlsMode,
+        version: TlsVersion,
+        cipher: TlsCipher,
+    ) {
+        let mode = TlsMode::ALL
+            .iter()
+            .position(|&m| m == mode)
+            .unwrap_or_default();
+        let version = TlsVersion::ALL
+            .iter()
+            .position(|&v| v == version)
+            .unwrap_or_default();
+        self.shard(worker).tls_connections[mode][version][cipher.slot()].fetch_add(1, Relaxed);
+    }
+
+    /// Counts a failed TLS handshake.
+    pub fn tls_handshake_failure(&self, worker: usize, failure: HandshakeFailure) {
+        let slot = HandshakeFailure::ALL
+            .iter()
+            .position(|&f| f == failure)
+            .unwrap_or_default();
+        self.shard(worker).tls_handshake_failures[slot].fetch_add(1, Relaxed);
+    }
+
     /// A counter summed over the worker shards.
     fn sum(&self, field: fn(&Shard) -> &AtomicU64) -> u64 {
         self.shards.iter().map(|s| field(s).load(Relaxed)).sum()
@@ -288,6 +322,28 @@ impl Collector for MetricsCollector {
                 ([("reason", failure.name())], count)
             }),
         )?;
+        exposition::counter_family(
+            out,
+            "ioserve_tls_connections",
+            "Completed TLS handshakes, by mode (where records are encrypted), version and cipher suite.",
+            tls_connection_samples(metrics),
+        )?;
+        exposition::counter_family(
+            out,
+            "ioserve_tls_handshake_failures",
+            "Failed TLS handshakes, by reason.",
+            HandshakeFailure::ALL
+                .iter()
+                .enumerate()
+                .map(|(slot, failure)| {
+                    let count: u64 = metrics
+                        .shards
+                        .iter()
+                        .map(|s| s.tls_handshake_failures[slot].load(Relaxed))
+                        .sum();
+                    ([("reason", failure.name())], count)
+                }),
+        )?;
         let per_bucket: Vec<u64> = (0..=DURATION_BOUNDS.len())
             .map(|i| {
                 metrics
@@ -327,6 +383,34 @@ impl Collector for MetricsCollector {
     }
 }
 
+/// The samples of `ioserve_tls_connections`: every mode with each suite under its own
+/// version, zero or not, and any other combination once it has been seen.
+fn tls_connection_samples(
+    metrics: &Metrics,
+) -> impl Iterator<Item = ([(&'static str, &'static str); 3], u64)> + '_ {
+    TlsMode::ALL.iter().enumerate().flat_map(move |(m, &mode)| {
+        TlsVersion::ALL
+            .iter()
+            .enumerate()
+            .flat_map(move |(v, &version)| {
+                (0..TlsCipher::COUNT).filter_map(move |slot| {
+                    let cipher = TlsCipher::at(slot);
+                    let count: u64 = metrics
+                        .shards
+                        .iter()
+                        .map(|s| s.tls_connections[m][v][slot].load(Relaxed))
+                        .sum();
+                    let labels = [
+                        ("mode", mode.name()),
+                        ("version", version.name()),
+                        ("cipher", cipher.name()),
+                    ];
+                    (count > 0 || cipher.version() == Some(version)).then_some((labels, count))
+                })
+            })
+    })
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -358,6 +442,43 @@ mod tests {
         assert!(text.contains("ioserve_downloads_in_flight 1\n"));
         assert!(text.contains("ioserve_auth_failures_total{reason=\"missing\"} 1\n"));
         assert!(text.contains("ioserve_auth_failures_total{reason=\"wrong\"} 2\n"));
+    }
+
+    #[test]
+    fn tls_handshakes_are_counted_by_version_cipher_and_failure() {
+        use rustls::CipherSuite;
+        let metrics = Metrics::new(2, "sendfile");
+        let aes128 = TlsCipher::of(Some(CipherSuite::TLS13_AES_128_GCM_SHA256));
+        let ecdhe = TlsCipher::of(Some(CipherSuite::TLS_ECDHE_RSA_WITH_AES_128_GCM_SHA256));
+        metrics.tls_connection(0, TlsMode::Userspace, TlsVersion::Tls13, aes128);
+        metrics.tls_connection(1, TlsMode::Userspace, TlsVersion::Tls13, aes128);
+        metrics.tls_connection(1, TlsMode::Userspace, TlsVersion::Tls12, ecdhe);
+        metrics.tls_connection(1, TlsMode::Userspace, TlsVersion::Other, TlsCipher::Other);
+        metrics.tls_handshake_failure(0, HandshakeFailure::NotTls);
+        metrics.tls_handshake_failure(1, HandshakeFailure::NotTls);
+        metrics.tls_handshake_failure(1, HandshakeFailure::Timeout);
+        let text = render(metrics);
+        for line in [
+            "ioserve_tls_connections_total{mode=\"userspace\",version=\"TLSv1_3\",cipher=\"TLS13_AES_128_GCM_SHA256\"} 2\n",
+            "ioserve_tls_connections_total{mode=\"userspace\",version=\"TLSv1_2\",cipher=\"TLS_ECDHE_RSA_WITH_AES_128_GCM_SHA256\"} 1\n",
+            "ioserve_tls_connections_total{mode=\"userspace\",version=\"TLSv1_3\",cipher=\"TLS13_CHACHA20_POLY1305_SHA256\"} 0\n",
+            "ioserve_tls_connections_total{mode=\"userspace\",version=\"other\",cipher=\"other\"} 1\n",
+            "ioserve_tls_handshake_failures_total{reason=\"not_tls\"} 2\n",
+            "ioserve_tls_handshake_failures_total{reason=\"timeout\"} 1\n",
+            "ioserve_tls_handshake_failures_total{reason=\"bad_certificate\"} 0\n",
+        ] {
+            assert!(text.contains(line), "{line:?} missing in\n{text}");
+        }
+        // A suite appears under its own version only, until another is seen.
+        assert!(
+            !text.contains("version=\"TLSv1_2\",cipher=\"TLS13_"),
+            "{text}"
+        );
+        assert!(
+            !text.contains("version=\"TLSv1_3\",cipher=\"other\""),
+            "{text}"
+        );
+        assert!(!text.contains("ktls"), "{text}");
     }
 
     #[test]

@@ -1,8 +1,9 @@
-//! Operating the server: its settings, worker placement, metrics, access log and
-//! descriptor budget.
+//! Operating the server: its settings, worker placement, metrics (with the TLS
+//! handshakes' outcomes they count), access log and descriptor budget.
 
 pub(crate) mod access_log;
 pub(crate) mod budget;
 pub mod config;
 pub(crate) mod metrics;
 pub mod placement;
+pub(crate) mod tls_outcome;

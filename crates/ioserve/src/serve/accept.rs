@@ -13,6 +13,7 @@ use tokio_rustls::TlsAcceptor;
 use tokio_util::task::TaskTracker;
 
 use crate::http::response::Reply;
+use crate::ops::tls_outcome::{HandshakeFailure, TlsCipher, TlsMode, TlsVersion};
 use crate::serve::conn;
 use crate::serve::shared::{ConnectionSlot, Shared};
 
@@ -82,7 +83,8 @@ fn per_ip_busy() -> Reply {
 /// The TLS handshake, within the header timeout, then the connection served (or
 /// refused with 503 when it is not admitted) over it. A handshake that fails (plain
 /// HTTP sent to the HTTPS port, a client that refuses the certificate, a scanner)
-/// closes the connection and is logged at debug level.
+/// closes the connection and is logged at debug level. The metrics count each
+/// handshake: by version and cipher suite when it completes, by reason when it fails.
 async fn answer_tls(
     tls: TlsAcceptor,
     stream: TcpStream,
@@ -90,18 +92,35 @@ async fn answer_tls(
     shared: &Shared,
     admission: Admission,
 ) {
-    let header_timeout = shared.live().limits.header_timeout;
-    let stream = match tokio::time::timeout(header_timeout, tls.accept(stream)).await {
-        Ok(Ok(stream)) => stream,
-        Ok(Err(error)) => return tracing::debug!(%peer, %error, "TLS handshake failed"),
-        Err(_elapsed) => return tracing::debug!(%peer, "TLS handshake timed out"),
-    };
     let Admission {
         slot,
         admitted,
         peer_admitted,
     } = admission;
     let id = slot.worker();
+    let header_timeout = shared.live().limits.header_timeout;
+    let stream = match tokio::time::timeout(header_timeout, tls.accept(stream)).await {
+        Ok(Ok(stream)) => stream,
+        Ok(Err(error)) => {
+            shared
+                .metrics
+                .tls_handshake_failure(id, HandshakeFailure::of(&error));
+            return tracing::debug!(%peer, %error, "TLS handshake failed");
+        }
+        Err(_elapsed) => {
+            shared
+                .metrics
+                .tls_handshake_failure(id, HandshakeFailure::Timeout);
+            return tracing::debug!(%peer, "TLS handshake timed out");
+        }
+    };
+    let session = stream.get_ref().1;
+    shared.metrics.tls_connection(
+        id,
+        TlsMode::Userspace,
+        TlsVersion::of(session.protocol_version()),
+        TlsCipher::of(session.negotiated_cipher_suite().map(|s| s.suite())),
+    );
     match (admitted, peer_admitted) {
         (true, true) => conn::serve(stream, peer, shared, &slot).await,
         (true, false) => conn::refuse_with(stream, peer, shared, id, per_ip_busy()).await,
@@ -178,10 +197,6 @@ fn spawn_connection(
             (None, false, _) => conn::refuse(stream, peer, &shared, id, 503).await,
         }
     };
-    {
-        let a = std::mem::size_of_val(&connection);
-        let _ = std::fs::write("/tmp/tls-size.txt", format!("connection {a}\n"));
-    }
     // A panic is a bug; it ends this connection only (the panic hook has logged it),
     // and the slot's drop gives its place back. (Combinators, not an async block: a
     // block would hold the connection's future twice, before and while it is awaited,

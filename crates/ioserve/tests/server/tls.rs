@@ -9,7 +9,9 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Output, Stdio};
 use std::time::{Duration, Instant};
 
-use crate::support::{random_bytes, wait_until, Server, SETTLE, STRATEGIES};
+use crate::support::{
+    random_bytes, scrape, wait_for_metric, wait_until, Server, SETTLE, STRATEGIES,
+};
 
 /// A certificate for `localhost` and 127.0.0.1 with `name` as its common name, valid
 /// from `not_before` to `not_after` (years), and its key, as PEM.
@@ -545,6 +547,88 @@ fn tls_1_2_and_1_3_are_served_and_older_versions_refused() {
     let log = String::from_utf8_lossy(&old.stderr);
     assert!(!old.status.success(), "TLS 1.1 was accepted");
     assert!(log.contains("alert"), "the server sent no alert: {log}");
+}
+
+#[test]
+fn tls_handshakes_are_counted_by_version_and_cipher_and_failures_by_reason() {
+    let (dir, _) = tree();
+    let certs = tempfile::tempdir().unwrap();
+    let pair = Pair::write(certs.path(), &valid("ioserve test"));
+    let mut flags = pair.flags();
+    flags.extend(["--metrics-listen", "127.0.0.1:0", "--header-timeout", "1s"]);
+    let server = Server::start("sendfile", dir.path(), &flags);
+    // One connection over TLS 1.3 and one forced to TLS 1.2, each with a chosen suite
+    // (the certificate's key is ECDSA).
+    for args in [
+        [
+            "--tlsv1.3",
+            "--tls-max",
+            "1.3",
+            "--tls13-ciphers",
+            "TLS_AES_128_GCM_SHA256",
+        ],
+        [
+            "--tlsv1.2",
+            "--tls-max",
+            "1.2",
+            "--ciphers",
+            "ECDHE-ECDSA-AES256-GCM-SHA384",
+        ],
+    ] {
+        assert_eq!(
+            fetch(server.addr, &pair.cert, &args, "/hello.txt"),
+            b"hello"
+        );
+    }
+    for (labels, count) in [
+        ("version=\"TLSv1_3\",cipher=\"TLS13_AES_128_GCM_SHA256\"", 1),
+        (
+            "version=\"TLSv1_2\",cipher=\"TLS_ECDHE_ECDSA_WITH_AES_256_GCM_SHA384\"",
+            1,
+        ),
+        ("version=\"TLSv1_3\",cipher=\"TLS13_AES_256_GCM_SHA384\"", 0),
+    ] {
+        let name = format!("ioserve_tls_connections_total{{mode=\"userspace\",{labels}}}");
+        wait_for_metric(&server, &name, |n| n == count);
+    }
+    // Plain HTTP to the HTTPS port.
+    let mut plain = TcpStream::connect(server.addr).unwrap();
+    plain.set_read_timeout(Some(SETTLE)).unwrap();
+    plain
+        .write_all(b"GET / HTTP/1.1\r\nHost: localhost\r\n\r\n")
+        .unwrap();
+    let _ = plain.read_to_end(&mut Vec::new());
+    let failures =
+        |reason: &str| format!("ioserve_tls_handshake_failures_total{{reason=\"{reason}\"}}");
+    wait_for_metric(&server, &failures("not_tls"), |n| n == 1);
+    // A client that offers TLS 1.1 only.
+    let old = curl(
+        server.addr,
+        &pair.cert,
+        &[
+            "--tlsv1.1",
+            "--tls-max",
+            "1.1",
+            "--ciphers",
+            "DEFAULT:@SECLEVEL=0",
+        ],
+        &["/hello.txt"],
+    );
+    assert!(!old.status.success(), "TLS 1.1 was accepted");
+    wait_for_metric(&server, &failures("protocol_version"), |n| n == 1);
+    // A client that connects and sends nothing: cut at the header timeout.
+    let silent = TcpStream::connect(server.addr).unwrap();
+    wait_for_metric(&server, &failures("timeout"), |n| n == 1);
+    drop(silent);
+    let text = scrape(server.metrics.unwrap());
+    for reason in ["no_shared_cipher", "bad_certificate", "closed", "other"] {
+        assert!(
+            text.contains(&format!("{} 0\n", failures(reason))),
+            "{reason}: {text}"
+        );
+    }
+    assert!(!text.contains("ktls"), "{text}");
+    testdata::assert_promtool_accepts(&text);
 }
 
 #[test]
