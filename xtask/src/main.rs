@@ -5,6 +5,7 @@
 //! cargo xtask ci                 every check CI runs: system packages, fmt, clippy,
 //!                                module cycles, tests, the guests (numa, clock, arm64),
 //!                                the aarch64 build, simd's scalar paths under Miri
+//! cargo xtask packages           the Debian packages the checks need (ci's first step)
 //! cargo xtask fuzz [SECONDS]     a short run of every cargo-fuzz target (nightly)
 //! cargo xtask loadtest [--quick]  ioserve against nginx and Go's FileServer (wrk);
 //!                                 --cold: hot requests beside cold downloads
@@ -167,6 +168,11 @@ pub(crate) enum Task {
     /// zsh and fish completions (the cli-docs crate), ioserve's with its systemd units
     /// and /etc/ioserve/ioserve.toml; into OUT, by default TARGET_DIR/debian
     Dist(release::dist::Options),
+    /// Install the Debian packages the checks and tests need (apt, as root)
+    ///
+    /// What `cargo xtask ci` installs first, for a runner that runs some of its steps
+    /// on their own (the arm64 workflow job): one list, in xtask/src/ci/mod.rs
+    Packages,
     /// Lint .github/workflows with actionlint and shellcheck (installed when missing)
     ///
     /// Run actionlint (go install, when missing) on the GitHub workflows, with
@@ -217,6 +223,7 @@ fn main() -> ExitCode {
     let cli = Cli::parse();
     let result = match cli.task {
         Task::Ci => ci::run(),
+        Task::Packages => ci::install_packages(),
         Task::Fuzz { seconds } => ci::fuzz::run(seconds),
         Task::NumaVm => numa_vm::run(),
         Task::ClockVm => clock_vm::run(),

@@ -72,10 +72,15 @@ const SYSTEM_PACKAGES: &[(&str, &str)] = &[
     crate::browser::NPM,
 ];
 
+/// Installs the [`SYSTEM_PACKAGES`] that are missing (`cargo xtask packages`).
+pub(crate) fn install_packages() -> Result<()> {
+    ensure_packages(SYSTEM_PACKAGES)
+}
+
 /// Runs every check; the closing line sums the tests of every test run.
 pub(crate) fn run() -> Result<()> {
     let started = Instant::now();
-    ensure_packages(SYSTEM_PACKAGES)?;
+    install_packages()?;
     ensure_rustup_components(&["rustfmt", "clippy"])?;
     step("cargo fmt", cargo(&["fmt", "--all", "--", "--check"]))?;
     workflows::lint()?;
