@@ -1,11 +1,13 @@
 //! An open file that responses share: its descriptor, one read-only mapping of the
-//! whole file made on first use, and what mincore(2) says about its pages.
+//! whole file made on first use, and what mincore(2) says about its pages (with the
+//! spans it lately found cached, see [`SharedFile::residency_trusting_recent`]).
 
 use std::fs::File;
 use std::io;
 use std::ops::Deref;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
 
 use memmap2::{MmapOptions, MmapRaw};
 
@@ -23,6 +25,43 @@ pub struct SharedFile {
     /// Whether the kernel's read-ahead is off for this descriptor (see
     /// [`SharedFile::own_read_ahead`]).
     own_read_ahead: AtomicBool,
+    /// Spans lately found resident (see [`SharedFile::residency_trusting_recent`]).
+    recent: Mutex<RecentSpans>,
+}
+
+/// How long a span found resident is taken for resident without asking the kernel
+/// again. Every response that sends a hot file would otherwise probe each of its
+/// windows (a mincore(2) of 512 page-cache lookups and two preadv2(2) calls per 2 MiB);
+/// with this, a window read by a hundred downloads a second is probed ten times a
+/// second. The cost of a verdict gone stale (pages evicted in those 100 ms) is one
+/// syscall that waits for the disk on the event loop, as `--cold-reads inline` would.
+pub const RESIDENT_TRUSTED_FOR: Duration = Duration::from_millis(100);
+
+/// Spans kept, the oldest replaced first: a hot file's windows, or the ranges of a few.
+const RECENT_SPANS: usize = 8;
+
+/// The last spans of a file found resident, each with when.
+#[derive(Debug, Default)]
+struct RecentSpans {
+    spans: [Option<(u64, u64, Instant)>; RECENT_SPANS],
+    /// The slot written next (the oldest).
+    next: usize,
+}
+
+impl RecentSpans {
+    /// Whether `start..end` lies in one span found resident since `since`.
+    fn cover(&self, start: u64, end: u64, since: Instant) -> bool {
+        self.spans
+            .iter()
+            .flatten()
+            .any(|&(from, to, at)| from <= start && end <= to && at >= since)
+    }
+
+    /// Notes that `start..end` was found resident at `at`.
+    fn record(&mut self, start: u64, end: u64, at: Instant) {
+        self.spans[self.next] = Some((start, end, at));
+        self.next = (self.next + 1) % RECENT_SPANS;
+    }
 }
 
 /// A mapping of a [`SharedFile`], and whether mincore(2) tells the truth about it.
@@ -57,6 +96,7 @@ impl SharedFile {
             file,
             mapping: Mutex::new(None),
             own_read_ahead: AtomicBool::new(false),
+            recent: Mutex::new(RecentSpans::default()),
         }
     }
 
@@ -107,6 +147,25 @@ impl SharedFile {
             Ok(Some(Ok(_))) => Residency::Cold,
             _ => Residency::Unknown,
         }
+    }
+
+    /// As [`SharedFile::residency`], but a span that lies inside one found resident in
+    /// the last [`RESIDENT_TRUSTED_FOR`] is taken for resident with no syscall, and a
+    /// span found resident now is remembered (the last few per file).
+    pub fn residency_trusting_recent(&self, start: u64, len: u64) -> Residency {
+        let end = start.saturating_add(len);
+        let now = Instant::now();
+        let lock = || self.recent.lock().unwrap_or_else(|e| e.into_inner());
+        if let Some(since) = now.checked_sub(RESIDENT_TRUSTED_FOR) {
+            if lock().cover(start, end, since) {
+                return Residency::Resident;
+            }
+        }
+        let residency = self.residency(start, len);
+        if residency == Residency::Resident {
+            lock().record(start, end, now);
+        }
+        residency
     }
 
     /// Whether the byte at `offset` can be read without waiting for the disk.
@@ -190,5 +249,67 @@ impl Deref for SharedFile {
 
     fn deref(&self) -> &File {
         &self.file
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::os::fd::AsFd as _;
+
+    #[test]
+    fn recent_spans_cover_what_they_hold_while_fresh_and_drop_the_oldest() {
+        let t0 = Instant::now();
+        let later = t0 + Duration::from_millis(50);
+        let mut recent = RecentSpans::default();
+        assert!(!recent.cover(0, 1, t0), "nothing recorded");
+        recent.record(0, 100, later);
+        assert!(recent.cover(0, 100, t0));
+        assert!(recent.cover(10, 20, later));
+        assert!(!recent.cover(50, 101, t0), "reaches past the span");
+        assert!(
+            !recent.cover(0, 100, later + Duration::from_nanos(1)),
+            "too old"
+        );
+        for i in 1..=RECENT_SPANS as u64 {
+            recent.record(i * 1000, i * 1000 + 10, later);
+        }
+        assert!(!recent.cover(0, 100, t0), "the oldest span was replaced");
+        assert!(recent.cover(1000, 1010, t0) && recent.cover(8000, 8010, t0));
+    }
+
+    #[test]
+    fn a_cold_span_is_never_remembered() {
+        let mut temp = tempfile::NamedTempFile::new().unwrap();
+        std::io::Write::write_all(&mut temp, &vec![1u8; 1 << 20]).unwrap();
+        temp.as_file().sync_all().unwrap();
+        let file = File::open(temp.path()).unwrap();
+        rustix::fs::fadvise(file.as_fd(), 0, None, rustix::fs::Advice::DontNeed).unwrap();
+        let shared = SharedFile::new(file);
+        if shared.residency(0, 1 << 20) != Residency::Cold {
+            eprintln!("skipped: the temporary directory keeps files in memory (tmpfs)");
+            return;
+        }
+        assert_eq!(
+            shared.residency_trusting_recent(0, 1 << 20),
+            Residency::Cold
+        );
+        assert_eq!(
+            shared.residency_trusting_recent(0, 1 << 20),
+            Residency::Cold
+        );
+        // Read in: found resident, and remembered.
+        let mut scratch = vec![0u8; 1 << 20];
+        rustix::io::pread(&*shared, &mut scratch, 0).unwrap();
+        let before = Instant::now();
+        assert_eq!(
+            shared.residency_trusting_recent(0, 1 << 20),
+            Residency::Resident
+        );
+        let recent = shared.recent.lock().unwrap();
+        assert!(
+            recent.cover(4096, 8192, before),
+            "remembered as of the probe"
+        );
     }
 }

@@ -6,6 +6,8 @@
 //! Over TLS the bytes go through rustls's reads and writes.
 
 use std::io;
+use std::pin::Pin;
+use std::task::Poll;
 use std::time::Duration;
 
 use tokio::io::{AsyncRead, AsyncReadExt as _, AsyncWrite};
@@ -46,17 +48,30 @@ impl Transport for TcpStream {
 
     /// Holds no buffer while it waits: `buf` is grown only once bytes are there, and
     /// an empty one left by a spurious wake-up is released.
+    ///
+    /// The read is tokio's `poll_read`, not `try_read_buf`: a read shorter than the
+    /// room it was offered tells tokio that the socket is drained, so the next wait
+    /// (for the next request of a keep-alive client) goes to epoll at once instead of
+    /// first making a read that fails with `EAGAIN`, one syscall per request.
     async fn read_some(&mut self, buf: &mut Vec<u8>) -> io::Result<usize> {
         loop {
             self.readable().await?;
             make_room(buf);
-            match self.try_read_buf(buf) {
-                Err(error) if error.kind() == io::ErrorKind::WouldBlock => {
+            let read = std::future::poll_fn(|cx| {
+                match tokio_util::io::poll_read_buf(Pin::new(&mut *self), cx, buf) {
+                    // Not readable after all: tokio cleared its readiness.
+                    Poll::Pending => Poll::Ready(None),
+                    Poll::Ready(read) => Poll::Ready(Some(read)),
+                }
+            })
+            .await;
+            match read {
+                None => {
                     if buf.is_empty() {
                         *buf = Vec::new();
                     }
                 }
-                read => return read,
+                Some(read) => return read,
             }
         }
     }

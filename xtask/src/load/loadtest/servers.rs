@@ -51,6 +51,15 @@ pub(super) fn servers() -> Vec<ServerSpec> {
             },
         });
     }
+    // The hot path with the cold-read pool's residency checks left out, for comparison.
+    specs.push(ServerSpec {
+        name: "ioserve-sendfile-inline".into(),
+        kind: Kind::Ioserve {
+            strategy: "sendfile",
+            runtime: "per-core",
+            cold_reads: "inline",
+        },
+    });
     specs.push(ServerSpec {
         name: "ioserve-sendfile-multi".into(),
         kind: Kind::Ioserve {

@@ -99,8 +99,10 @@ impl<'a> ReadAhead<'a> {
     }
 
     /// Waits until the file from `offset` on is in the page cache, up to the returned
-    /// end (at most the range's end), and starts bringing in the window after it.
-    /// A syscall that stays below the returned end does not wait for the disk.
+    /// end (at most the range's end), and looks at the window after it: found cached,
+    /// it is ready too (a syscall may run on into it, and it is not probed again);
+    /// otherwise it is brought in while this one is sent. A syscall that stays below
+    /// the returned end does not wait for the disk.
     pub(super) async fn ready(&mut self, offset: u64) -> u64 {
         if !self.on {
             return self.end;
@@ -121,7 +123,7 @@ impl<'a> ReadAhead<'a> {
                 if let Some((_, task)) = other {
                     task.abort();
                 }
-                if self.file.residency(offset, this_end - offset) != Residency::Resident {
+                if !self.resident(offset, this_end) {
                     let _ = self.bring_in(offset, this_end).await;
                 }
             }
@@ -129,11 +131,18 @@ impl<'a> ReadAhead<'a> {
         self.ready = this_end;
         if this_end < self.end {
             let next_end = window_end(this_end, self.end);
-            if self.file.residency(this_end, next_end - this_end) != Residency::Resident {
-                self.reading = Some((next_end, self.bring_in(this_end, next_end)));
+            match self.resident(this_end, next_end) {
+                true => self.ready = next_end,
+                false => self.reading = Some((next_end, self.bring_in(this_end, next_end))),
             }
         }
         self.ready
+    }
+
+    /// Whether `file[start..end]` is cached, trusting a recent verdict
+    /// ([`SharedFile::residency_trusting_recent`]).
+    fn resident(&self, start: u64, end: u64) -> bool {
+        self.file.residency_trusting_recent(start, end - start) == Residency::Resident
     }
 
     /// The file being read ahead.
@@ -300,7 +309,11 @@ mod tests {
 
         // All cached now: nothing goes to the pool.
         let mut again = ReadAhead::new(&file, ColdReads::Pool, &threads, 0, 2 * WINDOW);
-        again.ready_through(0, 2 * WINDOW).await;
+        assert_eq!(
+            again.ready(0).await,
+            2 * WINDOW,
+            "the next window, cached, is ready too"
+        );
         assert_eq!(again.cold_windows(), 0);
 
         // Inline: never probes, never reads ahead.

@@ -14,12 +14,22 @@ use crate::io::byte_range::ByteRange;
 use crate::io::output::Output;
 use crate::io::shared_file::SharedFile;
 
-/// Largest count handed to one sendfile(2) call, after which the task yields to the
-/// other connections of its worker (nginx's `sendfile_max_chunk`, 2 MiB by default):
-/// on loopback one call can move megabytes while every other client of the worker
-/// waits. With cold downloads beside hot requests, 256 KiB and a yield took the hot p99
-/// from 87 ms to 37 ms (one quick run of `cargo xtask loadtest --cold`).
-const MAX_PER_CALL: u64 = 256 << 10;
+/// Largest count handed to one sendfile(2) call on the event loop, after which the task
+/// yields to the other connections of its worker: nginx's `sendfile_max_chunk` (2 MiB
+/// by default), which likewise goes back to its event loop after each chunk. One call
+/// can move megabytes on loopback while every other client of the worker waits; each
+/// chunk costs a call and a turn of the loop (an `epoll_wait`), so smaller ones cost
+/// CPU: 256 KiB made an 8 MiB download 37 sendfile calls and 27 epoll_waits where nginx
+/// made 8.5 and 4 (`cargo xtask loadtest`'s syscall table).
+const MAX_PER_CALL: u64 = 2 << 20;
+
+/// Largest count of one sendfile(2) call on the blocking pool, for a range that had a
+/// cold window: a pool thread holds one of the few `--cold-threads` permits for the
+/// call, which other cold downloads wait for. (Chosen when these calls still ran on the
+/// loop: with cold downloads beside hot requests, 256 KiB and a yield after each call
+/// took the hot p99 from 87 ms to 37 ms in one quick run of `cargo xtask loadtest
+/// --cold`.)
+const MAX_PER_POOL_CALL: u64 = 256 << 10;
 
 /// Largest body sent by copy instead of sendfile(2).
 pub const SMALL_BODY: u64 = 16 * 1024;
@@ -52,13 +62,16 @@ pub(super) async fn send(
     let mut offset = range.start;
     while offset < range.end() {
         let ready = ahead.ready(offset).await;
-        let count = (ready - offset).min(MAX_PER_CALL) as usize;
         let sent = match ahead.cold_windows() > 0 {
             true => {
+                let count = (ready - offset).min(MAX_PER_POOL_CALL) as usize;
                 out.sendfile_on_pool(ahead.file(), &mut offset, count, ahead.threads())
                     .await?
             }
-            false => out.sendfile(file, &mut offset, count).await?,
+            false => {
+                let count = (ready - offset).min(MAX_PER_CALL) as usize;
+                out.sendfile(file, &mut offset, count).await?
+            }
         };
         if sent == 0 {
             return Err(file_shrank());
