@@ -191,10 +191,12 @@ fn spawn_connection(
                 Box::pin(answer_tls(tls, stream, peer, &shared, admission)).await;
             }
             (None, true, true) => conn::serve(stream, peer, &shared, &slot).await,
+            // Boxed too: refusals are rare, and their futures (a reply being written)
+            // are larger than a served connection's.
             (None, true, false) => {
-                conn::refuse_with(stream, peer, &shared, id, per_ip_busy()).await;
+                Box::pin(conn::refuse_with(stream, peer, &shared, id, per_ip_busy())).await;
             }
-            (None, false, _) => conn::refuse(stream, peer, &shared, id, 503).await,
+            (None, false, _) => Box::pin(conn::refuse(stream, peer, &shared, id, 503)).await,
         }
     };
     // A panic is a bug; it ends this connection only (the panic hook has logged it),
