@@ -194,7 +194,9 @@ impl<'a> Output<'a> {
     /// socket allows.
     pub async fn write(&mut self, data: &[u8]) -> io::Result<()> {
         if self.copies_in_user_space() {
-            return self.write_through(data).await;
+            // Boxed: the plain path's futures stay small (they are part of every
+            // response in flight), and TLS costs far more than an allocation.
+            return Box::pin(self.write_through(data)).await;
         }
         self.write_with(data.len(), |from| data[from..].as_ptr())
             .await
@@ -263,6 +265,9 @@ impl<'a> Output<'a> {
             if n == 0 {
                 return Err(io::ErrorKind::WriteZero.into());
             }
+            if n < pending.len() + allowed {
+                self.socket_full();
+            }
             data_sent += self.count_written(n);
         }
         self.clear_pending();
@@ -273,7 +278,7 @@ impl<'a> Output<'a> {
     /// (`MSG_MORE`), so a `sendfile` right after shares their packet.
     pub async fn flush(&mut self, more: bool) -> io::Result<()> {
         if self.copies_in_user_space() {
-            return self.write_through(&[]).await;
+            return Box::pin(self.write_through(&[])).await;
         }
         let socket = self.socket()?;
         let flags = if more {
@@ -313,9 +318,24 @@ impl<'a> Output<'a> {
                 )?)
             })
             .await?;
+        if n < count {
+            self.socket_full();
+        }
         self.sent += n as u64;
         self.spent(n);
         Ok(n)
+    }
+
+    /// Tells tokio that the socket's buffer is full (a call took less than it was
+    /// offered), so that the next call waits for epoll's word of room instead of first
+    /// failing with `EAGAIN`, as tokio's own `poll_write` does after a short write.
+    /// tokio clears the readiness only if no newer event has come in since.
+    fn socket_full(&self) {
+        if let Ok(socket) = self.socket() {
+            let _ = socket.try_io(Interest::WRITABLE, || {
+                Err::<(), _>(io::Error::from(io::ErrorKind::WouldBlock))
+            });
+        }
     }
 
     /// As [`Output::sendfile`], with the sendfile(2) call made on the blocking pool
@@ -381,16 +401,33 @@ impl<'a> Output<'a> {
         }
     }
 
+    /// Forgets the queued bytes, all sent, and gives their buffer back: a download
+    /// would otherwise hold its head's allocation to its end.
     fn clear_pending(&mut self) {
-        self.pending.clear();
+        self.pending = Vec::new();
         self.pending_sent = 0;
     }
 
     /// Runs a non-blocking socket operation, waiting for writability on `EAGAIN`, for at
     /// most the send timeout.
-    async fn io<R>(&self, f: impl FnMut() -> io::Result<R>) -> io::Result<R> {
+    ///
+    /// The wait is tokio's `poll_write_ready`, whose waker lives in the socket's
+    /// registration (one writer per connection), not `async_io`, which keeps a waiter
+    /// node in its future: this future is part of every response in flight, and most
+    /// of them wait here.
+    async fn io<R>(&self, mut f: impl FnMut() -> io::Result<R>) -> io::Result<R> {
         let socket = self.socket()?;
-        tokio::time::timeout(self.send_timeout, socket.async_io(Interest::WRITABLE, f))
+        let attempt = std::future::poll_fn(|cx| loop {
+            if let Err(error) = std::task::ready!(socket.poll_write_ready(cx)) {
+                return std::task::Poll::Ready(Err(error));
+            }
+            match socket.try_io(Interest::WRITABLE, &mut f) {
+                // tokio cleared the readiness: the next poll waits for the next event.
+                Err(error) if error.kind() == io::ErrorKind::WouldBlock => {}
+                done => return std::task::Poll::Ready(done),
+            }
+        });
+        tokio::time::timeout(self.send_timeout, attempt)
             .await
             .unwrap_or_else(|_elapsed| Err(send_timed_out()))
     }

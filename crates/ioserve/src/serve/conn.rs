@@ -77,8 +77,22 @@ pub(crate) async fn serve<S: Transport>(
                     buf = Vec::new();
                 }
                 pacer.set_limits(decision.live.limits.pace);
-                let responding = respond(&mut stream, shared, worker, decision, &mut pacer);
-                let keep_alive = match Box::pin(responding).await {
+                let started = decision.started;
+                // Boxed, as the sending below: most requests wait for nothing here.
+                let (live, log, prepared) = Box::pin(prepare::<S>(shared, worker, decision)).await;
+                // Boxed: only a connection with a response in flight holds its sending.
+                let sending = send(
+                    &mut stream,
+                    shared,
+                    &live,
+                    worker,
+                    prepared,
+                    log,
+                    &mut pacer,
+                );
+                let sent = Box::pin(sending).await;
+                shared.metrics.duration(worker, started.elapsed());
+                let keep_alive = match sent {
                     Ok(keep_alive) => keep_alive,
                     Err(error) => {
                         tracing::debug!(%peer, %error, "response cut short");
@@ -117,10 +131,12 @@ pub(crate) async fn serve<S: Transport>(
             (close, true) => Some(&*close.insert(Arc::new(Notify::new()))),
         };
         let _waiting = close.map(|close| slot.idle(close));
-        let read = tokio::select! {
-            _ = shared.shutdown.cancelled(), if idle => return,
-            _ = OptionFuture::from(close.map(|close| close.notified())), if close.is_some() => return,
-            read = timeout_at(deadline.into(), stream.read_some(&mut buf)) => read,
+        // Boxed: a connection holds the wait's futures only while it waits, not while a
+        // response of its own is in flight.
+        let close = close.map(|close| &**close);
+        let waiting = wait_for_bytes(&mut stream, &mut buf, shared, close, idle, deadline);
+        let Some(read) = Box::pin(waiting).await else {
+            return;
         };
         match read {
             // End of stream or an error: the connection is over.
@@ -130,6 +146,24 @@ pub(crate) async fn serve<S: Transport>(
             Err(_elapsed) if idle => return,
             Err(_elapsed) => return Box::pin(refuse(stream, peer, shared, worker, 408)).await,
         }
+    }
+}
+
+/// Waits for request bytes until `deadline` and appends them to `buf`; `None` when the
+/// connection must close first: at shutdown while it is `idle` (no partial head), or
+/// when `close` is notified (a new client needs its slot).
+async fn wait_for_bytes<S: Transport>(
+    stream: &mut S,
+    buf: &mut Vec<u8>,
+    shared: &Shared,
+    close: Option<&Notify>,
+    idle: bool,
+    deadline: Instant,
+) -> Option<Result<io::Result<usize>, tokio::time::error::Elapsed>> {
+    tokio::select! {
+        _ = shared.shutdown.cancelled(), if idle => None,
+        _ = OptionFuture::from(close.map(|close| close.notified())), if close.is_some() => None,
+        read = timeout_at(deadline.into(), stream.read_some(buf)) => Some(read),
     }
 }
 
@@ -224,22 +258,22 @@ fn next_step(shared: &Shared, peer: SocketAddr, worker: usize, buf: &[u8]) -> St
     Step::Respond { decision, len }
 }
 
-/// Completes a decision and sends it; returns whether the connection stays open.
+/// Completes a decision into a reply ready to go out, with the settings it was decided
+/// with and its access-log record.
 ///
 /// What may wait for the disk runs on the blocking pool, where it stalls no other
 /// connection of this worker: a listing (reading a large directory), and with
 /// `--cold-reads pool` a path that the open-file cache does not hold (the path walk,
-/// open and fstat of a cold inode).
-async fn respond<S: Transport>(
-    stream: &mut S,
+/// open and fstat of a cold inode). Apart from the sending, which the caller boxes: a
+/// download then holds only what sending needs, not the decision it came from.
+async fn prepare<S: Transport>(
     shared: &Shared,
     worker: usize,
     decision: Decision,
-    pacer: &mut Pacer,
-) -> io::Result<bool> {
+) -> (Arc<Live>, Option<Box<Record>>, Prepared) {
     let Decision {
         live,
-        started,
+        started: _,
         answer,
         unverified,
         keep_alive,
@@ -295,9 +329,7 @@ async fn respond<S: Transport>(
         body: reply.body,
         keep_alive,
     };
-    let result = send(stream, shared, &live, worker, prepared, log, pacer).await;
-    shared.metrics.duration(worker, started.elapsed());
-    result
+    (live, log, prepared)
 }
 
 /// The reply to a resolved request, on the blocking pool: it may open files and read a
@@ -373,8 +405,10 @@ async fn send<S: Transport>(
 
 async fn send_body(out: &mut Output<'_>, live: &Live, body: Body) -> io::Result<()> {
     match body {
-        Body::Empty => out.flush(false).await,
-        Body::Bytes(bytes) => out.write(&bytes).await,
+        // Boxed, as the strategy's sending is: the future of a download in flight
+        // keeps no room for the writes of the other kinds of body.
+        Body::Empty => Box::pin(out.flush(false)).await,
+        Body::Bytes(bytes) => Box::pin(out.write(&bytes)).await,
         // Boxed: only the strategy in use takes room, and only while it sends.
         Body::File { file, range } => Box::pin(live.strategy.send(out, &file, range)).await,
         Body::Multipart {

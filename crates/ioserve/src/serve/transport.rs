@@ -7,7 +7,6 @@
 
 use std::io;
 use std::pin::Pin;
-use std::task::Poll;
 use std::time::Duration;
 
 use tokio::io::{AsyncRead, AsyncReadExt as _, AsyncWrite};
@@ -49,31 +48,24 @@ impl Transport for TcpStream {
     /// Holds no buffer while it waits: `buf` is grown only once bytes are there, and
     /// an empty one left by a spurious wake-up is released.
     ///
-    /// The read is tokio's `poll_read`, not `try_read_buf`: a read shorter than the
-    /// room it was offered tells tokio that the socket is drained, so the next wait
-    /// (for the next request of a keep-alive client) goes to epoll at once instead of
-    /// first making a read that fails with `EAGAIN`, one syscall per request.
+    /// Written on tokio's poll functions, whose wakers live in the socket's
+    /// registration: `readable()` would keep a waiter node in this future, which is
+    /// part of every idle connection. The read is `poll_read`, not `try_read_buf`: a
+    /// read shorter than the room it was offered tells tokio that the socket is
+    /// drained, so the wait for a keep-alive client's next request goes to epoll at once
+    /// instead of first making a read that fails with `EAGAIN`, one syscall per request.
     async fn read_some(&mut self, buf: &mut Vec<u8>) -> io::Result<usize> {
-        loop {
-            self.readable().await?;
+        std::future::poll_fn(|cx| {
+            std::task::ready!(self.poll_read_ready(cx))?;
             make_room(buf);
-            let read = std::future::poll_fn(|cx| {
-                match tokio_util::io::poll_read_buf(Pin::new(&mut *self), cx, buf) {
-                    // Not readable after all: tokio cleared its readiness.
-                    Poll::Pending => Poll::Ready(None),
-                    Poll::Ready(read) => Poll::Ready(Some(read)),
-                }
-            })
-            .await;
-            match read {
-                None => {
-                    if buf.is_empty() {
-                        *buf = Vec::new();
-                    }
-                }
-                Some(read) => return read,
+            let read = tokio_util::io::poll_read_buf(Pin::new(&mut *self), cx, buf);
+            if read.is_pending() && buf.is_empty() {
+                // Not readable after all (tokio cleared its readiness and waits again).
+                *buf = Vec::new();
             }
-        }
+            read
+        })
+        .await
     }
 
     fn output(&mut self, send_timeout: Duration) -> Output<'_> {

@@ -146,7 +146,10 @@ impl Strategy {
             StrategyKind::Sendfile => sendfile::send(out, file, range, &mut ahead).await,
             StrategyKind::Mmap => mmap::send(out, file, range, &mut ahead).await,
             StrategyKind::Read => read::send(out, file, range, &self.pool, &mut ahead).await,
-            StrategyKind::Buffered => buffered::send(out, file, range, self.chunk_size).await,
+            // Boxed: its future is the largest, and it is not the default.
+            StrategyKind::Buffered => {
+                Box::pin(buffered::send(out, file, range, self.chunk_size)).await
+            }
         };
         out.count_cold_windows(ahead.cold_windows());
         sent

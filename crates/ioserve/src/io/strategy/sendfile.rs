@@ -62,21 +62,29 @@ pub(super) async fn send(
     let mut offset = range.start;
     while offset < range.end() {
         let ready = ahead.ready(offset).await;
-        let sent = match ahead.cold_windows() > 0 {
+        let on_pool = ahead.cold_windows() > 0;
+        let most = if on_pool {
+            MAX_PER_POOL_CALL
+        } else {
+            MAX_PER_CALL
+        };
+        let count = (ready - offset).min(most) as usize;
+        let sent = match on_pool {
             true => {
-                let count = (ready - offset).min(MAX_PER_POOL_CALL) as usize;
                 out.sendfile_on_pool(ahead.file(), &mut offset, count, ahead.threads())
                     .await?
             }
-            false => {
-                let count = (ready - offset).min(MAX_PER_CALL) as usize;
-                out.sendfile(file, &mut offset, count).await?
-            }
+            false => out.sendfile(file, &mut offset, count).await?,
         };
         if sent == 0 {
             return Err(file_shrank());
         }
-        tokio::task::yield_now().await;
+        // A whole chunk went: the other connections of the worker get their turn. A
+        // short one filled the socket's buffer (or met the pacer): the next call waits,
+        // and they run meanwhile, so a yield now would only cost a turn of the loop.
+        if sent == count {
+            tokio::task::yield_now().await;
+        }
     }
     Ok(())
 }
