@@ -238,7 +238,7 @@ impl<'a> Output<'a> {
             let allowed = self.allowance(len - data_sent, head_waiting).await;
             let pending = &self.pending[self.pending_sent..];
             let n = self
-                .io(|| {
+                .write_io(pending.len() + allowed, || {
                     let iovecs = [
                         libc::iovec {
                             iov_base: pending.as_ptr().cast_mut().cast(),
@@ -265,9 +265,6 @@ impl<'a> Output<'a> {
             if n == 0 {
                 return Err(io::ErrorKind::WriteZero.into());
             }
-            if n < pending.len() + allowed {
-                self.socket_full();
-            }
             data_sent += self.count_written(n);
         }
         self.clear_pending();
@@ -289,7 +286,9 @@ impl<'a> Output<'a> {
         while self.pending_sent < self.pending.len() {
             let pending = &self.pending[self.pending_sent..];
             let n = self
-                .io(|| Ok(rustix::net::send(socket, pending, flags)?))
+                .write_io(pending.len(), || {
+                    Ok(rustix::net::send(socket, pending, flags)?)
+                })
                 .await?;
             self.pending_sent += n;
             self.sent += n as u64;
@@ -309,7 +308,7 @@ impl<'a> Output<'a> {
         let socket = self.socket()?;
         let count = self.allowance(count, false).await;
         let n = self
-            .io(|| {
+            .write_io(count, || {
                 Ok(rustix::fs::sendfile(
                     socket,
                     file,
@@ -318,24 +317,9 @@ impl<'a> Output<'a> {
                 )?)
             })
             .await?;
-        if n < count {
-            self.socket_full();
-        }
         self.sent += n as u64;
         self.spent(n);
         Ok(n)
-    }
-
-    /// Tells tokio that the socket's buffer is full (a call took less than it was
-    /// offered), so that the next call waits for epoll's word of room instead of first
-    /// failing with `EAGAIN`, as tokio's own `poll_write` does after a short write.
-    /// tokio clears the readiness only if no newer event has come in since.
-    fn socket_full(&self) {
-        if let Ok(socket) = self.socket() {
-            let _ = socket.try_io(Interest::WRITABLE, || {
-                Err::<(), _>(io::Error::from(io::ErrorKind::WouldBlock))
-            });
-        }
     }
 
     /// As [`Output::sendfile`], with the sendfile(2) call made on the blocking pool
@@ -424,6 +408,48 @@ impl<'a> Output<'a> {
             match socket.try_io(Interest::WRITABLE, &mut f) {
                 // tokio cleared the readiness: the next poll waits for the next event.
                 Err(error) if error.kind() == io::ErrorKind::WouldBlock => {}
+                done => return std::task::Poll::Ready(done),
+            }
+        });
+        tokio::time::timeout(self.send_timeout, attempt)
+            .await
+            .unwrap_or_else(|_elapsed| Err(send_timed_out()))
+    }
+
+    /// As [`Output::io`], for a write `f` that is offered `offered` bytes and returns
+    /// how many it took. One that took fewer (but some) filled the socket's buffer:
+    /// tokio is told so, as its own `poll_write` does after a short write, and the next
+    /// write waits for epoll's word of room instead of first failing with `EAGAIN`.
+    ///
+    /// The telling is `try_io`'s: `f`'s result counts as `WouldBlock`, which makes tokio
+    /// clear the readiness it saw before the call, never an event that came in during
+    /// it (on the multi-thread runtime the driver runs beside this task); the count is
+    /// kept aside and returned.
+    async fn write_io(
+        &self,
+        offered: usize,
+        mut f: impl FnMut() -> io::Result<usize>,
+    ) -> io::Result<usize> {
+        let socket = self.socket()?;
+        let mut short = None;
+        let attempt = std::future::poll_fn(|cx| loop {
+            if let Err(error) = std::task::ready!(socket.poll_write_ready(cx)) {
+                return std::task::Poll::Ready(Err(error));
+            }
+            let result = socket.try_io(Interest::WRITABLE, || {
+                let n = f()?;
+                if 0 < n && n < offered {
+                    short = Some(n);
+                    return Err(io::ErrorKind::WouldBlock.into());
+                }
+                Ok(n)
+            });
+            match result {
+                Err(error) if error.kind() == io::ErrorKind::WouldBlock => {
+                    if let Some(n) = short.take() {
+                        return std::task::Poll::Ready(Ok(n));
+                    }
+                }
                 done => return std::task::Poll::Ready(done),
             }
         });
