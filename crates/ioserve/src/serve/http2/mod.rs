@@ -19,9 +19,11 @@ mod body;
 use std::convert::Infallible;
 use std::io;
 use std::net::SocketAddr;
+use std::pin::Pin;
 use std::sync::Arc;
 use std::time::Duration;
 
+use hyper::body::Body as _;
 use hyper::header::{HeaderMap, HeaderName, HeaderValue};
 use hyper::server::conn::http2::Builder;
 use hyper::StatusCode;
@@ -61,6 +63,11 @@ pub const MAX_PENDING_ACCEPT_RESET_STREAMS: usize = 20;
 /// Streams the server may reset for protocol errors of the client before it ends the
 /// connection with GOAWAY (h2's default, kept explicit).
 pub const MAX_LOCAL_ERROR_RESET_STREAMS: usize = 1024;
+/// Most bytes of a request body read (and dropped) before the request is answered.
+/// The server serves GET and HEAD; a body is read only so that the protocol sees its
+/// framing (a `content-length` that its DATA frames contradict resets the stream),
+/// within the header timeout. A longer body is answered anyway, and its stream reset.
+pub const MAX_READ_BODY: u64 = 64 * 1024;
 /// How long a connection told to close (GOAWAY) with no stream in flight may stay
 /// open before it is dropped.
 pub const CLOSE_GRACE: Duration = Duration::from_secs(2);
@@ -189,7 +196,16 @@ async fn answer(
         worker,
         ..
     } = &*connection;
-    let (parts, _unread_body) = request.into_parts();
+    let (parts, mut request_body) = request.into_parts();
+    // Read even where the HEADERS ended the stream: a stream that h2 has reset since
+    // (a malformed trailer) says so here, and its request is not answered.
+    let within = shared.live().limits.header_timeout;
+    match tokio::time::timeout(within, read_body(&mut request_body)).await {
+        Ok(Ok(())) => {}
+        // The stream is reset already (a framing error): this goes nowhere.
+        Ok(Err(_)) => return refuse(shared, *peer, *worker, 400),
+        Err(_elapsed) => return refuse(shared, *peer, *worker, 408),
+    }
     let decided = decide(shared, *peer, *worker, &parts);
     drop(parts);
     let Decision {
@@ -237,6 +253,19 @@ async fn answer(
         shared.metrics.duration(*worker, started.elapsed());
     }
     response(status, fields, body)
+}
+
+/// Reads and drops a request body, up to [`MAX_READ_BODY`] bytes.
+async fn read_body(body: &mut hyper::body::Incoming) -> Result<(), hyper::Error> {
+    let mut read = 0;
+    while read <= MAX_READ_BODY {
+        let frame = std::future::poll_fn(|cx| Pin::new(&mut *body).poll_frame(cx)).await;
+        match frame {
+            None => break,
+            Some(frame) => read += frame?.data_ref().map_or(0, |data| data.len() as u64),
+        }
+    }
+    Ok(())
 }
 
 /// The decision for a request's HEADERS, or the status that refuses them.
