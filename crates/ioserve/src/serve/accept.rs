@@ -125,6 +125,14 @@ async fn answer_tls(
     let h2 = session.alpn_protocol() == Some(b"h2");
     match (admitted, peer_admitted) {
         (true, true) if h2 => http2::serve(stream, peer, Arc::clone(shared), &slot).await,
+        (true, false) if h2 => {
+            let shared = Arc::clone(shared);
+            http2::refuse_connection(stream, peer, shared, &slot, per_ip_busy).await;
+        }
+        (false, _) if h2 => {
+            let busy = || Reply::error(503);
+            http2::refuse_connection(stream, peer, Arc::clone(shared), &slot, busy).await;
+        }
         (true, true) => conn::serve(stream, peer, shared, &slot).await,
         (true, false) => conn::refuse_with(stream, peer, shared, id, per_ip_busy()).await,
         (false, _) => conn::refuse(stream, peer, shared, id, 503).await,

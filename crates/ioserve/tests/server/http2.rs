@@ -252,3 +252,29 @@ fn clients_without_h2_get_http1_and_h2_gets_every_response_field_http1_gets() {
     }
     assert_eq!(http2.header("connection"), None);
 }
+
+#[test]
+fn a_connection_over_the_per_address_limit_gets_503_over_http2() {
+    let (dir, _) = tree();
+    let flags = ["--max-conns-per-ip", "1"];
+    let server = Server::start_over(Protocol::Http2, "sendfile", dir.path(), &flags);
+    let ca = server.tls.as_ref().unwrap().pem.clone();
+    let addr = server.addr;
+    h2_client::runtime().block_on(async {
+        // The first connection is served and stays open.
+        let mut first = h2_client::connect(addr, &ca).await;
+        let request = h2_client::request_of("GET", "/hello.txt", &[]);
+        let served = h2_client::exchange(&mut first, request).await.unwrap();
+        assert_eq!(served.status, 200);
+        // A second one from the same address gets 503 in HTTP/2, not HTTP/1.1 bytes.
+        let mut second = h2_client::connect(addr, &ca).await;
+        let request = h2_client::request_of("GET", "/hello.txt", &[]);
+        let refused = h2_client::exchange(&mut second, request).await.unwrap();
+        assert_eq!(refused.status, 503);
+        assert_eq!(refused.header("retry-after"), Some("1"));
+        // The first is still served.
+        let request = h2_client::request_of("GET", "/hello.txt", &[]);
+        let again = h2_client::exchange(&mut first, request).await.unwrap();
+        assert_eq!(again.body, b"hello");
+    });
+}

@@ -29,7 +29,7 @@ use hyper::server::conn::http2::Builder;
 use hyper::StatusCode;
 use hyper_util::rt::{TokioExecutor, TokioIo, TokioTimer};
 use tokio::io::{AsyncRead, AsyncWrite};
-use tokio::sync::watch;
+use tokio::sync::{watch, Notify};
 use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 
@@ -81,6 +81,9 @@ struct Connection {
     in_flight: watch::Sender<usize>,
     /// Cancelled when a stream was not read for the send timeout: the connection ends.
     stalled: CancellationToken,
+    /// The reply to every request of a connection that is not admitted (503): it
+    /// closes after its first stream.
+    refusal: Option<fn() -> Reply>,
 }
 
 /// A stream's place in [`Connection::in_flight`], given back when dropped.
@@ -108,6 +111,33 @@ pub(crate) async fn serve<S>(
 ) where
     S: AsyncRead + AsyncWrite + Unpin + Send + 'static,
 {
+    run(stream, peer, shared, slot, None).await;
+}
+
+/// Answers the requests of a TLS connection that chose `h2` but is not admitted with
+/// `refusal` (a 503), then closes it with GOAWAY after its first stream: the HTTP/2
+/// counterpart of the HTTP/1.1 refusal.
+pub(crate) async fn refuse_connection<S>(
+    stream: S,
+    peer: SocketAddr,
+    shared: Arc<Shared>,
+    slot: &ConnectionSlot,
+    refusal: fn() -> Reply,
+) where
+    S: AsyncRead + AsyncWrite + Unpin + Send + 'static,
+{
+    run(stream, peer, shared, slot, Some(refusal)).await;
+}
+
+async fn run<S>(
+    stream: S,
+    peer: SocketAddr,
+    shared: Arc<Shared>,
+    slot: &ConnectionSlot,
+    refusal: Option<fn() -> Reply>,
+) where
+    S: AsyncRead + AsyncWrite + Unpin + Send + 'static,
+{
     let limits = shared.live().limits.clone();
     let (in_flight, mut streams) = watch::channel(0);
     let connection = Arc::new(Connection {
@@ -116,6 +146,7 @@ pub(crate) async fn serve<S>(
         worker: slot.worker(),
         in_flight,
         stalled: CancellationToken::new(),
+        refusal,
     });
     let service = {
         let connection = Arc::clone(&connection);
@@ -144,13 +175,28 @@ pub(crate) async fn serve<S>(
     let mut wait = limits.header_timeout;
     let mut quiet_since = Instant::now();
     let mut closing: Option<Instant> = None;
+    let mut served = false;
+    // Notified when this connection, idle, must close to admit a new client.
+    let make_room = Arc::new(Notify::new());
     loop {
         let idle = *streams.borrow_and_update() == 0;
+        if idle && served && closing.is_none() && refusal.is_some() {
+            protocol.as_mut().graceful_shutdown();
+            closing = Some(Instant::now());
+        }
         let deadline = match closing {
             Some(closed) => closed + CLOSE_GRACE,
             None => quiet_since + wait,
         };
+        // Between streams, as an idle HTTP/1.1 connection, it may be closed for a
+        // new client.
+        let evictable = idle && served && closing.is_none();
+        let _waiting = evictable.then(|| slot.idle(&make_room));
         tokio::select! {
+            () = make_room.notified(), if evictable => {
+                protocol.as_mut().graceful_shutdown();
+                closing = Some(Instant::now());
+            }
             ended = protocol.as_mut() => {
                 if let Err(error) = ended {
                     tracing::debug!(%peer, %error, "HTTP/2 connection ended by an error");
@@ -170,6 +216,7 @@ pub(crate) async fn serve<S>(
                 }
                 wait = shared.live().limits.idle_timeout;
                 quiet_since = Instant::now();
+                served = true;
             }
             () = tokio::time::sleep_until(deadline), if idle => match closing {
                 Some(_) => return tracing::debug!(%peer, "HTTP/2 connection dropped after GOAWAY"),
@@ -194,8 +241,12 @@ async fn answer(
         shared,
         peer,
         worker,
+        refusal,
         ..
     } = &*connection;
+    if let Some(refusal) = refusal {
+        return refuse(shared, *peer, *worker, refusal());
+    }
     let (parts, mut request_body) = request.into_parts();
     // Read even where the HEADERS ended the stream: a stream that h2 has reset since
     // (a malformed trailer) says so here, and its request is not answered.
@@ -203,8 +254,8 @@ async fn answer(
     match tokio::time::timeout(within, read_body(&mut request_body)).await {
         Ok(Ok(())) => {}
         // The stream is reset already (a framing error): this goes nowhere.
-        Ok(Err(_)) => return refuse(shared, *peer, *worker, 400),
-        Err(_elapsed) => return refuse(shared, *peer, *worker, 408),
+        Ok(Err(_)) => return refuse(shared, *peer, *worker, Reply::error(400)),
+        Err(_elapsed) => return refuse(shared, *peer, *worker, Reply::error(408)),
     }
     let decided = decide(shared, *peer, *worker, &parts);
     drop(parts);
@@ -217,7 +268,7 @@ async fn answer(
         ..
     } = match decided {
         Ok(decision) => decision,
-        Err(status) => return refuse(shared, *peer, *worker, status),
+        Err(status) => return refuse(shared, *peer, *worker, Reply::error(status)),
     };
     let reply = exchange::complete(shared, *worker, &live, answer, unverified, true).await;
     let status = reply.status;
@@ -299,15 +350,15 @@ fn decide(
     }
 }
 
-/// The error response for a request that cannot be answered, counted and logged as
+/// The error `reply` to a request that cannot be answered, counted and logged as
 /// HTTP/1.1's refusals are.
 fn refuse(
     shared: &Shared,
     peer: SocketAddr,
     worker: usize,
-    status: u16,
+    reply: Reply,
 ) -> hyper::Response<ResponseBody> {
-    let reply = Reply::error(status);
+    let status = reply.status;
     let live = shared.live();
     let len = reply.body.len();
     let sent = Sent {
