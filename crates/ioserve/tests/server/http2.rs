@@ -12,7 +12,9 @@ use std::time::{Duration, Instant};
 use tokio::io::{AsyncReadExt as _, AsyncWriteExt as _};
 
 use crate::h2_client;
-use crate::support::{random_bytes, Protocol, Server, TestCertificate, STRATEGIES};
+use crate::support::{
+    random_bytes, wait_for_metric, Protocol, Server, TestCertificate, STRATEGIES,
+};
 use crate::tls::curl;
 
 /// A served tree: a file larger than the flow-control windows and the strategies'
@@ -276,5 +278,27 @@ fn a_connection_over_the_per_address_limit_gets_503_over_http2() {
         let request = h2_client::request_of("GET", "/hello.txt", &[]);
         let again = h2_client::exchange(&mut first, request).await.unwrap();
         assert_eq!(again.body, b"hello");
+    });
+}
+
+#[test]
+fn http2_responses_are_in_the_access_log_and_the_metrics() {
+    let (dir, _) = tree();
+    let tls = TestCertificate::new();
+    let flags = tls.flags();
+    let mut flags: Vec<&str> = flags.iter().map(String::as_str).collect();
+    flags.extend(["--metrics-listen", "127.0.0.1:0"]);
+    let server = Server::start_with("read", dir.path(), &flags, true);
+    let response = h2_client::request(server.addr, &tls.pem, "GET", "/hello.txt", &[]);
+    assert_eq!(response.body, b"hello");
+    let missing = h2_client::request(server.addr, &tls.pem, "GET", "/missing", &[]);
+    assert_eq!(missing.status, 404);
+    server.wait_for_log("\"GET /hello.txt HTTP/2.0\" 200 5 ");
+    server.wait_for_log("\"GET /missing HTTP/2.0\" 404 ");
+    wait_for_metric(&server, "ioserve_requests_total{status=\"200\"}", |n| {
+        n == 1
+    });
+    wait_for_metric(&server, "ioserve_requests_total{status=\"404\"}", |n| {
+        n == 1
     });
 }
