@@ -1,7 +1,9 @@
 //! One client connection: read request heads (keep-alive and pipelining), answer each
 //! with its reply and the configured strategy, enforce the timeouts. The same code
 //! serves plain HTTP and HTTPS: it is generic over the connection's
-//! `Transport` (`serve/transport.rs`), compiled once for each.
+//! `Transport` (`serve/transport.rs`), compiled once for each. An HTTPS connection
+//! that chose `h2` by ALPN is served by `serve::http2` instead; both decide, complete
+//! and account for each request in `serve::exchange`.
 //!
 //! Timeouts, as nginx has them:
 //! - header timeout: a request head must be complete this long after its first byte (or
