@@ -13,7 +13,8 @@ use tokio::io::{AsyncReadExt as _, AsyncWriteExt as _};
 
 use crate::h2_client;
 use crate::support::{
-    random_bytes, wait_for_metric, Protocol, Server, TestCertificate, STRATEGIES,
+    random_bytes, wait_for_metric, wait_until_quiescent, Protocol, Server, TestCertificate,
+    STRATEGIES,
 };
 use crate::tls::curl;
 
@@ -301,4 +302,35 @@ fn http2_responses_are_in_the_access_log_and_the_metrics() {
     wait_for_metric(&server, "ioserve_requests_total{status=\"404\"}", |n| {
         n == 1
     });
+}
+
+#[test]
+fn an_idle_http2_connection_is_closed_with_goaway_to_admit_a_new_client() {
+    let (dir, _) = tree();
+    let flags = ["--max-connections", "1", "--metrics-listen", "127.0.0.1:0"];
+    let server = Server::start_over(Protocol::Http2, "sendfile", dir.path(), &flags);
+    let ca = server.tls.as_ref().unwrap().pem.clone();
+    let addr = server.addr;
+    let runtime = h2_client::runtime();
+    let tls = runtime.block_on(h2_client::connect_tls(addr, &ca));
+    let (mut first, connection) = runtime.block_on(h2::client::handshake(tls)).unwrap();
+    let connection = runtime.spawn(connection);
+    let request = h2_client::request_of("GET", "/hello.txt", &[]);
+    let served = runtime
+        .block_on(h2_client::exchange(&mut first, request))
+        .unwrap();
+    assert_eq!(served.status, 200);
+    // Idle since the server registered it, which may trail the response.
+    wait_until_quiescent(&server);
+    // At the limit: the new client is admitted, the idle one told to go (GOAWAY).
+    assert_eq!(server.get("/hello.txt", &[]).body, b"hello");
+    let ended = runtime.block_on(async {
+        tokio::time::timeout(Duration::from_secs(60), connection)
+            .await
+            .expect("the idle connection is closed")
+            .unwrap()
+    });
+    // A graceful GOAWAY (NO_ERROR) ends the client's connection without an error.
+    assert!(ended.is_ok(), "{ended:?}");
+    wait_for_metric(&server, "ioserve_idle_connections_closed_total", |n| n == 1);
 }
