@@ -186,6 +186,12 @@ pub(crate) enum Task {
     /// tree, a folder counting as one module and a mod.rs body as a module beside its
     /// children; each cycle is printed with one file:line per edge
     Modules,
+    /// HTTP/2 conformance: h2spec (strict) against ioserve over TLS, every case passing
+    ///
+    /// Build ioserve, serve a small tree over HTTPS with a fresh self-signed
+    /// certificate, and run h2spec -S -t -k (go install, when missing) against it;
+    /// any failed or skipped case fails, and is named (part of ci)
+    H2spec,
     /// ioserve's directory listing in headless Chromium (WebDriver, axe-core)
     ///
     /// Build ioserve, serve a fixture tree (sparse 4 GiB files, names that need
@@ -234,6 +240,7 @@ fn main() -> ExitCode {
         Task::Dist(options) => release::dist::run(&options),
         Task::Actionlint => ci::workflows::lint(),
         Task::Modules => ci::modules::run(),
+        Task::H2spec => ci::h2spec::run(),
         Task::Browser(options) => browser::run(&options),
         Task::ProbeOverhead(options) => probe_overhead::run(&options),
         Task::Bench(options) => bench::run(&options),

@@ -2,7 +2,9 @@
 //!
 //! A request goes: listener ([`serve::listeners`], accepted in [`serve::accept`], with
 //! `--tls-cert` over TLS in user space: [`serve::tls`]) →
-//! connection ([`serve::conn`]) → head parse ([`http::request`]) → [`http::resolve`]:
+//! connection ([`serve::conn`]; HTTP/2, chosen by ALPN over TLS, in `serve::http2`,
+//! each stream through the same `serve::exchange`) → head parse ([`http::request`]) →
+//! [`http::resolve`]:
 //! what it asks for, with no IO ([`http::path`] safety, the method, preconditions,
 //! `Range`, negotiated encodings) → [`http::reply`]: the file opened through the
 //! [`io::open_file_cache`], validators and preconditions in [`http::conditional`], the
@@ -31,7 +33,7 @@
 //! - [`ops`]: operating the server: settings, worker placement, metrics, access log,
 //!   descriptor budget.
 //! - [`serve`]: the server: listeners, workers, accept loops, connections (plain HTTP
-//!   or HTTPS), signals and reloads; it uses the three others.
+//!   or HTTPS, HTTP/1.1 or HTTP/2), signals and reloads; it uses the three others.
 //! - [`clock`] (a cached clock) and [`fuzzing`] (invariants shared with the fuzz
 //!   targets, over [`http`]) stand beside them.
 

@@ -4,6 +4,7 @@
 
 pub(crate) mod bpf;
 pub(crate) mod fuzz;
+pub(crate) mod h2spec;
 pub(crate) mod hash_quality;
 pub(crate) mod modules;
 pub(crate) mod workflows;
@@ -114,6 +115,7 @@ pub(crate) fn run() -> Result<()> {
     hash_quality::ci_embedding_checks()?;
     let packaged = crate::release::dist::ci()?;
     crate::browser::ci(&packaged.join("ioserve"))?;
+    h2spec::run()?;
     clock_vm::run()?;
     aarch64::ci_lane()?;
     totals.add(&arm64_vm::run()?);

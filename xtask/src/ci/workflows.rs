@@ -5,9 +5,9 @@
 use std::path::PathBuf;
 use std::process::Command;
 
-use anyhow::{bail, ensure, Context as _, Result};
+use anyhow::{ensure, Context as _, Result};
 
-use crate::util::{ensure_packages, find_go, project_root, step, which};
+use crate::util::{ensure_packages, go_tool, project_root, step, which};
 
 /// The actionlint release installed when none is on PATH or in Go's bin directory.
 const ACTIONLINT: &str = "github.com/rhysd/actionlint/cmd/actionlint@v1.7.7";
@@ -34,70 +34,5 @@ pub(crate) fn lint() -> Result<()> {
 /// actionlint's path: on PATH, else in Go's bin directory, else installed there with
 /// `go install`.
 fn actionlint() -> Result<PathBuf> {
-    if let Some(path) = which("actionlint") {
-        return Ok(path);
-    }
-    let go = find_go().context("actionlint is missing and installing it needs Go")?;
-    let installed = go_bin(&go)?.join("actionlint");
-    if installed.is_file() {
-        return Ok(installed);
-    }
-    let mut install = Command::new(&go);
-    install.args(["install", ACTIONLINT]);
-    step(&format!("go install {ACTIONLINT}"), install)?;
-    if !installed.is_file() {
-        bail!(
-            "go install {ACTIONLINT} succeeded but {} is not there",
-            installed.display()
-        );
-    }
-    Ok(installed)
-}
-
-/// Where `go install` puts programs: GOBIN, else GOPATH/bin.
-fn go_bin(go: &PathBuf) -> Result<PathBuf> {
-    let output = Command::new(go)
-        .args(["env", "GOBIN", "GOPATH"])
-        .output()
-        .with_context(|| format!("cannot run {} env", go.display()))?;
-    ensure!(
-        output.status.success(),
-        "{} env failed: {}",
-        go.display(),
-        String::from_utf8_lossy(&output.stderr).trim()
-    );
-    let text = String::from_utf8_lossy(&output.stdout);
-    let mut lines = text.lines();
-    let (gobin, gopath) = (lines.next().unwrap_or(""), lines.next().unwrap_or(""));
-    go_bin_dir(gobin, gopath).context("go env gives neither GOBIN nor GOPATH")
-}
-
-/// GOBIN when set, else the first entry of GOPATH with /bin.
-fn go_bin_dir(gobin: &str, gopath: &str) -> Option<PathBuf> {
-    if !gobin.trim().is_empty() {
-        return Some(PathBuf::from(gobin.trim()));
-    }
-    gopath
-        .split(':')
-        .map(str::trim)
-        .find(|entry| !entry.is_empty())
-        .map(|entry| PathBuf::from(entry).join("bin"))
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn go_installs_into_gobin_else_the_first_gopath() {
-        assert_eq!(
-            go_bin_dir("/opt/gobin", "/root/go"),
-            Some(PathBuf::from("/opt/gobin"))
-        );
-        assert_eq!(
-            go_bin_dir("", "/root/go:/srv/go"),
-            Some(PathBuf::from("/root/go/bin"))
-        );
-        assert_eq!(go_bin_dir(" ", ""), None);
-    }
+    go_tool("actionlint", ACTIONLINT)
 }

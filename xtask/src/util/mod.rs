@@ -11,7 +11,7 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::time::Instant;
 
-use anyhow::{bail, Context as _, Result};
+use anyhow::{bail, ensure, Context as _, Result};
 
 /// Installs the Debian packages that are missing, with apt-get when running as root;
 /// otherwise names them. `packages` pairs a package with a command it provides or, for
@@ -189,6 +189,60 @@ pub(crate) fn find_go() -> Result<PathBuf> {
     Ok(PathBuf::from("go"))
 }
 
+/// `program`'s path: on PATH, else in Go's bin directory, else installed there from
+/// `module` (`path@version`) with `go install`.
+pub(crate) fn go_tool(program: &str, module: &str) -> Result<PathBuf> {
+    if let Some(path) = which(program) {
+        return Ok(path);
+    }
+    let go =
+        find_go().with_context(|| format!("{program} is missing and installing it needs Go"))?;
+    let installed = go_bin(&go)?.join(program);
+    if installed.is_file() {
+        return Ok(installed);
+    }
+    let mut install = Command::new(&go);
+    install.args(["install", module]);
+    step(&format!("go install {module}"), install)?;
+    if !installed.is_file() {
+        bail!(
+            "go install {module} succeeded but {} is not there",
+            installed.display()
+        );
+    }
+    Ok(installed)
+}
+
+/// Where `go install` puts programs: GOBIN, else GOPATH/bin.
+fn go_bin(go: &PathBuf) -> Result<PathBuf> {
+    let output = Command::new(go)
+        .args(["env", "GOBIN", "GOPATH"])
+        .output()
+        .with_context(|| format!("cannot run {} env", go.display()))?;
+    ensure!(
+        output.status.success(),
+        "{} env failed: {}",
+        go.display(),
+        String::from_utf8_lossy(&output.stderr).trim()
+    );
+    let text = String::from_utf8_lossy(&output.stdout);
+    let mut lines = text.lines();
+    let (gobin, gopath) = (lines.next().unwrap_or(""), lines.next().unwrap_or(""));
+    go_bin_dir(gobin, gopath).context("go env gives neither GOBIN nor GOPATH")
+}
+
+/// GOBIN when set, else the first entry of GOPATH with /bin.
+fn go_bin_dir(gobin: &str, gopath: &str) -> Option<PathBuf> {
+    if !gobin.trim().is_empty() {
+        return Some(PathBuf::from(gobin.trim()));
+    }
+    gopath
+        .split(':')
+        .map(str::trim)
+        .find(|entry| !entry.is_empty())
+        .map(|entry| PathBuf::from(entry).join("bin"))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -202,5 +256,18 @@ mod tests {
         );
         assert!(target_dir_of(br#"{"version":1}"#).is_err());
         assert!(target_dir_of(b"warning: not JSON").is_err());
+    }
+
+    #[test]
+    fn go_installs_into_gobin_else_the_first_gopath() {
+        assert_eq!(
+            go_bin_dir("/opt/gobin", "/root/go"),
+            Some(PathBuf::from("/opt/gobin"))
+        );
+        assert_eq!(
+            go_bin_dir("", "/root/go:/srv/go"),
+            Some(PathBuf::from("/root/go/bin"))
+        );
+        assert_eq!(go_bin_dir(" ", ""), None);
     }
 }

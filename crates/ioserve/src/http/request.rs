@@ -1,6 +1,8 @@
 //! Parsing an HTTP/1.x request head into the few facts the server acts on.
 //!
 //! The head is parsed in place with `httparse`; [`Request`] borrows from the read buffer.
+//! An HTTP/2 request (whose HEADERS hyper has decoded) gives the same facts to
+//! [`from_fields`], so both protocols reach the same decisions.
 
 use crate::http::conditional::Preconditions;
 
@@ -31,7 +33,7 @@ impl Method<'_> {
     }
 }
 
-/// HTTP/1.0 or HTTP/1.1.
+/// HTTP/1.0, HTTP/1.1 or HTTP/2.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Version {
     /// HTTP/1.0: the connection closes after the response unless the client asked for
@@ -39,6 +41,9 @@ pub enum Version {
     Http10,
     /// HTTP/1.1: persistent unless `Connection: close`.
     Http11,
+    /// HTTP/2 (over TLS, by ALPN): one stream per request, the host in `:authority`,
+    /// no `Connection` or `Transfer-Encoding`.
+    Http2,
 }
 
 /// A parsed request head.
@@ -123,18 +128,30 @@ pub fn parse(buf: &[u8]) -> Result<Parsed<'_>, RequestError> {
         Some(1) => Version::Http11,
         _ => return Err(RequestError::Version),
     };
-    let method = match raw.method.unwrap_or_default() {
+    let target = origin_path(raw.path.unwrap_or_default())?;
+    let fields = raw.headers.iter().map(|header| (header.name, header.value));
+    let request = from_fields(raw.method.unwrap_or_default(), target, version, fields)?;
+    Ok(Parsed::Complete { request, len })
+}
+
+/// The request of `method` on `target` (a path, see [`origin_path`]) with the header
+/// `fields` (name, value), as HTTP/1.x's head and HTTP/2's HEADERS both give them.
+pub fn from_fields<'a>(
+    method: &'a str,
+    target: &'a str,
+    version: Version,
+    fields: impl IntoIterator<Item = (&'a str, &'a [u8])>,
+) -> Result<Request<'a>, RequestError> {
+    let method = match method {
         "GET" => Method::Get,
         "HEAD" => Method::Head,
         other => Method::Other(other),
     };
-    let target = origin_path(raw.path.unwrap_or_default())?;
-
     let mut request = Request {
         method,
         target,
         version,
-        keep_alive: version == Version::Http11,
+        keep_alive: version != Version::Http10,
         has_body: false,
         range: None,
         preconditions: Preconditions::default(),
@@ -147,11 +164,11 @@ pub fn parse(buf: &[u8]) -> Result<Parsed<'_>, RequestError> {
         authorization: None,
     };
     let mut framing = Framing::default();
-    for header in raw.headers.iter() {
-        take_header(&mut request, &mut framing, header.name, header.value)?;
+    for (name, value) in fields {
+        take_header(&mut request, &mut framing, name, value)?;
     }
     framing.check(&mut request)?;
-    Ok(Parsed::Complete { request, len })
+    Ok(request)
 }
 
 /// What the headers say about the message's framing and header counts, judged once
@@ -257,7 +274,7 @@ fn take_header<'a>(
 
 /// Reduces the request target to its path: origin-form is kept, absolute-form
 /// (`http://host/path`) loses its scheme and authority. Other forms are errors.
-fn origin_path(target: &str) -> Result<&str, RequestError> {
+pub fn origin_path(target: &str) -> Result<&str, RequestError> {
     if target.starts_with('/') {
         return Ok(target);
     }

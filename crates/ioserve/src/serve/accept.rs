@@ -14,8 +14,8 @@ use tokio_util::task::TaskTracker;
 
 use crate::http::response::Reply;
 use crate::ops::tls_outcome::{HandshakeFailure, TlsCipher, TlsMode, TlsVersion};
-use crate::serve::conn;
 use crate::serve::shared::{ConnectionSlot, Shared};
+use crate::serve::{conn, http2};
 
 /// Accepts on `listener` until shutdown, then drains the connections it started.
 /// `shard` names the metrics and cache shard of each new connection.
@@ -81,7 +81,8 @@ fn per_ip_busy() -> Reply {
 }
 
 /// The TLS handshake, within the header timeout, then the connection served (or
-/// refused with 503 when it is not admitted) over it. A handshake that fails (plain
+/// refused with 503 when it is not admitted) over it: HTTP/2 where the client chose
+/// `h2` by ALPN, else HTTP/1.1. A handshake that fails (plain
 /// HTTP sent to the HTTPS port, a client that refuses the certificate, a scanner)
 /// closes the connection and is logged at debug level. The metrics count each
 /// handshake: by version and cipher suite when it completes, by reason when it fails.
@@ -89,7 +90,7 @@ async fn answer_tls(
     tls: TlsAcceptor,
     stream: TcpStream,
     peer: SocketAddr,
-    shared: &Shared,
+    shared: &Arc<Shared>,
     admission: Admission,
 ) {
     let Admission {
@@ -121,7 +122,17 @@ async fn answer_tls(
         TlsVersion::of(session.protocol_version()),
         TlsCipher::of(session.negotiated_cipher_suite().map(|s| s.suite())),
     );
+    let h2 = session.alpn_protocol() == Some(b"h2");
     match (admitted, peer_admitted) {
+        (true, true) if h2 => http2::serve(stream, peer, Arc::clone(shared), &slot).await,
+        (true, false) if h2 => {
+            let shared = Arc::clone(shared);
+            http2::refuse_connection(stream, peer, shared, &slot, per_ip_busy).await;
+        }
+        (false, _) if h2 => {
+            let busy = || Reply::error(503);
+            http2::refuse_connection(stream, peer, Arc::clone(shared), &slot, busy).await;
+        }
         (true, true) => conn::serve(stream, peer, shared, &slot).await,
         (true, false) => conn::refuse_with(stream, peer, shared, id, per_ip_busy()).await,
         (false, _) => conn::refuse(stream, peer, shared, id, 503).await,

@@ -1,7 +1,9 @@
 //! One client connection: read request heads (keep-alive and pipelining), answer each
 //! with its reply and the configured strategy, enforce the timeouts. The same code
 //! serves plain HTTP and HTTPS: it is generic over the connection's
-//! `Transport` (`serve/transport.rs`), compiled once for each.
+//! `Transport` (`serve/transport.rs`), compiled once for each. An HTTPS connection
+//! that chose `h2` by ALPN is served by `serve::http2` instead; both decide, complete
+//! and account for each request in `serve::exchange`.
 //!
 //! Timeouts, as nginx has them:
 //! - header timeout: a request head must be complete this long after its first byte (or
@@ -22,17 +24,11 @@ use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::sync::Notify;
 use tokio::time::timeout_at;
 
-use crate::http::auth::{Check, Pending};
-use crate::http::reply::{self, Answer, Blocking};
-use crate::http::request::{self, Method, Parsed, RequestError, Version, MAX_HEAD_BYTES};
-use crate::http::resolve::Resolved;
+use crate::http::request::{self, Parsed, RequestError, MAX_HEAD_BYTES};
 use crate::http::response::{Body, Reply};
-use crate::http::site::Site;
-use crate::http::tar;
-use crate::io::output::Output;
 use crate::io::pacing::Pacer;
-use crate::io::strategy::ColdReads;
 use crate::ops::access_log::{Outcome, Record};
+use crate::serve::exchange::{self, Decision};
 use crate::serve::shared::{ConnectionSlot, Live, Shared};
 use crate::serve::transport::Transport;
 
@@ -177,28 +173,6 @@ enum Step {
     Refuse(u16),
 }
 
-/// A request's answer and everything its response needs, owned (the request, which
-/// borrows the read buffer, is gone).
-struct Decision {
-    /// The settings it was decided with, which its response keeps to the end.
-    live: Arc<Live>,
-    /// When the head was complete.
-    started: Instant,
-    answer: Answer,
-    /// Basic credentials to verify before `answer` may go out.
-    unverified: Option<Unverified>,
-    keep_alive: bool,
-    http10: bool,
-    log: Option<Box<Record>>,
-}
-
-/// Credentials that the blocking pool verifies (a password hash is slow by design),
-/// and whether a refusal answers a HEAD.
-struct Unverified {
-    pending: Pending,
-    head_only: bool,
-}
-
 /// Parses the buffer and, for a complete head, decides the answer.
 fn next_step(shared: &Shared, peer: SocketAddr, worker: usize, buf: &[u8]) -> Step {
     let (request, len) = match request::parse(buf) {
@@ -213,58 +187,13 @@ fn next_step(shared: &Shared, peer: SocketAddr, worker: usize, buf: &[u8]) -> St
             });
         }
     };
-    let started = Instant::now();
-    let live = shared.live();
-    let log = live
-        .access_log
-        .as_ref()
-        .map(|_| Box::new(Record::new(peer, &request)));
-    // Where cold data is waited for on the pool, the loop does not open files either
-    // (a path walk or open of a cold inode reads the disk too).
-    let blocking = match live.strategy.cold_reads() {
-        ColdReads::Pool => Blocking::Never,
-        ColdReads::Inline => Blocking::Allowed,
-    };
-    // Basic authentication comes first, for every path: files, listings and errors.
-    let head_only = matches!(request.method, Method::Head);
-    let (answer, unverified) = match live
-        .auth
-        .as_ref()
-        .map(|auth| (auth, auth.check(request.authorization)))
-    {
-        None | Some((_, Check::Granted)) => {
-            (reply::respond(&live.site, worker, &request, blocking), None)
-        }
-        Some((auth, Check::Refused(failure))) => {
-            shared.metrics.auth_failure(worker, failure);
-            (Answer::Ready(auth.challenge(head_only)), None)
-        }
-        // Decided without IO (nothing is opened for a client not yet known), and sent
-        // only once the pool has verified the password.
-        Some((_, Check::Verify(pending))) => (
-            reply::respond(&live.site, worker, &request, Blocking::Never),
-            Some(Unverified { pending, head_only }),
-        ),
-    };
-    let decision = Decision {
-        live,
-        started,
-        answer,
-        unverified,
-        keep_alive: request.keep_alive && !request.has_body && !shared.shutdown.is_cancelled(),
-        http10: request.version == Version::Http10,
-        log,
-    };
+    let decision = exchange::decide(shared, peer, worker, &request);
     Step::Respond { decision, len }
 }
 
-/// Completes a decision into a reply ready to go out, with the settings it was decided
-/// with and its access-log record.
-///
-/// What may wait for the disk runs on the blocking pool, where it stalls no other
-/// connection of this worker: a listing (reading a large directory), and with
-/// `--cold-reads pool` a path that the open-file cache does not hold (the path walk,
-/// open and fstat of a cold inode). Apart from the sending, which the caller boxes: a
+/// Completes a decision into a reply ready to go out (`exchange::complete`: what may
+/// wait for the disk runs on the blocking pool), with the settings it was decided with
+/// and its access-log record. Apart from the sending, which the caller boxes: a
 /// download then holds only what sending needs, not the decision it came from.
 async fn prepare<S: Transport>(
     shared: &Shared,
@@ -280,48 +209,7 @@ async fn prepare<S: Transport>(
         http10,
         log,
     } = decision;
-    let answer = match unverified {
-        None => answer,
-        Some(Unverified { pending, head_only }) => {
-            let auth = pending.auth();
-            match tokio::task::spawn_blocking(move || pending.verify()).await {
-                Ok(Ok(())) => answer,
-                Ok(Err(failure)) => {
-                    shared.metrics.auth_failure(worker, failure);
-                    Answer::Ready(auth.challenge(head_only))
-                }
-                Err(_) => Answer::Ready(Reply::error(500)),
-            }
-        }
-    };
-    let reply = match answer {
-        Answer::Ready(reply) => reply,
-        Answer::Listing { job, head_only } => {
-            tokio::task::spawn_blocking(move || reply::listing_reply(&job, head_only))
-                .await
-                .unwrap_or_else(|_| Reply::error(500))
-        }
-        Answer::Tar { job, head_only } => {
-            tokio::task::spawn_blocking(move || reply::tar_reply(&job, head_only))
-                .await
-                .unwrap_or_else(|_| Reply::error(500))
-        }
-        Answer::Offload(resolved) => {
-            shared.metrics.offloaded_open(worker);
-            let site = Arc::clone(&live.site);
-            tokio::task::spawn_blocking(move || answer_off_loop(&site, worker, *resolved))
-                .await
-                .unwrap_or_else(|_| Reply::error(500))
-        }
-    };
-    // HSTS only where it is true: a plain response may come from anyone on the path.
-    let reply = match (S::ENCRYPTED, live.hsts) {
-        (true, Some(max_age)) => reply.header(
-            "Strict-Transport-Security",
-            format_args!("max-age={max_age}"),
-        ),
-        _ => reply,
-    };
+    let reply = exchange::complete(shared, worker, &live, answer, unverified, S::ENCRYPTED).await;
     let head = reply.finish_head(keep_alive, http10);
     let prepared = Prepared {
         status: reply.status,
@@ -330,17 +218,6 @@ async fn prepare<S: Transport>(
         keep_alive,
     };
     (live, log, prepared)
-}
-
-/// The reply to a resolved request, on the blocking pool: it may open files and read a
-/// directory here.
-fn answer_off_loop(site: &Site, worker: usize, resolved: Resolved) -> Reply {
-    match reply::answer(site, worker, resolved, Blocking::Allowed) {
-        Answer::Ready(reply) => reply,
-        Answer::Listing { job, head_only } => reply::listing_reply(&job, head_only),
-        Answer::Tar { job, head_only } => reply::tar_reply(&job, head_only),
-        Answer::Offload(_) => Reply::error(500),
-    }
 }
 
 /// A reply ready to go out.
@@ -374,59 +251,9 @@ async fn send<S: Transport>(
     out.queue(&head);
     let head_len = head.len() as u64;
     drop(head);
-    let is_download = matches!(
-        body,
-        Body::File { .. } | Body::Multipart { .. } | Body::Tar(_)
-    );
-    if is_download {
-        shared.metrics.download(worker, 1);
-    }
-    let result = send_body(&mut out, live, body).await;
-    if is_download {
-        shared.metrics.download(worker, -1);
-        shared.metrics.cold_windows(worker, out.cold_windows());
-    }
-    shared.metrics.paced(worker, out.paced());
-    let sent = out.sent();
-    shared.metrics.request(worker, status, sent);
-    if let (Some(access_log), Some(record)) = (&live.access_log, &log) {
-        access_log.write(
-            record,
-            Outcome {
-                status,
-                bytes: sent.saturating_sub(head_len),
-                strategy: live.strategy.kind().name(),
-                complete: result.is_ok(),
-            },
-        );
-    }
-    result.map(|()| keep_alive)
-}
-
-async fn send_body(out: &mut Output<'_>, live: &Live, body: Body) -> io::Result<()> {
-    match body {
-        // Boxed, as the strategy's sending is: the future of a download in flight
-        // keeps no room for the writes of the other kinds of body.
-        Body::Empty => Box::pin(out.flush(false)).await,
-        Body::Bytes(bytes) => Box::pin(out.write(&bytes)).await,
-        // Boxed: only the strategy in use takes room, and only while it sends.
-        Body::File { file, range } => Box::pin(live.strategy.send(out, &file, range)).await,
-        Body::Multipart {
-            file,
-            parts,
-            closing,
-        } => {
-            for (part_head, range) in &parts {
-                out.queue(part_head);
-                Box::pin(live.strategy.send(out, &file, *range)).await?;
-            }
-            out.queue(&closing);
-            out.flush(false).await
-        }
-        Body::Tar(plan) => {
-            Box::pin(tar::stream::send(out, &live.strategy, &live.site, &plan)).await
-        }
-    }
+    let log = log.as_deref();
+    let result = exchange::deliver(shared, live, worker, &mut out, status, head_len, body, log);
+    result.await.map(|()| keep_alive)
 }
 
 /// Sends an error status that ends the connection (the request stream cannot be

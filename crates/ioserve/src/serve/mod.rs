@@ -4,6 +4,8 @@ pub mod accept;
 pub mod conn;
 mod control;
 mod error;
+mod exchange;
+mod http2;
 pub mod listeners;
 pub(crate) mod per_ip;
 mod redirect;

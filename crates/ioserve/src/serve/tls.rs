@@ -2,7 +2,8 @@
 //! loaded, checked and made into a rustls server configuration.
 //!
 //! rustls on the ring provider, TLS 1.2 and 1.3 only with its safe defaults, session
-//! resumption on (a session cache and stateless tickets), 0-RTT off, ALPN `http/1.1`.
+//! resumption on (a session cache and stateless tickets), 0-RTT off, ALPN `h2` then
+//! `http/1.1`.
 //! The configuration is part of the `Live` settings (`serve/shared.rs`), so SIGHUP
 //! loads the pair again for new connections: one in flight keeps its session, and a
 //! pair that fails to load leaves the old settings in force.
@@ -135,7 +136,9 @@ pub fn load(cert: &Path, key: &Path) -> Result<Arc<ServerConfig>, TlsError> {
     // (max_early_data_size is 0 by default): replayed early data is not for a server
     // that cannot tell idempotent requests from others at that point.
     config.ticketer = rustls::crypto::ring::Ticketer::new().map_err(bad_certificate)?;
-    config.alpn_protocols = vec![b"http/1.1".to_vec()];
+    // HTTP/2 first, as clients expect; a client that offers neither (or no ALPN at
+    // all) gets HTTP/1.1.
+    config.alpn_protocols = vec![b"h2".to_vec(), b"http/1.1".to_vec()];
     Ok(Arc::new(config))
 }
 

@@ -76,7 +76,7 @@ fn curl_head(url: &str, args: &[&str]) -> String {
 fn wait_for_repr_digest(server: &Server, path: &str, want: &str) -> String {
     let response = wait_until(
         &format!("Repr-Digest of {path} for {want}"),
-        || get(server.addr, path, &[("Want-Repr-Digest", want)]),
+        || server.get(path, &[("Want-Repr-Digest", want)]),
         |response| response.header("Repr-Digest").is_some(),
     );
     response.header("Repr-Digest").unwrap().to_string()
@@ -140,21 +140,17 @@ fn curl_gets_repr_digest_equal_to_sha256sum_and_sha512sum_on_200_206_and_head() 
 fn no_digest_is_sent_unasked_refused_or_unknown_or_with_digests_off() {
     let dir = fixture(2);
     let sha512 = expected("sha512sum", "sha-512", &dir.path().join("big.bin"));
-    for strategy in STRATEGIES {
-        let server = Server::start(strategy, dir.path(), &[]);
+    for (protocol, strategy) in protocols_and_strategies() {
+        let server = Server::start_over(protocol, strategy, dir.path(), &[]);
         wait_for_repr_digest(&server, "/big.bin", "sha-256=10");
         for want in [None, Some("sha-256=0"), Some("md5=10"), Some("sha-256")] {
             let headers: Vec<(&str, &str)> =
                 want.map(|w| ("Want-Repr-Digest", w)).into_iter().collect();
-            let response = get(server.addr, "/big.bin", &headers);
+            let response = server.get("/big.bin", &headers);
             assert_eq!(response.status, 200);
             assert_eq!(response.header("Repr-Digest"), None, "{strategy}: {want:?}");
         }
-        let preferred = get(
-            server.addr,
-            "/big.bin",
-            &[("Want-Repr-Digest", "sha-256=0, sha-512=1")],
-        );
+        let preferred = server.get("/big.bin", &[("Want-Repr-Digest", "sha-256=0, sha-512=1")]);
         assert_eq!(preferred.header("Repr-Digest"), Some(sha512.as_str()));
         drop(server);
         let off = Server::start(strategy, dir.path(), &["--digests=false"]);
@@ -332,15 +328,15 @@ fn a_precompressed_reply_carries_the_digest_of_the_encoded_file() {
     assert!(status.success(), "gzip");
     let encoded = expected("sha256sum", "sha-256", &dir.path().join("big.bin.gz"));
     let plain = expected("sha256sum", "sha-256", &dir.path().join("big.bin"));
-    for strategy in STRATEGIES {
-        let server = Server::start(strategy, dir.path(), &["--precompressed"]);
+    for (protocol, strategy) in protocols_and_strategies() {
+        let server = Server::start_over(protocol, strategy, dir.path(), &["--precompressed"]);
         let want = [
             ("Want-Repr-Digest", "sha-256=10"),
             ("Accept-Encoding", "gzip"),
         ];
         let response = wait_until(
             &format!("{strategy}: Repr-Digest of the gzip representation"),
-            || get(server.addr, "/big.bin", &want),
+            || server.get("/big.bin", &want),
             |response| response.header("Repr-Digest").is_some(),
         );
         assert_eq!(response.header("Content-Encoding"), Some("gzip"));
@@ -351,7 +347,7 @@ fn a_precompressed_reply_carries_the_digest_of_the_encoded_file() {
         );
         let identity = wait_until(
             &format!("{strategy}: Repr-Digest of the unencoded representation"),
-            || get(server.addr, "/big.bin", &want[..1]),
+            || server.get("/big.bin", &want[..1]),
             |response| response.header("Repr-Digest").is_some(),
         );
         assert_eq!(

@@ -48,8 +48,8 @@ fn json_order(body: &[u8]) -> Vec<String> {
 fn the_query_orders_both_forms() {
     let root = fixture();
     let json = [("Accept", "application/json")];
-    for strategy in STRATEGIES {
-        let server = Server::start(strategy, root.path(), &[]);
+    for (protocol, strategy) in protocols_and_strategies() {
+        let server = Server::start_over(protocol, strategy, root.path(), &[]);
         for (query, expected) in [
             (
                 "",
@@ -97,16 +97,16 @@ fn the_query_orders_both_forms() {
                 ],
             ),
         ] {
-            let html = get(server.addr, &format!("/{query}"), &[]);
+            let html = server.get(&format!("/{query}"), &[]);
             assert_eq!(html.status, 200, "{strategy} {query}");
             let html = String::from_utf8(html.body).unwrap();
             let mut dir_first = expected.map(String::from).to_vec();
             dir_first[0] = "sub/".to_owned();
             assert_eq!(html_order(&html), dir_first, "{strategy} {query}");
-            let listed = get(server.addr, &format!("/{query}"), &json);
+            let listed = server.get(&format!("/{query}"), &json);
             assert_eq!(json_order(&listed.body), expected, "{strategy} {query}");
         }
-        let html = String::from_utf8(get(server.addr, "/?sort=size", &[]).body).unwrap();
+        let html = String::from_utf8(server.get("/?sort=size", &[]).body).unwrap();
         assert!(
             html.contains(
                 "<td class=\"size\" title=\"2097152 bytes\" data-bytes=\"2097152\">2.0 MiB</td>"
@@ -122,8 +122,8 @@ fn the_query_orders_both_forms() {
 #[test]
 fn values_that_are_not_allowed_are_refused_by_name() {
     let root = fixture();
-    for strategy in STRATEGIES {
-        let server = Server::start(strategy, root.path(), &[]);
+    for (protocol, strategy) in protocols_and_strategies() {
+        let server = Server::start_over(protocol, strategy, root.path(), &[]);
         for (query, message) in [
             (
                 "?sort=colour",
@@ -135,7 +135,7 @@ fn values_that_are_not_allowed_are_refused_by_name() {
             ),
         ] {
             for accept in ["text/html", "application/json"] {
-                let refused = get(server.addr, &format!("/sub/{query}"), &[("Accept", accept)]);
+                let refused = server.get(&format!("/sub/{query}"), &[("Accept", accept)]);
                 assert_eq!(
                     (
                         refused.status,
@@ -147,19 +147,16 @@ fn values_that_are_not_allowed_are_refused_by_name() {
             }
         }
         // A file is not a listing: its query is not ours to judge.
-        assert_eq!(
-            get(server.addr, "/b-medium.txt?sort=colour", &[]).status,
-            200
-        );
+        assert_eq!(server.get("/b-medium.txt?sort=colour", &[]).status, 200);
     }
 }
 
 #[test]
 fn the_policy_allows_exactly_the_inline_style() {
     let root = fixture();
-    for strategy in STRATEGIES {
-        let server = Server::start(strategy, root.path(), &[]);
-        let page = get(server.addr, "/sub/", &[]);
+    for (protocol, strategy) in protocols_and_strategies() {
+        let server = Server::start_over(protocol, strategy, root.path(), &[]);
+        let page = server.get("/sub/", &[]);
         let html = String::from_utf8(page.body.clone()).unwrap();
         let style = html
             .split_once("<style>")
@@ -175,7 +172,7 @@ fn the_policy_allows_exactly_the_inline_style() {
         assert_eq!(page.header("X-Content-Type-Options"), Some("nosniff"));
         assert_eq!(html.matches("<style>").count(), 1);
         assert!(!html.contains("<script") && !html.contains(" style="));
-        let json = get(server.addr, "/sub/", &[("Accept", "application/json")]);
+        let json = server.get("/sub/", &[("Accept", "application/json")]);
         assert_eq!(json.header("Content-Security-Policy"), None);
         assert_eq!(json.header("X-Content-Type-Options"), Some("nosniff"));
     }

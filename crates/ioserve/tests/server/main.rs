@@ -4,7 +4,9 @@
 mod auth;
 mod cold;
 mod digests;
+mod h2_client;
 mod hardening;
+mod http2;
 mod listing;
 mod operations;
 mod pacing;

@@ -88,12 +88,12 @@ fn curl_compressed_gets_the_original_bytes_through_a_coding() {
 fn the_coding_follows_accept_encoding_qualities() {
     let (dir, js) = fixture();
     let (gz, br) = (read(dir.path(), "app.js.gz"), read(dir.path(), "app.js.br"));
-    for strategy in STRATEGIES {
-        let server = Server::start(strategy, dir.path(), &["--precompressed"]);
+    for (protocol, strategy) in protocols_and_strategies() {
+        let server = Server::start_over(protocol, strategy, dir.path(), &["--precompressed"]);
         let fetch = |accept: Option<&str>| {
             let headers: Vec<(&str, &str)> =
                 accept.map(|a| ("Accept-Encoding", a)).into_iter().collect();
-            get(server.addr, "/app.js", &headers)
+            server.get("/app.js", &headers)
         };
         for (accept, coding, body) in [
             (Some("gzip"), Some("gzip"), &gz),
@@ -121,29 +121,21 @@ fn the_coding_follows_accept_encoding_qualities() {
             assert!(response.body == *body, "{strategy} {accept:?}: body");
         }
         // A file with only a .gz sibling, asked for brotli first.
-        let css = get(
-            server.addr,
-            "/only-gz.css",
-            &[("Accept-Encoding", "br, gzip")],
-        );
+        let css = server.get("/only-gz.css", &[("Accept-Encoding", "br, gzip")]);
         assert_eq!(css.header("Content-Encoding"), Some("gzip"), "{strategy}");
         assert!(css.body == read(dir.path(), "only-gz.css.gz"));
         // Identity refused and no sibling: nothing acceptable.
-        let refused = get(
-            server.addr,
-            "/plain.txt",
-            &[("Accept-Encoding", "gzip, identity;q=0")],
-        );
+        let refused = server.get("/plain.txt", &[("Accept-Encoding", "gzip, identity;q=0")]);
         assert_eq!(
             (refused.status, refused.header("Vary")),
             (406, Some("Accept-Encoding"))
         );
         // A directory's index.html.gz.
-        let index = get(server.addr, "/site/", &[("Accept-Encoding", "gzip")]);
+        let index = server.get("/site/", &[("Accept-Encoding", "gzip")]);
         assert_eq!(index.header("Content-Encoding"), Some("gzip"), "{strategy}");
         assert_eq!(index.header("Content-Type"), Some("text/html"));
         // The sibling itself, asked for by name, is a gzip file, not a coding.
-        let raw = get(server.addr, "/app.js.gz", &[("Accept-Encoding", "gzip")]);
+        let raw = server.get("/app.js.gz", &[("Accept-Encoding", "gzip")]);
         assert_eq!(raw.header("Content-Encoding"), None, "{strategy}");
         assert!(raw.body == gz);
     }
@@ -153,10 +145,11 @@ fn the_coding_follows_accept_encoding_qualities() {
 fn each_representation_has_its_tag_and_its_ranges() {
     let (dir, _) = fixture();
     let gz = read(dir.path(), "app.js.gz");
-    for strategy in STRATEGIES {
-        let server = Server::start(strategy, dir.path(), &["--precompressed"]);
+    for (protocol, strategy) in protocols_and_strategies() {
+        let server = Server::start_over(protocol, strategy, dir.path(), &["--precompressed"]);
         let tag = |accept: &str| {
-            get(server.addr, "/app.js", &[("Accept-Encoding", accept)])
+            server
+                .get("/app.js", &[("Accept-Encoding", accept)])
                 .header("ETag")
                 .unwrap()
                 .to_string()
@@ -167,23 +160,20 @@ fn each_representation_has_its_tag_and_its_ranges() {
             "{gzip} {brotli}"
         );
         assert!(identity != gzip && gzip != brotli && identity != brotli);
-        let revalidated = get(
-            server.addr,
+        let revalidated = server.get(
             "/app.js",
             &[("Accept-Encoding", "gzip"), ("If-None-Match", &gzip)],
         );
         assert_eq!(revalidated.status, 304, "{strategy}");
         assert_eq!(revalidated.header("Vary"), Some("Accept-Encoding"));
         // The gzip tag does not validate the brotli representation.
-        let other = get(
-            server.addr,
+        let other = server.get(
             "/app.js",
             &[("Accept-Encoding", "br"), ("If-None-Match", &gzip)],
         );
         assert_eq!(other.status, 200, "{strategy}");
 
-        let part = get(
-            server.addr,
+        let part = server.get(
             "/app.js",
             &[("Accept-Encoding", "gzip"), ("Range", "bytes=10-99")],
         );
@@ -198,8 +188,7 @@ fn each_representation_has_its_tag_and_its_ranges() {
             "{strategy}: range of the encoded bytes"
         );
         // If-Range with the gzip tag resumes the gzip download.
-        let resumed = get(
-            server.addr,
+        let resumed = server.get(
             "/app.js",
             &[
                 ("Accept-Encoding", "gzip"),

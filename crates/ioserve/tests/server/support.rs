@@ -1,5 +1,6 @@
 //! Test support: the real `ioserve` binary on 127.0.0.1:0, a raw HTTP/1.1 client that
-//! shows exactly what went over the wire, and file fixtures.
+//! shows exactly what went over the wire, an HTTP/2 client (`h2_client.rs`), and file
+//! fixtures.
 
 use std::fmt::Debug;
 use std::io::{self, BufRead, BufReader, Read, Write};
@@ -13,6 +14,62 @@ use std::time::{Duration, Instant};
 /// Every IO strategy; each behaviour is checked under each.
 pub const STRATEGIES: [&str; 4] = ["sendfile", "mmap", "read", "buffered"];
 
+/// The protocols the semantics cases run under, beside the strategies.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Protocol {
+    /// HTTP/1.1 in clear, by the raw client.
+    Http1,
+    /// HTTP/2 over TLS (ALPN `h2`), by the `h2` crate's client.
+    Http2,
+}
+
+/// Every protocol.
+pub const PROTOCOLS: [Protocol; 2] = [Protocol::Http1, Protocol::Http2];
+
+/// Every protocol with every strategy.
+pub fn protocols_and_strategies() -> impl Iterator<Item = (Protocol, &'static str)> {
+    PROTOCOLS
+        .into_iter()
+        .flat_map(|protocol| STRATEGIES.map(|strategy| (protocol, strategy)))
+}
+
+/// A certificate for `localhost` and 127.0.0.1 and its key, in a directory of their own.
+pub struct TestCertificate {
+    pub dir: tempfile::TempDir,
+    /// The certificate, PEM: the CA a client trusts.
+    pub pem: String,
+}
+
+impl TestCertificate {
+    pub fn new() -> TestCertificate {
+        let key = rcgen::KeyPair::generate().unwrap();
+        let params =
+            rcgen::CertificateParams::new(vec!["localhost".to_string(), "127.0.0.1".to_string()])
+                .unwrap();
+        let pem = params.self_signed(&key).unwrap().pem();
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::write(dir.path().join("cert.pem"), &pem).unwrap();
+        std::fs::write(dir.path().join("key.pem"), key.serialize_pem()).unwrap();
+        TestCertificate { dir, pem }
+    }
+
+    /// The certificate file.
+    pub fn cert(&self) -> std::path::PathBuf {
+        self.dir.path().join("cert.pem")
+    }
+
+    /// `--tls-cert` and `--tls-key` with this pair.
+    pub fn flags(&self) -> Vec<String> {
+        let path = |name: &str| self.dir.path().join(name).to_str().unwrap().to_string();
+        vec![
+            "--tls-cert".into(),
+            path("cert.pem"),
+            "--tls-key".into(),
+            path("key.pem"),
+        ]
+    }
+}
+
 /// A running `ioserve` process, killed when dropped.
 pub struct Server {
     pub child: Child,
@@ -24,12 +81,45 @@ pub struct Server {
     log: Option<ServerLog>,
     /// Started under a tracer: the server is the tracer's child.
     traced: bool,
+    /// Started by [`Server::start_over`] for HTTP/2: its certificate.
+    pub tls: Option<TestCertificate>,
 }
 
 impl Server {
     /// Starts `ioserve ROOT --strategy STRATEGY` with quiet logs, plus `extra` flags.
     pub fn start(strategy: &str, root: &Path, extra: &[&str]) -> Server {
         Self::start_with(strategy, root, extra, false)
+    }
+
+    /// As [`Server::start`], speaking `protocol` to [`Server::request`]: HTTP/2 adds a
+    /// test certificate (HTTPS, where clients choose `h2` by ALPN).
+    pub fn start_over(protocol: Protocol, strategy: &str, root: &Path, extra: &[&str]) -> Server {
+        match protocol {
+            Protocol::Http1 => Self::start(strategy, root, extra),
+            Protocol::Http2 => {
+                let tls = TestCertificate::new();
+                let flags = tls.flags();
+                let mut all: Vec<&str> = flags.iter().map(String::as_str).collect();
+                all.extend(extra);
+                let mut server = Self::start(strategy, root, &all);
+                server.tls = Some(tls);
+                server
+            }
+        }
+    }
+
+    /// `METHOD path` with extra header lines, on a new connection: HTTP/1.1 (with
+    /// `Host` and `Connection: close`), or HTTP/2 for a server started over it.
+    pub fn request(&self, method: &str, path: &str, headers: &[(&str, &str)]) -> Response {
+        match &self.tls {
+            None => raw(self.addr, request_bytes(method, path, headers).as_bytes()),
+            Some(tls) => crate::h2_client::request(self.addr, &tls.pem, method, path, headers),
+        }
+    }
+
+    /// `GET path` with extra header lines, as [`Server::request`].
+    pub fn get(&self, path: &str, headers: &[(&str, &str)]) -> Response {
+        self.request("GET", path, headers)
     }
 
     /// As [`Server::start`]; with `capture_stderr` the access log can be read.
@@ -132,6 +222,7 @@ impl Server {
             redirect,
             log,
             traced,
+            tls: None,
         }
     }
 

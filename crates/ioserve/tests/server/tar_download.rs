@@ -166,13 +166,9 @@ fn curl_wget_and_aria2c_download_a_directory_as_a_tar() {
 fn hidden_entries_ranges_and_listing_rules_apply_to_the_tar() {
     let root = fixture();
     let work = tempfile::tempdir().unwrap();
-    for strategy in STRATEGIES {
-        let server = Server::start(strategy, root.path(), &["--hidden"]);
-        let response = get(
-            server.addr,
-            "/tree/?download=tar",
-            &[("Range", "bytes=0-9")],
-        );
+    for (protocol, strategy) in protocols_and_strategies() {
+        let server = Server::start_over(protocol, strategy, root.path(), &["--hidden"]);
+        let response = server.get("/tree/?download=tar", &[("Range", "bytes=0-9")]);
         assert_eq!(response.status, 200, "{strategy}: Range is ignored");
         assert_eq!(
             response.header("Content-Length").unwrap(),
@@ -180,10 +176,10 @@ fn hidden_entries_ranges_and_listing_rules_apply_to_the_tar() {
         );
         let archive = work.path().join(format!("{strategy}-hidden.tar"));
         std::fs::write(&archive, &response.body).unwrap();
-        let into = work.path().join(format!("{strategy}-hidden"));
+        let into = work.path().join(format!("{strategy}-{protocol:?}-hidden"));
         unpack_and_compare(&archive, &into, root.path(), true, strategy);
 
-        let listing = get(server.addr, "/tree/", &[]);
+        let listing = server.get("/tree/", &[]);
         let html = String::from_utf8(listing.body).unwrap();
         assert!(
             html.contains("<a download href=\"?download=tar\">Download as tar</a>"),
@@ -193,14 +189,14 @@ fn hidden_entries_ranges_and_listing_rules_apply_to_the_tar() {
 
         let server = Server::start(strategy, root.path(), &["--no-listing"]);
         assert_eq!(
-            get(server.addr, "/tree/?download=tar", &[]).status,
+            server.get("/tree/?download=tar", &[]).status,
             403,
             "{strategy}"
         );
         drop(server);
 
         let server = Server::start(strategy, root.path(), &["--listing-max-entries", "5"]);
-        let refused = get(server.addr, "/tree/?download=tar", &[]);
+        let refused = server.get("/tree/?download=tar", &[]);
         assert_eq!(refused.status, 403, "{strategy}");
         assert_eq!(
             String::from_utf8(refused.body).unwrap(),

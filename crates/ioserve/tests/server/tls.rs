@@ -71,12 +71,14 @@ fn tree() -> (tempfile::TempDir, Vec<u8>) {
 }
 
 /// Runs curl over HTTPS to `https://localhost:PORT` + each of `paths` (one connection
-/// when it can), trusting `ca`, with `args` before the URLs; at most a minute.
-fn curl(addr: SocketAddr, ca: &Path, args: &[&str], paths: &[&str]) -> Output {
+/// when it can), trusting `ca`, with `args` before the URLs; at most a minute. HTTP/1.1,
+/// unless `args` hold `--http2` (curl takes the last protocol flag).
+pub fn curl(addr: SocketAddr, ca: &Path, args: &[&str], paths: &[&str]) -> Output {
     let curl = testdata::require("curl", "curl");
     let port = addr.port();
     let output = Command::new(curl)
-        .args(["--silent", "--show-error", "--max-time", "60", "--cacert"])
+        .args(["--silent", "--show-error", "--max-time", "60", "--http1.1"])
+        .arg("--cacert")
         .arg(ca)
         .args(["--resolve", &format!("localhost:{port}:127.0.0.1")])
         .args(args)

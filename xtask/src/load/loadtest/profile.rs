@@ -395,7 +395,11 @@ not a folded line
             names(&["ioserve-sendfile", "nginx"]).unwrap(),
             ["nginx", "ioserve-sendfile"]
         );
-        assert_eq!(names(&["ioserve"]).unwrap().len(), 5);
+        assert_eq!(
+            names(&["ioserve"]).unwrap().len(),
+            6,
+            "four strategies, inline cold reads, multi"
+        );
         let error = names(&["go"]).unwrap_err().to_string();
         assert!(
             error.starts_with("--servers go matches no server; servers: nginx, ioserve-sendfile,"),

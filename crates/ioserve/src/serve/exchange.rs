@@ -1,0 +1,265 @@
+//! One request's exchange, the same over HTTP/1.1 ([`crate::serve::conn`]) and HTTP/2
+//! ([`crate::serve::http2`]): the answer decided for a parsed [`Request`] (Basic
+//! authentication first, then [`reply::respond`]), completed where it may wait (the
+//! password check, listings, tar walks and cold opens on the blocking pool), and the
+//! body sent through an [`Output`] by the strategy, with the metrics and the access-log
+//! line of the response.
+
+use std::io;
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::time::Instant;
+
+use crate::http::auth::{Check, Pending};
+use crate::http::reply::{self, Answer, Blocking};
+use crate::http::request::{Method, Request, Version};
+use crate::http::resolve::Resolved;
+use crate::http::response::{Body, Reply};
+use crate::http::site::Site;
+use crate::http::tar;
+use crate::io::output::Output;
+use crate::io::strategy::ColdReads;
+use crate::ops::access_log::{Outcome, Record};
+use crate::serve::shared::{Live, Shared};
+
+/// A request's answer and everything its response needs, owned (the request, which
+/// borrows the read buffer, is gone).
+pub(super) struct Decision {
+    /// The settings it was decided with, which its response keeps to the end.
+    pub live: Arc<Live>,
+    /// When the head was complete.
+    pub started: Instant,
+    pub answer: Answer,
+    /// Basic credentials to verify before `answer` may go out.
+    pub unverified: Option<Unverified>,
+    /// HTTP/1.x: whether the connection stays open after the response.
+    pub keep_alive: bool,
+    /// HTTP/1.0: keep-alive must be said in the response.
+    pub http10: bool,
+    pub log: Option<Box<Record>>,
+}
+
+/// Credentials that the blocking pool verifies (a password hash is slow by design),
+/// and whether a refusal answers a HEAD.
+pub(super) struct Unverified {
+    pending: Pending,
+    head_only: bool,
+}
+
+/// Decides the answer to `request` from `peer` with the settings of the moment.
+pub(super) fn decide(
+    shared: &Shared,
+    peer: SocketAddr,
+    worker: usize,
+    request: &Request<'_>,
+) -> Decision {
+    let started = Instant::now();
+    let live = shared.live();
+    let log = live
+        .access_log
+        .as_ref()
+        .map(|_| Box::new(Record::new(peer, request)));
+    // Where cold data is waited for on the pool, the loop does not open files either
+    // (a path walk or open of a cold inode reads the disk too).
+    let blocking = match live.strategy.cold_reads() {
+        ColdReads::Pool => Blocking::Never,
+        ColdReads::Inline => Blocking::Allowed,
+    };
+    // Basic authentication comes first, for every path: files, listings and errors.
+    let head_only = matches!(request.method, Method::Head);
+    let (answer, unverified) = match live
+        .auth
+        .as_ref()
+        .map(|auth| (auth, auth.check(request.authorization)))
+    {
+        None | Some((_, Check::Granted)) => {
+            (reply::respond(&live.site, worker, request, blocking), None)
+        }
+        Some((auth, Check::Refused(failure))) => {
+            shared.metrics.auth_failure(worker, failure);
+            (Answer::Ready(auth.challenge(head_only)), None)
+        }
+        // Decided without IO (nothing is opened for a client not yet known), and sent
+        // only once the pool has verified the password.
+        Some((_, Check::Verify(pending))) => (
+            reply::respond(&live.site, worker, request, Blocking::Never),
+            Some(Unverified { pending, head_only }),
+        ),
+    };
+    Decision {
+        live,
+        started,
+        answer,
+        unverified,
+        keep_alive: request.keep_alive && !request.has_body && !shared.shutdown.is_cancelled(),
+        http10: request.version == Version::Http10,
+        log,
+    }
+}
+
+/// Completes a decided answer into its reply, with `Strict-Transport-Security` where
+/// the connection is `encrypted` and `--hsts` is set.
+///
+/// What may wait for the disk runs on the blocking pool, where it stalls no other
+/// connection of this worker: a listing (reading a large directory), and with
+/// `--cold-reads pool` a path that the open-file cache does not hold (the path walk,
+/// open and fstat of a cold inode).
+pub(super) async fn complete(
+    shared: &Shared,
+    worker: usize,
+    live: &Live,
+    answer: Answer,
+    unverified: Option<Unverified>,
+    encrypted: bool,
+) -> Reply {
+    let answer = match unverified {
+        None => answer,
+        Some(Unverified { pending, head_only }) => {
+            let auth = pending.auth();
+            match tokio::task::spawn_blocking(move || pending.verify()).await {
+                Ok(Ok(())) => answer,
+                Ok(Err(failure)) => {
+                    shared.metrics.auth_failure(worker, failure);
+                    Answer::Ready(auth.challenge(head_only))
+                }
+                Err(_) => Answer::Ready(Reply::error(500)),
+            }
+        }
+    };
+    let reply = match answer {
+        Answer::Ready(reply) => reply,
+        Answer::Listing { job, head_only } => {
+            tokio::task::spawn_blocking(move || reply::listing_reply(&job, head_only))
+                .await
+                .unwrap_or_else(|_| Reply::error(500))
+        }
+        Answer::Tar { job, head_only } => {
+            tokio::task::spawn_blocking(move || reply::tar_reply(&job, head_only))
+                .await
+                .unwrap_or_else(|_| Reply::error(500))
+        }
+        Answer::Offload(resolved) => {
+            shared.metrics.offloaded_open(worker);
+            let site = Arc::clone(&live.site);
+            tokio::task::spawn_blocking(move || answer_off_loop(&site, worker, *resolved))
+                .await
+                .unwrap_or_else(|_| Reply::error(500))
+        }
+    };
+    // HSTS only where it is true: a plain response may come from anyone on the path.
+    match (encrypted, live.hsts) {
+        (true, Some(max_age)) => reply.header(
+            "Strict-Transport-Security",
+            format_args!("max-age={max_age}"),
+        ),
+        _ => reply,
+    }
+}
+
+/// The reply to a resolved request, on the blocking pool: it may open files and read a
+/// directory here.
+fn answer_off_loop(site: &Site, worker: usize, resolved: Resolved) -> Reply {
+    match reply::answer(site, worker, resolved, Blocking::Allowed) {
+        Answer::Ready(reply) => reply,
+        Answer::Listing { job, head_only } => reply::listing_reply(&job, head_only),
+        Answer::Tar { job, head_only } => reply::tar_reply(&job, head_only),
+        Answer::Offload(_) => Reply::error(500),
+    }
+}
+
+/// Sends `body` through `out` (after what is queued there: `head_len` bytes of head),
+/// then counts the response of `status` in the metrics and writes its access-log line.
+#[allow(clippy::too_many_arguments)]
+pub(super) async fn deliver(
+    shared: &Shared,
+    live: &Live,
+    worker: usize,
+    out: &mut Output<'_>,
+    status: u16,
+    head_len: u64,
+    body: Body,
+    log: Option<&Record>,
+) -> io::Result<()> {
+    let is_download = matches!(
+        body,
+        Body::File { .. } | Body::Multipart { .. } | Body::Tar(_)
+    );
+    if is_download {
+        shared.metrics.download(worker, 1);
+    }
+    let result = send_body(out, live, body).await;
+    if is_download {
+        shared.metrics.download(worker, -1);
+        shared.metrics.cold_windows(worker, out.cold_windows());
+    }
+    shared.metrics.paced(worker, out.paced());
+    let sent = Sent {
+        status,
+        bytes: out.sent(),
+        head_len,
+        complete: result.is_ok(),
+    };
+    account(shared, live, worker, sent, log);
+    result
+}
+
+/// What went out for one response.
+pub(super) struct Sent {
+    /// The status.
+    pub status: u16,
+    /// Bytes written, head included.
+    pub bytes: u64,
+    /// Bytes of them that were the head.
+    pub head_len: u64,
+    /// Whether the whole body went out.
+    pub complete: bool,
+}
+
+/// Counts a response in the metrics and writes its access-log line (`log`, when the
+/// access log is on).
+pub(super) fn account(
+    shared: &Shared,
+    live: &Live,
+    worker: usize,
+    sent: Sent,
+    log: Option<&Record>,
+) {
+    shared.metrics.request(worker, sent.status, sent.bytes);
+    if let (Some(access_log), Some(record)) = (&live.access_log, log) {
+        access_log.write(
+            record,
+            Outcome {
+                status: sent.status,
+                bytes: sent.bytes.saturating_sub(sent.head_len),
+                strategy: live.strategy.kind().name(),
+                complete: sent.complete,
+            },
+        );
+    }
+}
+
+async fn send_body(out: &mut Output<'_>, live: &Live, body: Body) -> io::Result<()> {
+    match body {
+        // Boxed, as the strategy's sending is: the future of a download in flight
+        // keeps no room for the writes of the other kinds of body.
+        Body::Empty => Box::pin(out.flush(false)).await,
+        Body::Bytes(bytes) => Box::pin(out.write(&bytes)).await,
+        // Boxed: only the strategy in use takes room, and only while it sends.
+        Body::File { file, range } => Box::pin(live.strategy.send(out, &file, range)).await,
+        Body::Multipart {
+            file,
+            parts,
+            closing,
+        } => {
+            for (part_head, range) in &parts {
+                out.queue(part_head);
+                Box::pin(live.strategy.send(out, &file, *range)).await?;
+            }
+            out.queue(&closing);
+            out.flush(false).await
+        }
+        Body::Tar(plan) => {
+            Box::pin(tar::stream::send(out, &live.strategy, &live.site, &plan)).await
+        }
+    }
+}

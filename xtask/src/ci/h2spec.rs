@@ -1,0 +1,217 @@
+//! HTTP/2 conformance: h2spec, in strict mode, against ioserve over TLS (where clients
+//! choose `h2` by ALPN). Every case must pass: a failed or skipped one fails the check
+//! and is named. h2spec is a Go module, installed with `go install` when missing.
+
+use std::io::{BufRead as _, BufReader};
+use std::net::SocketAddr;
+use std::path::Path;
+use std::process::{Child, Command, Stdio};
+use std::sync::mpsc;
+use std::time::Duration;
+
+use anyhow::{bail, ensure, Context as _, Result};
+
+use crate::util::{cargo, go_tool, step, target_dir};
+
+/// The h2spec release installed when none is on PATH or in Go's bin directory.
+// h2spec has no go.mod: Go knows its v2 releases as +incompatible.
+const H2SPEC: &str = "github.com/summerwind/h2spec/cmd/h2spec@v2.2.1+incompatible";
+
+/// How long ioserve may take to print its address.
+const SERVER_WAIT: Duration = Duration::from_secs(60);
+
+/// Builds ioserve, serves a small tree over HTTPS and runs h2spec against it.
+pub(crate) fn run() -> Result<()> {
+    let h2spec = go_tool("h2spec", H2SPEC)?;
+    step(
+        "cargo build -p ioserve",
+        cargo(&["build", "--package", "ioserve", "--bin", "ioserve"]),
+    )?;
+    let ioserve = target_dir()?.join("debug/ioserve");
+    let work = tempfile::tempdir().context("cannot create a temporary directory")?;
+    let root = work.path().join("root");
+    std::fs::create_dir(&root)?;
+    std::fs::write(root.join("index.html"), "<p>h2spec</p>\n")?;
+    let (cert, key) = certificate(work.path())?;
+    let server = Server::start(&ioserve, &root, &cert, &key)?;
+    let output = Command::new(&h2spec)
+        .args(["-S", "-t", "-k", "-h", "127.0.0.1", "-p"])
+        .arg(server.addr.port().to_string())
+        .output()
+        .with_context(|| format!("cannot run {}", h2spec.display()))?;
+    drop(server);
+    let report = String::from_utf8_lossy(&output.stdout);
+    let Some(summary) = summary(&report) else {
+        bail!(
+            "h2spec printed no summary ({}): {report}{}",
+            output.status,
+            String::from_utf8_lossy(&output.stderr)
+        );
+    };
+    ensure!(
+        output.status.success() && summary.failed == 0 && summary.skipped == 0,
+        "h2spec: {} of {} cases failed, {} skipped:\n{}",
+        summary.failed,
+        summary.tests,
+        summary.skipped,
+        failures(&report)
+    );
+    eprintln!("xtask: h2spec -S: all {} cases passed", summary.tests);
+    Ok(())
+}
+
+/// A self-signed certificate for 127.0.0.1 and its key, written to `dir`.
+fn certificate(dir: &Path) -> Result<(std::path::PathBuf, std::path::PathBuf)> {
+    let key = rcgen::KeyPair::generate().context("cannot generate a key")?;
+    let params =
+        rcgen::CertificateParams::new(vec!["127.0.0.1".to_string(), "localhost".to_string()])
+            .context("certificate parameters")?;
+    let cert = params
+        .self_signed(&key)
+        .context("cannot sign the certificate")?;
+    let (cert_path, key_path) = (dir.join("cert.pem"), dir.join("key.pem"));
+    std::fs::write(&cert_path, cert.pem())?;
+    std::fs::write(&key_path, key.serialize_pem())?;
+    Ok((cert_path, key_path))
+}
+
+/// ioserve over HTTPS on a free port of 127.0.0.1; stopped when dropped.
+struct Server {
+    child: Child,
+    addr: SocketAddr,
+}
+
+impl Server {
+    fn start(binary: &Path, root: &Path, cert: &Path, key: &Path) -> Result<Server> {
+        let mut child = Command::new(binary)
+            .arg(root)
+            .args(["--listen", "127.0.0.1:0", "--access-log", "off"])
+            .arg("--tls-cert")
+            .arg(cert)
+            .arg("--tls-key")
+            .arg(key)
+            .stdin(Stdio::null())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::inherit())
+            .spawn()
+            .with_context(|| format!("cannot start {}", binary.display()))?;
+        let stdout = child.stdout.take().context("ioserve's stdout")?;
+        let (lines, printed) = mpsc::channel();
+        // Every line is read, to the end: ioserve exits if its stdout closes.
+        std::thread::spawn(move || {
+            for line in BufReader::new(stdout).lines() {
+                let Ok(line) = line else { break };
+                let _ = lines.send(line);
+            }
+        });
+        let mut server = Server {
+            child,
+            addr: SocketAddr::from(([127, 0, 0, 1], 0)),
+        };
+        loop {
+            match printed.recv_timeout(SERVER_WAIT) {
+                Ok(line) => {
+                    if let Some(addr) = https_address(&line) {
+                        server.addr = addr;
+                        return Ok(server);
+                    }
+                }
+                Err(_) => bail!("ioserve printed no https:// address within {SERVER_WAIT:?}"),
+            }
+        }
+    }
+}
+
+impl Drop for Server {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// The address in ioserve's "serving ROOT at https://ADDR/" line.
+fn https_address(line: &str) -> Option<SocketAddr> {
+    line.strip_prefix("ioserve: serving ")?
+        .rsplit_once(" at https://")?
+        .1
+        .split('/')
+        .next()?
+        .parse()
+        .ok()
+}
+
+/// h2spec's closing line: `145 tests, 145 passed, 0 skipped, 0 failed`.
+#[derive(Debug, PartialEq, Eq)]
+struct Summary {
+    tests: u32,
+    passed: u32,
+    skipped: u32,
+    failed: u32,
+}
+
+fn summary(report: &str) -> Option<Summary> {
+    let line = report
+        .lines()
+        .rev()
+        .find(|line| line.contains(" tests, "))?;
+    let mut counts = line.split(", ").map(|part| {
+        let (count, word) = part.trim().split_once(' ')?;
+        Some((count.parse::<u32>().ok()?, word))
+    });
+    let mut next = |word: &str| match counts.next()?? {
+        (count, found) if found == word => Some(count),
+        _ => None,
+    };
+    Some(Summary {
+        tests: next("tests")?,
+        passed: next("passed")?,
+        skipped: next("skipped")?,
+        failed: next("failed")?,
+    })
+}
+
+/// The report's `Failures:` section (each failed case with what was expected and
+/// what came), or the whole report where it has none.
+fn failures(report: &str) -> &str {
+    report
+        .split_once("Failures:")
+        .map_or(report, |(_, failures)| failures)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_summary_and_the_failures_are_read_from_the_report() {
+        let report = "Generic tests\n  ✔ 1: Sends a client connection preface\n\n\
+            Failures: \n\n  8.1.2.6. Malformed Requests and Responses\n    × 1: content-length\n\n\
+            Finished in 2.3959 seconds\n145 tests, 144 passed, 0 skipped, 1 failed\n";
+        assert_eq!(
+            summary(report),
+            Some(Summary {
+                tests: 145,
+                passed: 144,
+                skipped: 0,
+                failed: 1
+            })
+        );
+        assert!(failures(report).contains("× 1: content-length"));
+        assert!(!failures(report).contains("preface"));
+        assert_eq!(summary("no summary here\n"), None);
+    }
+
+    #[test]
+    fn the_address_is_read_from_the_https_line() {
+        assert_eq!(
+            https_address(
+                "ioserve: serving /tmp/r at https://127.0.0.1:41234/ (strategy sendfile, 2 workers)"
+            ),
+            Some(SocketAddr::from(([127, 0, 0, 1], 41234)))
+        );
+        assert_eq!(
+            https_address("ioserve: serving /tmp/r at http://127.0.0.1:1/"),
+            None
+        );
+    }
+}
