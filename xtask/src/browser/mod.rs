@@ -14,15 +14,15 @@
 //! `crates/ioserve/docs/`, where the README shows them.
 
 use std::fs::{self, File};
-use std::io::{BufRead as _, BufReader, Read as _, Write as _};
+use std::io::{Read as _, Write as _};
 use std::net::{SocketAddr, TcpStream};
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
-use std::sync::mpsc;
+use std::process::Command;
 use std::time::{Duration, Instant, SystemTime};
 
 use anyhow::{bail, Context as _, Result};
 
+use crate::util::ioserve_process::IoserveProcess;
 use crate::util::{cargo, ensure_packages, project_root, step, target_dir};
 
 /// Debian's Chromium.
@@ -107,7 +107,7 @@ fn check(ioserve: &Path, options: &Options) -> Result<()> {
     let root = work.join("root");
     make_fixture(&root)?;
     let axe = install_axe(&work)?;
-    let server = Server::start(ioserve, &root)?;
+    let server = start_server(ioserve, &root)?;
     let mut check = Command::new("/usr/bin/python3");
     check
         .arg(project_root().join("xtask/src/browser/check_listing.py"))
@@ -173,92 +173,29 @@ fn install_axe(work: &Path) -> Result<PathBuf> {
     Ok(axe)
 }
 
-/// ioserve serving the fixture; stopped when dropped.
-struct Server {
-    child: Child,
-    addr: SocketAddr,
-}
-
-impl Server {
-    /// Starts `binary` on a free port of 127.0.0.1 and waits until it answers `GET /`
-    /// with 200.
-    fn start(binary: &Path, root: &Path) -> Result<Server> {
-        let mut child = Command::new(binary)
-            .arg(root)
-            .args(["--listen", "127.0.0.1:0", "--access-log", "off"])
-            .stdin(Stdio::null())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::inherit())
-            .spawn()
-            .with_context(|| format!("cannot start {}", binary.display()))?;
-        let stdout = child.stdout.take().context("ioserve's stdout")?;
-        let (lines, printed) = mpsc::channel();
-        std::thread::spawn(move || {
-            for line in BufReader::new(stdout).lines() {
-                let Ok(line) = line else { break };
-                if lines.send(line).is_err() {
-                    break;
-                }
-            }
-        });
-        // Dropped on an error below: the child is stopped.
-        let mut server = Server {
-            child,
-            addr: SocketAddr::from(([127, 0, 0, 1], 0)),
+/// Starts ioserve on a free port of 127.0.0.1 serving `root` and waits until it
+/// answers `GET /` with 200.
+fn start_server(binary: &Path, root: &Path) -> Result<IoserveProcess> {
+    let mut command = Command::new(binary);
+    command
+        .arg(root)
+        .args(["--listen", "127.0.0.1:0", "--access-log", "off"]);
+    let deadline = Instant::now() + SERVER_WAIT;
+    let server = IoserveProcess::start(command, "http", SERVER_WAIT)?;
+    loop {
+        let last = match status_line(server.addr) {
+            Ok(line) if line.starts_with("HTTP/1.1 200") => return Ok(server),
+            Ok(line) => line,
+            Err(error) => error.to_string(),
         };
-        let deadline = Instant::now() + SERVER_WAIT;
-        let mut last = String::from("nothing");
-        server.addr = loop {
-            let left = deadline.saturating_duration_since(Instant::now());
-            match printed.recv_timeout(left) {
-                Ok(line) => {
-                    if let Some(addr) = listening_address(&line) {
-                        break addr;
-                    }
-                    last = line;
-                }
-                Err(mpsc::RecvTimeoutError::Timeout) => {
-                    bail!("ioserve printed no address within {SERVER_WAIT:?}; last line: {last:?}")
-                }
-                Err(mpsc::RecvTimeoutError::Disconnected) => bail!(
-                    "ioserve exited before it printed its address ({:?}); last line: {last:?}",
-                    server.child.try_wait()
-                ),
-            }
-        };
-        loop {
-            let last = match status_line(server.addr) {
-                Ok(line) if line.starts_with("HTTP/1.1 200") => return Ok(server),
-                Ok(line) => line,
-                Err(error) => error.to_string(),
-            };
-            if Instant::now() > deadline {
-                bail!(
-                    "ioserve at {} did not answer GET / with 200 within {SERVER_WAIT:?}; last: {last}",
-                    server.addr
-                );
-            }
-            std::thread::sleep(Duration::from_millis(100));
+        if Instant::now() > deadline {
+            bail!(
+                "ioserve at {} did not answer GET / with 200 within {SERVER_WAIT:?}; last: {last}",
+                server.addr
+            );
         }
+        std::thread::sleep(Duration::from_millis(100));
     }
-}
-
-impl Drop for Server {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-}
-
-/// The address in ioserve's "serving ROOT at http://ADDR/" line.
-fn listening_address(line: &str) -> Option<SocketAddr> {
-    line.strip_prefix("ioserve: serving ")?
-        .rsplit_once(" at http://")?
-        .1
-        .split('/')
-        .next()?
-        .parse()
-        .ok()
 }
 
 /// The status line of `GET /` at `addr`.
@@ -273,23 +210,4 @@ fn status_line(addr: SocketAddr) -> std::io::Result<String> {
         .next()
         .unwrap_or_default()
         .to_owned())
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn the_address_is_read_from_the_listening_line() {
-        assert_eq!(
-            listening_address(
-                "ioserve: serving /srv at http://127.0.0.1:41234/ (strategy sendfile, 2 workers)"
-            ),
-            Some(SocketAddr::from(([127, 0, 0, 1], 41234)))
-        );
-        assert_eq!(
-            listening_address("ioserve: metrics at http://127.0.0.1:9/metrics"),
-            None
-        );
-    }
 }

@@ -2,6 +2,7 @@
 //! target directory, installing the Debian packages a task needs; and, in submodules,
 //! test-run totals, statistics and SVG charts.
 
+pub(crate) mod ioserve_process;
 pub(crate) mod stats;
 pub(crate) mod svg;
 pub(crate) mod test_run;

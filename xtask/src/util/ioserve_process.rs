@@ -1,0 +1,120 @@
+//! ioserve started by a check (the browser check, h2spec): the process, and the wait
+//! for the address it prints once it listens.
+
+use std::io::{BufRead as _, BufReader};
+use std::net::SocketAddr;
+use std::process::{Child, Command, Stdio};
+use std::sync::mpsc;
+use std::time::{Duration, Instant};
+
+use anyhow::{bail, Context as _, Result};
+
+/// A running ioserve; stopped (killed and reaped) when dropped.
+pub(crate) struct IoserveProcess {
+    child: Child,
+    /// Where it listens, from its "serving ROOT at SCHEME://ADDR/" line.
+    pub(crate) addr: SocketAddr,
+}
+
+impl IoserveProcess {
+    /// Starts `command` (ioserve listening on `127.0.0.1:0`) and waits at most `wait`
+    /// for its "serving ... at `scheme`://ADDR/" line; the error names the last line it
+    /// printed, or how it exited.
+    pub(crate) fn start(mut command: Command, scheme: &str, wait: Duration) -> Result<Self> {
+        let program = command.get_program().to_string_lossy().into_owned();
+        let mut child = command
+            .stdin(Stdio::null())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::inherit())
+            .spawn()
+            .with_context(|| format!("cannot start {program}"))?;
+        let stdout = child.stdout.take().context("ioserve's stdout")?;
+        let (lines, printed) = mpsc::channel();
+        // Every line is read, to the end: ioserve exits if its stdout closes.
+        std::thread::spawn(move || {
+            for line in BufReader::new(stdout).lines() {
+                let Ok(line) = line else { break };
+                let _ = lines.send(line);
+            }
+        });
+        // Dropped on an error below: the child is stopped.
+        let mut server = IoserveProcess {
+            child,
+            addr: SocketAddr::from(([127, 0, 0, 1], 0)),
+        };
+        let deadline = Instant::now() + wait;
+        let mut last = String::from("nothing");
+        loop {
+            let left = deadline.saturating_duration_since(Instant::now());
+            match printed.recv_timeout(left) {
+                Ok(line) => {
+                    if let Some(addr) = served_address(&line, scheme) {
+                        server.addr = addr;
+                        return Ok(server);
+                    }
+                    last = line;
+                }
+                Err(mpsc::RecvTimeoutError::Timeout) => bail!(
+                    "ioserve printed no {scheme}:// address within {wait:?}; last line: {last:?}"
+                ),
+                Err(mpsc::RecvTimeoutError::Disconnected) => bail!(
+                    "ioserve exited before it printed its address ({:?}); last line: {last:?}",
+                    server.child.try_wait()
+                ),
+            }
+        }
+    }
+}
+
+impl Drop for IoserveProcess {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// The address in ioserve's "serving ROOT at SCHEME://ADDR/" line.
+pub(crate) fn served_address(line: &str, scheme: &str) -> Option<SocketAddr> {
+    line.strip_prefix("ioserve: serving ")?
+        .rsplit_once(&format!(" at {scheme}://"))?
+        .1
+        .split('/')
+        .next()?
+        .parse()
+        .ok()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_address_is_read_from_the_listening_line() {
+        assert_eq!(
+            served_address(
+                "ioserve: serving /srv at http://127.0.0.1:41234/ (strategy sendfile, 2 workers)",
+                "http"
+            ),
+            Some(SocketAddr::from(([127, 0, 0, 1], 41234)))
+        );
+        assert_eq!(
+            served_address("ioserve: metrics at http://127.0.0.1:9/metrics", "http"),
+            None
+        );
+    }
+
+    #[test]
+    fn the_address_is_read_from_the_https_line() {
+        assert_eq!(
+            served_address(
+                "ioserve: serving /tmp/r at https://127.0.0.1:41234/ (strategy sendfile, 2 workers)",
+                "https"
+            ),
+            Some(SocketAddr::from(([127, 0, 0, 1], 41234)))
+        );
+        assert_eq!(
+            served_address("ioserve: serving /tmp/r at http://127.0.0.1:1/", "https"),
+            None
+        );
+    }
+}
