@@ -4,6 +4,7 @@ pub mod accept;
 pub mod conn;
 mod control;
 mod error;
+pub(crate) mod ktls;
 pub mod listeners;
 pub(crate) mod per_ip;
 mod redirect;
