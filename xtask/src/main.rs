@@ -3,7 +3,7 @@
 //!
 //! ```text
 //! cargo xtask ci                 every check CI runs: system packages, fmt, clippy,
-//!                                module cycles, tests, the guests (numa, clock, arm64),
+//!                                module cycles, tests, the guests (numa, clock, tls, arm64),
 //!                                the aarch64 build, simd's scalar paths under Miri
 //! cargo xtask packages           the Debian packages the checks need (ci's first step)
 //! cargo xtask fuzz [SECONDS]     a short run of every cargo-fuzz target (nightly)
@@ -224,7 +224,8 @@ pub(crate) enum Task {
     /// modules, serve HTTPS with --ktls on under strace, and download with curl over
     /// TLS 1.2 and 1.3 with AES-GCM and ChaCha20-Poly1305: byte-exact downloads,
     /// /proc/net/tls_stat's sessions, mode="ktls" in the metrics, sendfile into the
-    /// TLS socket (installs qemu-system-x86, busybox-static, curl, openssl, strace)
+    /// TLS socket (installs qemu-system-x86, busybox-static, curl, openssl, strace;
+    /// part of ci)
     TlsVm,
 }
 
