@@ -1,11 +1,12 @@
 //! `cargo xtask tls-vm`: ioserve's kTLS on Debian's stock 6.1 kernel, which ships the
 //! `tls` module (CONFIG_TLS=m) and the crypto modules it needs. An x86_64 guest loads
-//! them with insmod (with their dependencies from modules.dep), runs ioserve over HTTPS
-//! with `--ktls on --strategy sendfile` under strace, and curl downloads a file over
-//! TLS 1.2 and 1.3 with AES-GCM and ChaCha20-Poly1305. The checks: every download is
-//! byte-exact, /proc/net/tls_stat counts the kernel's TX and RX sessions with no
-//! decryption error, the metrics count each connection under `mode="ktls"` with its
-//! version and cipher, and strace shows sendfile(2) from the file into the TLS socket.
+//! them with insmod (each after the modules its modinfo says it needs), runs ioserve
+//! over HTTPS with `--ktls on --strategy sendfile` under strace, and curl downloads a
+//! file over TLS 1.2 and 1.3 with AES-GCM and ChaCha20-Poly1305, then once more under
+//! `--strategy mmap` and `read`. The checks: every download is byte-exact,
+//! /proc/net/tls_stat counts the kernel's TX and RX sessions with no decryption error,
+//! the metrics count each connection under `mode="ktls"` with its version and cipher
+//! (none in user space), and strace shows sendfile(2) from the file into the socket.
 
 use std::fs;
 use std::process::Command;
@@ -158,7 +159,7 @@ fn script(modules: &[(String, Vec<u8>)]) -> Script {
              >/tmp/ioserve.out 2>/tmp/ioserve.log & traced=$!",
         )
         .shell(
-            "for i in $(seq 600); do wget -q -O /dev/null http://127.0.0.1:9100/metrics && break; \
+            "for i in $(seq 600); do wget -q -O /dev/null http://127.0.0.1:9100/metrics 2>/dev/null && break; \
              sleep 0.2; done",
         );
     for (name, args, _, _) in DOWNLOADS {
@@ -177,6 +178,35 @@ fn script(modules: &[(String, Vec<u8>)]) -> Script {
         .shell("kill $(pidof ioserve); wait $traced")
         .run("ioserve-log", "cat /tmp/ioserve.log")
         .run("strace", "cat /tmp/strace.log");
+    // mmap and read write plaintext to the kTLS socket: one download under each.
+    let (_, args, _, _) = DOWNLOADS[0];
+    for (port, strategy) in [(8444, "mmap"), (8445, "read")] {
+        let metrics = port + 1000;
+        script
+            .shell(&format!(
+                "ioserve /srv/www --listen 127.0.0.1:{port} --workers 1 --strategy {strategy} \
+                 --tls-cert /srv/cert.pem --tls-key /srv/key.pem --ktls on \
+                 --metrics-listen 127.0.0.1:{metrics} --access-log off \
+                 >/dev/null 2>/tmp/{strategy}.log & server=$!"
+            ))
+            .shell(&format!(
+                "for i in $(seq 600); do wget -q -O /dev/null http://127.0.0.1:{metrics}/metrics \
+                 2>/dev/null && break; sleep 0.2; done"
+            ))
+            .run(
+                &format!("download-{strategy}"),
+                &format!(
+                    "sh -c 'curl --silent --show-error --max-time 300 --cacert /srv/cert.pem \
+                     --resolve localhost:{port}:127.0.0.1 {args} -o /tmp/got \
+                     https://localhost:{port}/file && sha256sum /srv/www/file /tmp/got'"
+                ),
+            )
+            .run(
+                &format!("metrics-{strategy}"),
+                &format!("wget -q -O - http://127.0.0.1:{metrics}/metrics"),
+            )
+            .shell("kill $server; wait $server");
+    }
     script
 }
 
@@ -235,6 +265,26 @@ fn results(s: &guest::Sections) -> Vec<(String, Outcome)> {
         "strace: sendfile(2) from the file into the TLS socket".into(),
         s.ok("strace").and_then(|lines| sendfile_into_socket(lines)),
     ));
+    let (name, _, version, cipher) = DOWNLOADS[0];
+    for strategy in ["mmap", "read"] {
+        results.push((
+            format!("--strategy {strategy}: {name} is byte-exact"),
+            s.ok(&format!("download-{strategy}"))
+                .and_then(|lines| same_sums(lines)),
+        ));
+        let sample = format!(
+            "ioserve_tls_connections_total{{mode=\"ktls\",version=\"{version}\",cipher=\"{cipher}\"}} 1"
+        );
+        results.push((
+            format!("--strategy {strategy}: counted as mode=\"ktls\""),
+            s.ok(&format!("metrics-{strategy}")).and_then(|lines| {
+                expect(
+                    lines.contains(&sample),
+                    format!("no {sample:?} in the metrics"),
+                )
+            }),
+        ));
+    }
     results
 }
 
@@ -343,6 +393,8 @@ mod tests {
         let init = script(&modules).init();
         assert!(init.contains("insmod /lib/modules/gf128mul.ko && insmod /lib/modules/tls.ko"));
         assert!(init.contains("--ktls on"));
-        assert_eq!(init.matches("run download-").count(), DOWNLOADS.len());
+        // Each download under sendfile, then one under mmap and one under read.
+        assert_eq!(init.matches("run download-").count(), DOWNLOADS.len() + 2);
+        assert!(init.contains("--strategy mmap") && init.contains("--strategy read"));
     }
 }
