@@ -3,7 +3,7 @@
 //!
 //! ```text
 //! cargo xtask ci                 every check CI runs: system packages, fmt, clippy,
-//!                                module cycles, tests, the guests (numa, clock, arm64),
+//!                                module cycles, tests, the guests (numa, clock, tls, arm64),
 //!                                the aarch64 build, simd's scalar paths under Miri
 //! cargo xtask packages           the Debian packages the checks need (ci's first step)
 //! cargo xtask fuzz [SECONDS]     a short run of every cargo-fuzz target (nightly)
@@ -13,6 +13,7 @@
 //! cargo xtask numa-vm            numa in 2- and 4-node qemu guests
 //! cargo xtask clock-vm           probe's clock checks under tsc, hpet and acpi_pm guests
 //! cargo xtask arm64-vm           simd, numa, probe and ioserve on Debian's arm64 kernel
+//! cargo xtask tls-vm             ioserve's kTLS on Debian's 6.1 kernel (tls.ko)
 //! cargo xtask bench [--quick]    criterion benches + Go peers -> target/bench-report
 //! cargo xtask bench-compare      criterion's latest run against a saved baseline
 //! cargo xtask cross [--smoke]    aarch64 binaries and bench executables in a tarball
@@ -50,7 +51,7 @@ use std::process::ExitCode;
 
 use clap::{Parser, Subcommand};
 
-use crate::guests::{arm64_vm, clock_vm, numa_vm};
+use crate::guests::{arm64_vm, clock_vm, numa_vm, tls_vm};
 use crate::load::{loadtest, probe_overhead, udpload};
 use crate::release::cross;
 // The cross tarball carries the man pages and completions too (release/cross.rs).
@@ -223,6 +224,15 @@ pub(crate) enum Task {
     /// that kernel, probe clock, and ioserve serving over loopback while probe judges
     /// sendfile zero-copy and read copying (part of ci)
     Arm64Vm,
+    /// ioserve's kTLS on Debian's 6.1 kernel (qemu TCG)
+    ///
+    /// Boot Debian's kernel under qemu-system-x86_64 (TCG), load tls.ko and the crypto
+    /// modules, serve HTTPS with --ktls on under strace, and download with curl over
+    /// TLS 1.2 and 1.3 with AES-GCM and ChaCha20-Poly1305: byte-exact downloads,
+    /// /proc/net/tls_stat's sessions, mode="ktls" in the metrics, sendfile into the
+    /// TLS socket (installs qemu-system-x86, busybox-static, curl, openssl, strace;
+    /// part of ci)
+    TlsVm,
 }
 
 fn main() -> ExitCode {
@@ -234,6 +244,7 @@ fn main() -> ExitCode {
         Task::NumaVm => numa_vm::run(),
         Task::ClockVm => clock_vm::run(),
         Task::Arm64Vm => arm64_vm::run().map(drop),
+        Task::TlsVm => tls_vm::run(),
         Task::Vmlinux { btf } => ci::bpf::vmlinux(&btf),
         Task::Bpf(options) => ci::bpf::run(&options),
         Task::HashQuality(options) => ci::hash_quality::run(&options),

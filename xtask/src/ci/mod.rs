@@ -15,7 +15,7 @@ use std::time::Instant;
 
 use anyhow::{Context as _, Result};
 
-use crate::guests::{arm64_vm, clock_vm};
+use crate::guests::{arm64_vm, clock_vm, tls_vm};
 use crate::release::aarch64;
 use crate::util::test_run::{cargo_test, run_tests, TestTotals};
 use crate::util::{
@@ -37,6 +37,8 @@ use crate::util::{
 /// ioserve's Basic authentication tests make htpasswd files with htpasswd and download
 /// with curl, wget and aria2c.
 /// ioserve's pacing tests download with curl, wget and aria2c.
+/// ioserve's kTLS guest (`cargo xtask tls-vm`) makes its certificate with openssl and
+/// downloads with curl under strace.
 /// ioserve's listing is checked in Chromium (`cargo xtask browser`, the last four).
 const SYSTEM_PACKAGES: &[(&str, &str)] = &[
     ("chrony", "/usr/sbin/chronyd"),
@@ -63,6 +65,7 @@ const SYSTEM_PACKAGES: &[(&str, &str)] = &[
     ("tar", "tar"),
     ("diffutils", "diff"),
     ("apache2-utils", "htpasswd"),
+    ("openssl", "openssl"),
     // Chromium, for the listing's browser check (`cargo xtask browser`).
     crate::browser::CHROMIUM,
     // chromedriver, the WebDriver server that the browser check drives Chromium through.
@@ -117,6 +120,7 @@ pub(crate) fn run() -> Result<()> {
     crate::browser::ci(&packaged.join("ioserve"))?;
     h2spec::run()?;
     clock_vm::run()?;
+    tls_vm::run()?;
     aarch64::ci_lane()?;
     totals.add(&arm64_vm::run()?);
     totals.add(&miri()?);

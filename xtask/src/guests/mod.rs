@@ -1,4 +1,4 @@
-//! What every qemu guest of xtask shares (numa-vm, clock-vm, arm64-vm): Debian's
+//! What every qemu guest of xtask shares (numa-vm, clock-vm, arm64-vm, tls-vm): Debian's
 //! kernel for an architecture, statically linked guest programs, an initramfs with
 //! busybox-static whose init runs a fixed list of commands between markers on the
 //! serial console and powers off, booting under TCG, and the console cut back into
@@ -22,6 +22,7 @@ pub(crate) mod clock_vm;
 mod cpio;
 mod numa_serving;
 pub(crate) mod numa_vm;
+pub(crate) mod tls_vm;
 
 use self::cpio::Archive;
 use crate::util::{cargo, ensure_packages, step};
@@ -94,10 +95,21 @@ pub(crate) fn debian_kernel(arch: Arch) -> Result<PathBuf> {
     if vmlinuz.is_file() {
         return Ok(vmlinuz);
     }
+    let package = kernel_package(arch)?;
+    let deb = download_deb(&work, &package, arch)?;
+    let version = package.trim_start_matches("linux-image-");
+    let image = extract_member(&deb, &format!("./boot/vmlinuz-{version}"))?;
+    fs::write(&vmlinuz, image)?;
+    fs::remove_file(&deb)?;
+    Ok(vmlinuz)
+}
+
+/// The versioned image package (`linux-image-6.1.0-NN-amd64`) that the metapackage
+/// `linux-image-<arch>` depends on: the kernel and its modules.
+fn kernel_package(arch: Arch) -> Result<String> {
     let meta = format!("linux-image-{}:{}", arch.debian(), arch.debian());
-    // The metapackage depends on the versioned image package that holds the kernel.
     let depends = output(Command::new("apt-cache").args(["depends", &meta]))?;
-    let package = depends
+    Ok(depends
         .lines()
         .find_map(|line| line.trim().strip_prefix("Depends: "))
         .filter(|p| p.starts_with("linux-image-"))
@@ -105,13 +117,109 @@ pub(crate) fn debian_kernel(arch: Arch) -> Result<PathBuf> {
         .split(':')
         .next()
         .unwrap_or_default()
-        .to_string();
-    let deb = download_deb(&work, &package, arch)?;
-    let version = package.trim_start_matches("linux-image-");
-    let image = extract_member(&deb, &format!("./boot/vmlinuz-{version}"))?;
-    fs::write(&vmlinuz, image)?;
-    fs::remove_file(&deb)?;
-    Ok(vmlinuz)
+        .to_string())
+}
+
+/// The modules `names` of the kernel of [`debian_kernel`] (unpacked once), with the
+/// modules each needs (its `depends=` modinfo: the package has no modules.dep, which
+/// depmod makes at install), in an order `insmod` can load them: each after those it
+/// needs. A name the kernel has built in (modules.builtin) is left out.
+pub(crate) fn debian_modules(arch: Arch, names: &[&str]) -> Result<Vec<(String, Vec<u8>)>> {
+    let package = kernel_package(arch)?;
+    let version = package.trim_start_matches("linux-image-").to_string();
+    let cache = work_dir()?.join(format!("modules-{version}"));
+    if !cache.join("modules.builtin").is_file() {
+        let work = work_dir()?;
+        let deb = download_deb(&work, &package, arch)?;
+        let staging = work.join(format!("modules-{version}.partial"));
+        let _ = fs::remove_dir_all(&staging);
+        fs::create_dir_all(&staging)?;
+        let root = format!("./lib/modules/{version}");
+        let mut unpack = Command::new("sh");
+        unpack.arg("-c").arg(format!(
+            "dpkg-deb --fsys-tarfile '{}' | tar -x -C '{}' --wildcards '{root}/modules.builtin' '{root}/kernel/*'",
+            deb.display(),
+            staging.display()
+        ));
+        step(&format!("unpack the modules of {package}"), unpack)?;
+        fs::remove_file(&deb)?;
+        fs::rename(staging.join(&root), &cache)?;
+        fs::remove_dir_all(&staging)?;
+    }
+    let builtin = fs::read_to_string(cache.join("modules.builtin"))?;
+    let mut files = BTreeMap::new();
+    index_modules(&cache.join("kernel"), &mut files)?;
+    let mut order = Vec::new();
+    for name in names {
+        add_module(name, &files, &builtin, &mut order)
+            .with_context(|| format!("{package}: module {name}"))?;
+    }
+    Ok(order)
+}
+
+/// The name a module file has for the kernel: its stem, `-` as `_`.
+fn module_name(path: &str) -> String {
+    let file = path.rsplit('/').next().unwrap_or(path);
+    file.split(".ko").next().unwrap_or(file).replace('-', "_")
+}
+
+/// Every `.ko` under `dir`, by module name.
+fn index_modules(dir: &Path, files: &mut BTreeMap<String, PathBuf>) -> Result<()> {
+    for entry in fs::read_dir(dir).with_context(|| format!("cannot list {}", dir.display()))? {
+        let path = entry?.path();
+        if path.is_dir() {
+            index_modules(&path, files)?;
+        } else if path.extension().is_some_and(|e| e == "ko") {
+            files.insert(module_name(&path.to_string_lossy()), path);
+        }
+    }
+    Ok(())
+}
+
+/// Appends module `name` to `order` after the modules it needs, unless it is there or
+/// built in.
+fn add_module(
+    name: &str,
+    files: &BTreeMap<String, PathBuf>,
+    builtin: &str,
+    order: &mut Vec<(String, Vec<u8>)>,
+) -> Result<()> {
+    let wanted = module_name(name);
+    let Some(path) = files.get(&wanted) else {
+        ensure!(
+            builtin.lines().any(|path| module_name(path) == wanted),
+            "neither a module file nor built in"
+        );
+        return Ok(());
+    };
+    let file = path
+        .file_name()
+        .map(|f| f.to_string_lossy().into_owned())
+        .unwrap_or_default();
+    if order.iter().any(|(loaded, _)| *loaded == file) {
+        return Ok(());
+    }
+    let bytes = read(path)?;
+    for needed in modinfo_depends(&bytes) {
+        add_module(&needed, files, builtin, order)?;
+    }
+    order.push((file, bytes));
+    Ok(())
+}
+
+/// The modules a module needs: the `depends=` string of its .modinfo section.
+fn modinfo_depends(module: &[u8]) -> Vec<String> {
+    const KEY: &[u8] = b"\0depends=";
+    let Some(at) = module.windows(KEY.len()).position(|w| w == KEY) else {
+        return Vec::new();
+    };
+    let value = &module[at + KEY.len()..];
+    let end = value.iter().position(|&b| b == 0).unwrap_or(value.len());
+    String::from_utf8_lossy(&value[..end])
+        .split(',')
+        .filter(|name| !name.is_empty())
+        .map(str::to_string)
+        .collect()
 }
 
 /// busybox-static for `arch`: the host's for x86_64, Debian's arm64 package
@@ -371,6 +479,18 @@ impl Initramfs {
         self.archive
             .file(&format!("bin/{name}"), 0o755, &read(path)?);
         Ok(self)
+    }
+
+    /// A data file at `path` (relative to /), in directories that exist.
+    pub(crate) fn data(&mut self, path: &str, bytes: &[u8]) -> &mut Self {
+        self.archive.file(path, 0o644, bytes);
+        self
+    }
+
+    /// A directory at `path` (relative to /), in one that exists.
+    pub(crate) fn directory(&mut self, path: &str) -> &mut Self {
+        self.archive.directory(path);
+        self
     }
 
     /// A dynamically linked host program as /bin/`name`, with its shared libraries.
@@ -872,6 +992,17 @@ mod tests {
             .settled("never", "hpet")
             .unwrap_err()
             .contains("after 3 polls"));
+    }
+
+    #[test]
+    fn module_dependencies_come_from_modinfo() {
+        let module = b"\x7fELF...\0license=GPL\0depends=libchacha,gf128mul\0vermagic=6.1\0";
+        assert_eq!(modinfo_depends(module), ["libchacha", "gf128mul"]);
+        assert!(modinfo_depends(b"\0depends=\0name=tls\0").is_empty());
+        assert_eq!(
+            module_name("kernel/crypto/ghash-generic.ko"),
+            "ghash_generic"
+        );
     }
 
     #[test]

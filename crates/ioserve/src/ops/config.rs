@@ -377,6 +377,13 @@ settings! {
         #[arg(long, value_name = "ADDR")]
         redirect_http: SocketAddr, NeedsRestart
             => redirect_http: Option<SocketAddr> = given.redirect_http;
+        /// With TLS, hand each connection's keys to the kernel after the handshake (kTLS),
+        /// so that sendfile and mmap stay zero-copy: auto (where the kernel has the `tls`
+        /// module and the negotiated cipher; else TLS in user space, the log says why),
+        /// on (refuse to start without kTLS) or off [default: auto]
+        #[arg(long, value_enum, value_name = "WHEN")]
+        ktls: KtlsSetting, NeedsRestart
+            => ktls: KtlsSetting = given.ktls.unwrap_or(KtlsSetting::Auto);
     }
 }
 
@@ -461,6 +468,19 @@ impl Settings {
         }
         Ok(Some(placement::plan_here(self.numa_nodes.as_deref())?))
     }
+}
+
+/// Whether TLS connections are handed to the kernel after the handshake (`--ktls`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Deserialize, clap::ValueEnum)]
+#[serde(rename_all = "kebab-case")]
+pub enum KtlsSetting {
+    /// Where the kernel can: it has the `tls` module and takes the negotiated cipher;
+    /// otherwise rustls encrypts in user space.
+    Auto,
+    /// Always: the server refuses to start where the kernel has no kTLS.
+    On,
+    /// Never: rustls encrypts every record in user space; the kernel is not asked.
+    Off,
 }
 
 /// How worker threads run connections.
@@ -696,6 +716,7 @@ mod tests {
         ),
         ("hsts", "31536000", "31536000"),
         ("redirect-http", "127.0.0.1:9997", "\"127.0.0.1:9997\""),
+        ("ktls", "off", "\"off\""),
     ];
 
     #[test]

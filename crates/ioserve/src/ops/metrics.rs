@@ -59,6 +59,9 @@ struct Shard {
 pub struct Metrics {
     strategy: &'static str,
     shards: Box<[Shard]>,
+    /// Whether the server hands TLS connections to the kernel (`--ktls`): the `ktls`
+    /// mode's samples are listed at zero then, else only once counted.
+    ktls: bool,
 }
 
 impl Metrics {
@@ -67,7 +70,13 @@ impl Metrics {
         Metrics {
             strategy,
             shards: (0..workers.max(1)).map(|_| Shard::default()).collect(),
+            ktls: false,
         }
+    }
+
+    /// The same, for a server that hands TLS connections to the kernel when `ktls`.
+    pub fn with_ktls(self, ktls: bool) -> Metrics {
+        Metrics { ktls, ..self }
     }
 
     fn shard(&self, worker: usize) -> &Shard {
@@ -383,12 +392,14 @@ impl Collector for MetricsCollector {
     }
 }
 
-/// The samples of `ioserve_tls_connections`: every mode with each suite under its own
-/// version, zero or not, and any other combination once it has been seen.
+/// The samples of `ioserve_tls_connections`: each suite under its own version, zero or
+/// not, for user space and (where the server offers it) for kTLS, and any other
+/// combination once it has been seen.
 fn tls_connection_samples(
     metrics: &Metrics,
 ) -> impl Iterator<Item = ([(&'static str, &'static str); 3], u64)> + '_ {
     TlsMode::ALL.iter().enumerate().flat_map(move |(m, &mode)| {
+        let listed = mode == TlsMode::Userspace || metrics.ktls;
         TlsVersion::ALL
             .iter()
             .enumerate()
@@ -405,7 +416,8 @@ fn tls_connection_samples(
                         ("version", version.name()),
                         ("cipher", cipher.name()),
                     ];
-                    (count > 0 || cipher.version() == Some(version)).then_some((labels, count))
+                    let listed = listed && cipher.version() == Some(version);
+                    (count > 0 || listed).then_some((labels, count))
                 })
             })
     })
@@ -479,6 +491,27 @@ mod tests {
             "{text}"
         );
         assert!(!text.contains("ktls"), "{text}");
+    }
+
+    #[test]
+    fn ktls_samples_are_listed_where_the_server_offers_ktls() {
+        use rustls::CipherSuite;
+        let chacha = TlsCipher::of(Some(CipherSuite::TLS13_CHACHA20_POLY1305_SHA256));
+        let offered = Metrics::new(1, "sendfile").with_ktls(true);
+        offered.tls_connection(0, TlsMode::Ktls, TlsVersion::Tls13, chacha);
+        let text = render(offered);
+        for line in [
+            "ioserve_tls_connections_total{mode=\"ktls\",version=\"TLSv1_3\",cipher=\"TLS13_CHACHA20_POLY1305_SHA256\"} 1\n",
+            "ioserve_tls_connections_total{mode=\"ktls\",version=\"TLSv1_2\",cipher=\"TLS_ECDHE_RSA_WITH_AES_128_GCM_SHA256\"} 0\n",
+            "ioserve_tls_connections_total{mode=\"userspace\",version=\"TLSv1_3\",cipher=\"TLS13_CHACHA20_POLY1305_SHA256\"} 0\n",
+        ] {
+            assert!(text.contains(line), "{line:?} missing in\n{text}");
+        }
+        // Without kTLS, its samples appear only once one is counted.
+        let fallback = Metrics::new(1, "sendfile");
+        fallback.tls_connection(0, TlsMode::Ktls, TlsVersion::Tls13, chacha);
+        let text = render(fallback);
+        assert_eq!(text.matches("mode=\"ktls\"").count(), 1, "{text}");
     }
 
     #[test]

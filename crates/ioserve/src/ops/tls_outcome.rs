@@ -13,16 +13,19 @@ use rustls::{AlertDescription, CipherSuite, PeerIncompatible, ProtocolVersion};
 pub enum TlsMode {
     /// By rustls, in the server process.
     Userspace,
+    /// By the kernel (kTLS), which took the keys after rustls's handshake.
+    Ktls,
 }
 
 impl TlsMode {
     /// Every mode, in the metrics' order.
-    pub const ALL: [TlsMode; 1] = [TlsMode::Userspace];
+    pub const ALL: [TlsMode; 2] = [TlsMode::Userspace, TlsMode::Ktls];
 
     /// The label value.
     pub fn name(self) -> &'static str {
         match self {
             TlsMode::Userspace => "userspace",
+            TlsMode::Ktls => "ktls",
         }
     }
 }

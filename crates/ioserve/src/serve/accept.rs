@@ -8,13 +8,16 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use futures_util::FutureExt as _;
+use ktls::CorkStream;
 use tokio::net::{TcpListener, TcpStream};
 use tokio_rustls::TlsAcceptor;
 use tokio_util::task::TaskTracker;
 
 use crate::http::response::Reply;
 use crate::ops::tls_outcome::{HandshakeFailure, TlsCipher, TlsMode, TlsVersion};
+use crate::serve::ktls::HandOff;
 use crate::serve::shared::{ConnectionSlot, Shared};
+use crate::serve::transport::Transport;
 use crate::serve::{conn, http2};
 
 /// Accepts on `listener` until shutdown, then drains the connections it started.
@@ -85,7 +88,9 @@ fn per_ip_busy() -> Reply {
 /// `h2` by ALPN, else HTTP/1.1. A handshake that fails (plain
 /// HTTP sent to the HTTPS port, a client that refuses the certificate, a scanner)
 /// closes the connection and is logged at debug level. The metrics count each
-/// handshake: by version and cipher suite when it completes, by reason when it fails.
+/// handshake: by mode, version and cipher suite when it completes, by reason when it
+/// fails. Where the kernel has kTLS, the handshake runs over a `CorkStream` and the
+/// keys then go to the kernel (`serve/ktls.rs`), within the same timeout.
 async fn answer_tls(
     tls: TlsAcceptor,
     stream: TcpStream,
@@ -93,36 +98,127 @@ async fn answer_tls(
     shared: &Arc<Shared>,
     admission: Admission,
 ) {
+    let id = admission.slot.worker();
+    let header_timeout = shared.live().limits.header_timeout;
+    let Some(kernel) = &shared.kernel_tls else {
+        let handshake = tokio::time::timeout(header_timeout, tls.accept(stream)).await;
+        let Some(stream) = handshake_done(handshake, peer, shared, id) else {
+            return;
+        };
+        let session = stream.get_ref().1;
+        count_tls(shared, id, TlsMode::Userspace, session);
+        let h2 = chose_h2(session);
+        return answer(stream, peer, shared, admission, h2).await;
+    };
+    let handed = tokio::time::timeout(header_timeout, async {
+        let stream = tls.accept(CorkStream::new(stream)).await?;
+        let (version, suite, h2) = {
+            let session = stream.get_ref().1;
+            (
+                session.protocol_version(),
+                session.negotiated_cipher_suite(),
+                chose_h2(session),
+            )
+        };
+        let handed = kernel.hand_off(stream).await.map_err(ktls_failure)?;
+        Ok::<_, io::Error>((handed, version, suite, h2))
+    })
+    .await;
+    let Some((handed, version, suite, h2)) = handshake_done(handed, peer, shared, id) else {
+        return;
+    };
+    let (version, cipher) = (
+        TlsVersion::of(version),
+        TlsCipher::of(suite.map(|s| s.suite())),
+    );
+    match handed {
+        HandOff::Kernel(stream) => {
+            shared
+                .metrics
+                .tls_connection(id, TlsMode::Ktls, version, cipher);
+            answer(stream, peer, shared, admission, h2).await;
+        }
+        HandOff::UserSpace(stream) => {
+            shared
+                .metrics
+                .tls_connection(id, TlsMode::Userspace, version, cipher);
+            answer(*stream, peer, shared, admission, h2).await;
+        }
+    }
+}
+
+/// The completed handshake, or `None` with its failure counted and logged.
+fn handshake_done<T>(
+    handshake: Result<io::Result<T>, tokio::time::error::Elapsed>,
+    peer: SocketAddr,
+    shared: &Shared,
+    id: usize,
+) -> Option<T> {
+    match handshake {
+        Ok(Ok(done)) => Some(done),
+        Ok(Err(error)) => {
+            shared
+                .metrics
+                .tls_handshake_failure(id, HandshakeFailure::of(&error));
+            tracing::debug!(%peer, %error, "TLS handshake failed");
+            None
+        }
+        Err(_elapsed) => {
+            shared
+                .metrics
+                .tls_handshake_failure(id, HandshakeFailure::Timeout);
+            tracing::debug!(%peer, "TLS handshake timed out");
+            None
+        }
+    }
+}
+
+/// Counts a completed handshake of `session` in `mode`.
+fn count_tls(shared: &Shared, id: usize, mode: TlsMode, session: &rustls::ServerConnection) {
+    shared.metrics.tls_connection(
+        id,
+        mode,
+        TlsVersion::of(session.protocol_version()),
+        TlsCipher::of(session.negotiated_cipher_suite().map(|s| s.suite())),
+    );
+}
+
+/// A failed hand-off to the kernel as the handshake's error: the client's going away
+/// while rustls was drained keeps its own error (counted as `closed`); the kernel
+/// refusing keys it took at the probe is logged once as a warning (counted as `other`).
+fn ktls_failure(error: ktls::Error) -> io::Error {
+    static WARNED: std::sync::Once = std::sync::Once::new();
+    match error {
+        ktls::Error::DrainError(error) => error,
+        error => {
+            WARNED.call_once(|| {
+                tracing::warn!(%error, "kTLS: the kernel refused a connection's keys; such connections close");
+            });
+            io::Error::other(error)
+        }
+    }
+}
+
+/// Whether the client chose HTTP/2 by ALPN.
+fn chose_h2(session: &rustls::ServerConnection) -> bool {
+    session.alpn_protocol() == Some(b"h2")
+}
+
+/// Serves a connection after its handshake (HTTP/2 where `h2`, else HTTP/1.1), or
+/// refuses it with 503 when it is not admitted.
+async fn answer<S: Transport + 'static>(
+    stream: S,
+    peer: SocketAddr,
+    shared: &Arc<Shared>,
+    admission: Admission,
+    h2: bool,
+) {
     let Admission {
         slot,
         admitted,
         peer_admitted,
     } = admission;
     let id = slot.worker();
-    let header_timeout = shared.live().limits.header_timeout;
-    let stream = match tokio::time::timeout(header_timeout, tls.accept(stream)).await {
-        Ok(Ok(stream)) => stream,
-        Ok(Err(error)) => {
-            shared
-                .metrics
-                .tls_handshake_failure(id, HandshakeFailure::of(&error));
-            return tracing::debug!(%peer, %error, "TLS handshake failed");
-        }
-        Err(_elapsed) => {
-            shared
-                .metrics
-                .tls_handshake_failure(id, HandshakeFailure::Timeout);
-            return tracing::debug!(%peer, "TLS handshake timed out");
-        }
-    };
-    let session = stream.get_ref().1;
-    shared.metrics.tls_connection(
-        id,
-        TlsMode::Userspace,
-        TlsVersion::of(session.protocol_version()),
-        TlsCipher::of(session.negotiated_cipher_suite().map(|s| s.suite())),
-    );
-    let h2 = session.alpn_protocol() == Some(b"h2");
     match (admitted, peer_admitted) {
         (true, true) if h2 => http2::serve(stream, peer, Arc::clone(shared), &slot).await,
         (true, false) if h2 => {

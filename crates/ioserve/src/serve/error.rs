@@ -6,6 +6,7 @@ use std::net::SocketAddr;
 use std::path::PathBuf;
 
 use crate::http::htpasswd::HtpasswdError;
+use crate::serve::ktls::KtlsUnavailable;
 use crate::serve::tls::TlsError;
 
 /// Why the server could not start.
@@ -57,6 +58,12 @@ pub enum ServerError {
         "--redirect-http needs --tls-cert and --tls-key (it redirects to the HTTPS listeners)"
     )]
     RedirectWithoutTls,
+    /// `--ktls on` where the kernel cannot encrypt TLS records.
+    #[error("--ktls on, but kTLS cannot be had here: {0} (--ktls auto serves TLS in user space instead)")]
+    Ktls(KtlsUnavailable),
+    /// `--ktls on` without TLS.
+    #[error("--ktls on needs --tls-cert and --tls-key (it hands TLS connections to the kernel)")]
+    KtlsWithoutTls,
     /// A runtime or thread could not be created.
     #[error("cannot start a worker: {0}")]
     Worker(io::Error),

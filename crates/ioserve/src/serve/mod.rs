@@ -6,6 +6,7 @@ mod control;
 mod error;
 mod exchange;
 mod http2;
+pub(crate) mod ktls;
 pub mod listeners;
 pub(crate) mod per_ip;
 mod redirect;

@@ -202,7 +202,8 @@ mod tests {
                 "metrics-listen",
                 "shutdown-timeout",
                 "max-connections",
-                "redirect-http"
+                "redirect-http",
+                "ktls"
             ]
         );
         // A change to two of them is named, in declaration order.

@@ -29,12 +29,13 @@ use tokio::net::TcpListener;
 use tokio_util::sync::CancellationToken;
 
 use crate::io::strategy::StrategyKind;
-use crate::ops::config::{Config, RuntimeKind};
+use crate::ops::config::{Config, KtlsSetting, RuntimeKind};
 use crate::ops::metrics::{self, Metrics};
 use crate::ops::placement::WorkerPlace;
 pub use crate::serve::control::ConfigSource;
 use crate::serve::control::{self, Control, Reload};
 pub use crate::serve::error::ServerError;
+use crate::serve::ktls::{self, KernelTls};
 use crate::serve::listeners;
 use crate::serve::redirect;
 use crate::serve::reload;
@@ -77,7 +78,8 @@ impl Server {
             return Err(ServerError::RedirectWithoutTls);
         }
         let redirect_listener = listeners::bind_redirect(config)?;
-        if built.live.tls.is_some() {
+        let kernel_tls = kernel_tls(config.ktls, built.live.tls.is_some())?;
+        if built.live.tls.is_some() && kernel_tls.is_none() {
             match config.strategy {
                 StrategyKind::Sendfile | StrategyKind::Mmap => tracing::info!(
                     strategy = config.strategy.name(),
@@ -97,9 +99,13 @@ impl Server {
         }
         let shared = Arc::new(Shared::new(
             built.live,
-            Arc::new(Metrics::new(config.workers, config.strategy.name())),
+            Arc::new(
+                Metrics::new(config.workers, config.strategy.name())
+                    .with_ktls(kernel_tls.is_some()),
+            ),
             built.fitted.max_connections,
             config.workers,
+            kernel_tls,
         ));
         Ok(Server {
             shared,
@@ -229,5 +235,36 @@ impl Server {
         // The last lines of the access log reach their file before run returns.
         drop(reload);
         Ok(())
+    }
+}
+
+/// kTLS for a server with `setting` whose listeners speak TLS when `tls`: what the
+/// probe found, said once in the log, under auto and on; nothing under off (the kernel
+/// is not asked) or without TLS. `on` where the kernel cannot is an error.
+fn kernel_tls(setting: KtlsSetting, tls: bool) -> Result<Option<KernelTls>, ServerError> {
+    match (setting, tls) {
+        (KtlsSetting::Off, _) | (KtlsSetting::Auto, false) => Ok(None),
+        (KtlsSetting::On, false) => Err(ServerError::KtlsWithoutTls),
+        (setting, true) => match ktls::probe() {
+            Ok(kernel) => {
+                let refused = kernel.refused_suites();
+                match refused.is_empty() {
+                    true => {
+                        tracing::info!("kTLS: the kernel encrypts TLS records after the handshake")
+                    }
+                    false => tracing::info!(
+                        refused = ?refused,
+                        "kTLS: the kernel encrypts TLS records after the handshake, except under \
+                         the suites it refuses: their connections stay in user space"
+                    ),
+                }
+                Ok(Some(kernel))
+            }
+            Err(reason) if setting == KtlsSetting::On => Err(ServerError::Ktls(reason)),
+            Err(reason) => {
+                tracing::info!("kTLS not available, TLS in user space: {reason}");
+                Ok(None)
+            }
+        },
     }
 }

@@ -23,6 +23,7 @@ use crate::io::pacing::PaceLimits;
 use crate::io::strategy::Strategy;
 use crate::ops::access_log::AccessLog;
 use crate::ops::metrics::Metrics;
+use crate::serve::ktls::KernelTls;
 use crate::serve::per_ip::PerIpConnections;
 
 /// Per-connection limits.
@@ -77,6 +78,8 @@ pub(crate) struct Shared {
     idle: Box<[Mutex<IdleQueue>]>,
     /// Connections open now per client address (`--max-conns-per-ip`).
     pub per_ip: Arc<PerIpConnections>,
+    /// What the kernel's TLS takes, where TLS connections are handed to it (`--ktls`).
+    pub kernel_tls: Option<KernelTls>,
 }
 
 impl Shared {
@@ -97,12 +100,13 @@ impl Shared {
             >= self.max_connections + crate::ops::budget::refusing(self.max_connections)
     }
 
-    /// Shared state for `workers` workers.
+    /// Shared state for `workers` workers, with kTLS where `kernel_tls` is given.
     pub fn new(
         live: Live,
         metrics: Arc<Metrics>,
         max_connections: usize,
         workers: usize,
+        kernel_tls: Option<KernelTls>,
     ) -> Shared {
         Shared {
             live: ArcSwap::from_pointee(live),
@@ -114,6 +118,7 @@ impl Shared {
                 .map(|_| Mutex::new(IdleQueue::default()))
                 .collect(),
             per_ip: Arc::default(),
+            kernel_tls,
         }
     }
 }

@@ -132,6 +132,9 @@ pub fn load(cert: &Path, key: &Path) -> Result<Arc<ServerConfig>, TlsError> {
         .with_no_client_auth()
         .with_single_cert(chain, private_key)
         .map_err(bad_certificate)?;
+    // kTLS (`--ktls`, serve/ktls.rs) takes the traffic keys from rustls after the
+    // handshake.
+    config.enable_secret_extraction = true;
     // Resumption by stateless tickets beside the default session cache; 0-RTT stays off
     // (max_early_data_size is 0 by default): replayed early data is not for a server
     // that cannot tell idempotent requests from others at that point.

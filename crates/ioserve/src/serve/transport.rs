@@ -1,9 +1,11 @@
-//! What a connection runs over: the plain TCP socket, or TLS in user space over it.
+//! What a connection runs over: the plain TCP socket, TLS in user space over it, or
+//! TLS that the kernel encrypts (kTLS).
 //!
 //! [`crate::serve::conn`] is generic over [`Transport`], so the plain path is compiled
 //! on its own, with no branch or indirection per request: it waits for readability
 //! holding no buffer, and hands the socket to the kernel's `writev` and `sendfile`.
-//! Over TLS the bytes go through rustls's reads and writes.
+//! Over TLS in user space the bytes go through rustls's reads and writes; over kTLS
+//! the responses go to the socket as over plain TCP, and the kernel makes the records.
 
 use std::io;
 use std::pin::Pin;
@@ -15,6 +17,7 @@ use tokio_rustls::server::TlsStream;
 
 use crate::http::request::MAX_HEAD_BYTES;
 use crate::io::output::Output;
+use crate::serve::ktls::KernelTlsStream;
 
 /// The first allocation of a connection's read buffer: most request heads fit. It
 /// doubles, up to [`MAX_HEAD_BYTES`], for the rare large head.
@@ -73,7 +76,12 @@ impl Transport for TcpStream {
     }
 }
 
-impl Transport for TlsStream<TcpStream> {
+/// TLS in user space, over the socket (or over the `ktls` crate's `CorkStream` of it,
+/// where the kernel refused the negotiated cipher).
+impl<IO> Transport for TlsStream<IO>
+where
+    IO: AsyncRead + AsyncWrite + Unpin + Send + Sync,
+{
     const ENCRYPTED: bool = true;
 
     /// rustls may hold decrypted bytes already, so this reads into `buf` at once (a
@@ -85,5 +93,22 @@ impl Transport for TlsStream<TcpStream> {
 
     fn output(&mut self, send_timeout: Duration) -> Output<'_> {
         Output::through(self, send_timeout)
+    }
+}
+
+impl Transport for KernelTlsStream {
+    const ENCRYPTED: bool = true;
+
+    /// Request bytes that rustls decrypted before the hand-off may be waiting, so this
+    /// reads into `buf` at once, as over TLS in user space.
+    async fn read_some(&mut self, buf: &mut Vec<u8>) -> io::Result<usize> {
+        make_room(buf);
+        self.read_buf(buf).await
+    }
+
+    /// The socket itself: `writev`, `sendfile` and mappings go to the kernel, which
+    /// encrypts them.
+    fn output(&mut self, send_timeout: Duration) -> Output<'_> {
+        Output::new(self.socket(), send_timeout)
     }
 }

@@ -737,3 +737,94 @@ fn the_start_log_says_sendfile_and_mmap_read_the_file_under_tls() {
         assert_eq!(fetch(server.addr, &pair.cert, &[], "/big.bin"), data);
     }
 }
+
+/// Whether this kernel has the `tls` upper layer protocol (kTLS): what `--ktls` asks.
+fn kernel_has_tls() -> bool {
+    use std::os::fd::AsRawFd as _;
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let client = TcpStream::connect(listener.local_addr().unwrap()).unwrap();
+    let _accepted = listener.accept().unwrap();
+    // SAFETY: the socket is open for the call and the value is the 3 bytes of "tls".
+    let result = unsafe {
+        libc::setsockopt(
+            client.as_raw_fd(),
+            libc::SOL_TCP,
+            libc::TCP_ULP,
+            b"tls".as_ptr().cast(),
+            3,
+        )
+    };
+    result == 0
+}
+
+#[test]
+fn ktls_on_refuses_to_start_where_the_kernel_has_no_tls_and_without_tls() {
+    let (dir, data) = tree();
+    let certs = tempfile::tempdir().unwrap();
+    let pair = Pair::write(certs.path(), &valid("ioserve test"));
+    let stderr = start_fails(dir.path(), &["--ktls", "on"]);
+    assert!(
+        stderr.contains("--ktls on needs --tls-cert and --tls-key"),
+        "{stderr}"
+    );
+    let mut flags = pair.flags();
+    flags.extend(["--ktls", "on"]);
+    if kernel_has_tls() {
+        // Where the kernel has it, `on` starts and serves through it.
+        let server = Server::start_with("sendfile", dir.path(), &flags, true);
+        server.wait_for_log("kTLS: the kernel encrypts TLS records");
+        assert_eq!(fetch(server.addr, &pair.cert, &[], "/big.bin"), data);
+    } else {
+        let stderr = start_fails(dir.path(), &flags);
+        assert!(
+            stderr.contains("--ktls on, but kTLS cannot be had here") && stderr.contains("TCP_ULP"),
+            "{stderr}"
+        );
+    }
+}
+
+#[test]
+fn ktls_auto_says_once_why_it_is_not_used_and_serves_in_user_space() {
+    let (dir, data) = tree();
+    let certs = tempfile::tempdir().unwrap();
+    let pair = Pair::write(certs.path(), &valid("ioserve test"));
+    let mut flags = pair.flags();
+    flags.extend(["--metrics-listen", "127.0.0.1:0"]);
+    let mut server = Server::start_with("sendfile", dir.path(), &flags, true);
+    for args in [&["--tlsv1.3"][..], &["--tls-max", "1.2"][..]] {
+        assert_eq!(fetch(server.addr, &pair.cert, args, "/big.bin"), data);
+    }
+    let has_tls = kernel_has_tls();
+    let mode = if has_tls { "ktls" } else { "userspace" };
+    let connections = scrape(server.metrics.unwrap())
+        .lines()
+        .filter(|line| line.starts_with(&format!("ioserve_tls_connections_total{{mode=\"{mode}\"")))
+        .filter_map(|line| line.rsplit(' ').next()?.parse::<u64>().ok())
+        .sum::<u64>();
+    assert_eq!(connections, 2, "{mode}");
+    let log = server.stop_and_read_log();
+    if has_tls {
+        assert_eq!(log.matches("kTLS: the kernel encrypts").count(), 1, "{log}");
+    } else {
+        assert_eq!(log.matches("kTLS not available").count(), 1, "{log}");
+        assert!(log.contains("TCP_ULP"), "{log}");
+        assert!(log.contains("(kTLS not in use)"), "{log}");
+    }
+}
+
+#[test]
+fn ktls_off_never_asks_the_kernel() {
+    let (dir, data) = tree();
+    let certs = tempfile::tempdir().unwrap();
+    let pair = Pair::write(certs.path(), &valid("ioserve test"));
+    let mut flags = pair.flags();
+    flags.extend(["--ktls", "off"]);
+    let mut server = Server::start_with("sendfile", dir.path(), &flags, true);
+    assert_eq!(fetch(server.addr, &pair.cert, &[], "/big.bin"), data);
+    let log = server.stop_and_read_log();
+    assert!(log.contains("(kTLS not in use)"), "{log}");
+    assert!(
+        !log.contains("kTLS not available") && !log.contains("kTLS: the kernel"),
+        "{log}"
+    );
+}
