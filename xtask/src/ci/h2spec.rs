@@ -2,23 +2,16 @@
 //! choose `h2` by ALPN). Every case must pass: a failed or skipped one fails the check
 //! and is named. h2spec is a Go module, installed with `go install` when missing.
 
-use std::io::{BufRead as _, BufReader};
-use std::net::SocketAddr;
-use std::path::Path;
-use std::process::{Child, Command, Stdio};
-use std::sync::mpsc;
-use std::time::Duration;
+use std::process::Command;
 
 use anyhow::{bail, ensure, Context as _, Result};
 
-use crate::util::{cargo, go_tool, step, target_dir};
+use super::https_server::HttpsServer;
+use crate::util::{cargo, certificate, go_tool, step, target_dir};
 
 /// The h2spec release installed when none is on PATH or in Go's bin directory.
 // h2spec has no go.mod: Go knows its v2 releases as +incompatible.
 const H2SPEC: &str = "github.com/summerwind/h2spec/cmd/h2spec@v2.2.1+incompatible";
-
-/// How long ioserve may take to print its address.
-const SERVER_WAIT: Duration = Duration::from_secs(60);
 
 /// Builds ioserve, serves a small tree over HTTPS and runs h2spec against it.
 pub(crate) fn run() -> Result<()> {
@@ -32,8 +25,8 @@ pub(crate) fn run() -> Result<()> {
     let root = work.path().join("root");
     std::fs::create_dir(&root)?;
     std::fs::write(root.join("index.html"), "<p>h2spec</p>\n")?;
-    let (cert, key) = certificate(work.path())?;
-    let server = Server::start(&ioserve, &root, &cert, &key)?;
+    let pair = certificate::self_signed(work.path())?;
+    let server = HttpsServer::start(&ioserve, &root, &pair)?;
     let output = Command::new(&h2spec)
         .args(["-S", "-t", "-k", "-h", "127.0.0.1", "-p"])
         .arg(server.addr.port().to_string())
@@ -58,86 +51,6 @@ pub(crate) fn run() -> Result<()> {
     );
     eprintln!("xtask: h2spec -S: all {} cases passed", summary.tests);
     Ok(())
-}
-
-/// A self-signed certificate for 127.0.0.1 and its key, written to `dir`.
-fn certificate(dir: &Path) -> Result<(std::path::PathBuf, std::path::PathBuf)> {
-    let key = rcgen::KeyPair::generate().context("cannot generate a key")?;
-    let params =
-        rcgen::CertificateParams::new(vec!["127.0.0.1".to_string(), "localhost".to_string()])
-            .context("certificate parameters")?;
-    let cert = params
-        .self_signed(&key)
-        .context("cannot sign the certificate")?;
-    let (cert_path, key_path) = (dir.join("cert.pem"), dir.join("key.pem"));
-    std::fs::write(&cert_path, cert.pem())?;
-    std::fs::write(&key_path, key.serialize_pem())?;
-    Ok((cert_path, key_path))
-}
-
-/// ioserve over HTTPS on a free port of 127.0.0.1; stopped when dropped.
-struct Server {
-    child: Child,
-    addr: SocketAddr,
-}
-
-impl Server {
-    fn start(binary: &Path, root: &Path, cert: &Path, key: &Path) -> Result<Server> {
-        let mut child = Command::new(binary)
-            .arg(root)
-            .args(["--listen", "127.0.0.1:0", "--access-log", "off"])
-            .arg("--tls-cert")
-            .arg(cert)
-            .arg("--tls-key")
-            .arg(key)
-            .stdin(Stdio::null())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::inherit())
-            .spawn()
-            .with_context(|| format!("cannot start {}", binary.display()))?;
-        let stdout = child.stdout.take().context("ioserve's stdout")?;
-        let (lines, printed) = mpsc::channel();
-        // Every line is read, to the end: ioserve exits if its stdout closes.
-        std::thread::spawn(move || {
-            for line in BufReader::new(stdout).lines() {
-                let Ok(line) = line else { break };
-                let _ = lines.send(line);
-            }
-        });
-        let mut server = Server {
-            child,
-            addr: SocketAddr::from(([127, 0, 0, 1], 0)),
-        };
-        loop {
-            match printed.recv_timeout(SERVER_WAIT) {
-                Ok(line) => {
-                    if let Some(addr) = https_address(&line) {
-                        server.addr = addr;
-                        return Ok(server);
-                    }
-                }
-                Err(_) => bail!("ioserve printed no https:// address within {SERVER_WAIT:?}"),
-            }
-        }
-    }
-}
-
-impl Drop for Server {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-}
-
-/// The address in ioserve's "serving ROOT at https://ADDR/" line.
-fn https_address(line: &str) -> Option<SocketAddr> {
-    line.strip_prefix("ioserve: serving ")?
-        .rsplit_once(" at https://")?
-        .1
-        .split('/')
-        .next()?
-        .parse()
-        .ok()
 }
 
 /// h2spec's closing line: `145 tests, 145 passed, 0 skipped, 0 failed`.
@@ -199,19 +112,5 @@ mod tests {
         assert!(failures(report).contains("× 1: content-length"));
         assert!(!failures(report).contains("preface"));
         assert_eq!(summary("no summary here\n"), None);
-    }
-
-    #[test]
-    fn the_address_is_read_from_the_https_line() {
-        assert_eq!(
-            https_address(
-                "ioserve: serving /tmp/r at https://127.0.0.1:41234/ (strategy sendfile, 2 workers)"
-            ),
-            Some(SocketAddr::from(([127, 0, 0, 1], 41234)))
-        );
-        assert_eq!(
-            https_address("ioserve: serving /tmp/r at http://127.0.0.1:1/"),
-            None
-        );
     }
 }

@@ -6,7 +6,9 @@ pub(crate) mod bpf;
 pub(crate) mod fuzz;
 pub(crate) mod h2spec;
 pub(crate) mod hash_quality;
+pub(crate) mod https_server;
 pub(crate) mod modules;
+pub(crate) mod testssl;
 pub(crate) mod workflows;
 
 use std::env;
@@ -37,6 +39,8 @@ use crate::util::{
 /// ioserve's Basic authentication tests make htpasswd files with htpasswd and download
 /// with curl, wget and aria2c.
 /// ioserve's pacing tests download with curl, wget and aria2c.
+/// ioserve's HTTPS tests handshake with `openssl s_client`; `cargo xtask testssl` runs
+/// testssl.sh; `cargo xtask loadtest --tls` loads HTTP/2 with h2load (nghttp2-client).
 /// ioserve's listing is checked in Chromium (`cargo xtask browser`, the last four).
 const SYSTEM_PACKAGES: &[(&str, &str)] = &[
     ("chrony", "/usr/sbin/chronyd"),
@@ -63,6 +67,9 @@ const SYSTEM_PACKAGES: &[(&str, &str)] = &[
     ("tar", "tar"),
     ("diffutils", "diff"),
     ("apache2-utils", "htpasswd"),
+    ("openssl", "openssl"),
+    ("testssl.sh", "testssl"),
+    ("nghttp2-client", "h2load"),
     // Chromium, for the listing's browser check (`cargo xtask browser`).
     crate::browser::CHROMIUM,
     // chromedriver, the WebDriver server that the browser check drives Chromium through.
@@ -116,6 +123,7 @@ pub(crate) fn run() -> Result<()> {
     let packaged = crate::release::dist::ci()?;
     crate::browser::ci(&packaged.join("ioserve"))?;
     h2spec::run()?;
+    testssl::run()?;
     clock_vm::run()?;
     aarch64::ci_lane()?;
     totals.add(&arm64_vm::run()?);
