@@ -243,7 +243,7 @@ pub fn run(options: &Options) -> Result<()> {
     let out = crate::util::target_dir()?.join("loadtest");
     fs::create_dir_all(&out)?;
     // Refused before the rounds, not after them.
-    let count_syscalls = options.syscalls && !options.cold;
+    let count_syscalls = options.syscalls && !options.cold && !options.tls;
     if let Some(why) = syscalls::unavailable().filter(|_| count_syscalls) {
         bail!("cannot count syscalls: {why}; pass --no-syscalls to run without");
     }
