@@ -193,6 +193,14 @@ pub(crate) enum Task {
     /// certificate, and run h2spec -S -t -k (go install, when missing) against it;
     /// any failed or skipped case fails, and is named (part of ci)
     H2spec,
+    /// TLS scan: testssl.sh against ioserve over HTTPS, no finding rated HIGH or CRITICAL
+    ///
+    /// Build ioserve, serve a small tree over HTTPS with a fresh self-signed
+    /// certificate, run testssl.sh's full scan (Debian's testssl.sh, installed when
+    /// missing) and read its JSON: a finding rated HIGH or CRITICAL fails and is
+    /// printed, except the test certificate's own (no chain of trust, no revocation
+    /// URI); the counts by severity are printed (part of ci)
+    Testssl,
     /// ioserve's directory listing in headless Chromium (WebDriver, axe-core)
     ///
     /// Build ioserve, serve a fixture tree (sparse 4 GiB files, names that need
@@ -252,6 +260,7 @@ fn main() -> ExitCode {
         Task::Actionlint => ci::workflows::lint(),
         Task::Modules => ci::modules::run(),
         Task::H2spec => ci::h2spec::run(),
+        Task::Testssl => ci::testssl::run(),
         Task::Browser(options) => browser::run(&options),
         Task::ProbeOverhead(options) => probe_overhead::run(&options),
         Task::Bench(options) => bench::run(&options),

@@ -2,21 +2,16 @@
 //! choose `h2` by ALPN). Every case must pass: a failed or skipped one fails the check
 //! and is named. h2spec is a Go module, installed with `go install` when missing.
 
-use std::path::Path;
 use std::process::Command;
-use std::time::Duration;
 
 use anyhow::{bail, ensure, Context as _, Result};
 
-use crate::util::ioserve_process::IoserveProcess;
-use crate::util::{cargo, go_tool, step, target_dir};
+use super::https_server;
+use crate::util::{cargo, certificate, go_tool, step, target_dir};
 
 /// The h2spec release installed when none is on PATH or in Go's bin directory.
 // h2spec has no go.mod: Go knows its v2 releases as +incompatible.
 const H2SPEC: &str = "github.com/summerwind/h2spec/cmd/h2spec@v2.2.1+incompatible";
-
-/// How long ioserve may take to print its address.
-const SERVER_WAIT: Duration = Duration::from_secs(60);
 
 /// Builds ioserve, serves a small tree over HTTPS and runs h2spec against it.
 pub(crate) fn run() -> Result<()> {
@@ -30,8 +25,8 @@ pub(crate) fn run() -> Result<()> {
     let root = work.path().join("root");
     std::fs::create_dir(&root)?;
     std::fs::write(root.join("index.html"), "<p>h2spec</p>\n")?;
-    let (cert, key) = certificate(work.path())?;
-    let server = start_server(&ioserve, &root, &cert, &key)?;
+    let pair = certificate::self_signed(work.path())?;
+    let server = https_server::start(&ioserve, &root, &pair)?;
     let output = Command::new(&h2spec)
         .args(["-S", "-t", "-k", "-h", "127.0.0.1", "-p"])
         .arg(server.addr.port().to_string())
@@ -56,34 +51,6 @@ pub(crate) fn run() -> Result<()> {
     );
     eprintln!("xtask: h2spec -S: all {} cases passed", summary.tests);
     Ok(())
-}
-
-/// A self-signed certificate for 127.0.0.1 and its key, written to `dir`.
-fn certificate(dir: &Path) -> Result<(std::path::PathBuf, std::path::PathBuf)> {
-    let key = rcgen::KeyPair::generate().context("cannot generate a key")?;
-    let params =
-        rcgen::CertificateParams::new(vec!["127.0.0.1".to_string(), "localhost".to_string()])
-            .context("certificate parameters")?;
-    let cert = params
-        .self_signed(&key)
-        .context("cannot sign the certificate")?;
-    let (cert_path, key_path) = (dir.join("cert.pem"), dir.join("key.pem"));
-    std::fs::write(&cert_path, cert.pem())?;
-    std::fs::write(&key_path, key.serialize_pem())?;
-    Ok((cert_path, key_path))
-}
-
-/// ioserve over HTTPS on a free port of 127.0.0.1, serving `root` with `cert`/`key`.
-fn start_server(binary: &Path, root: &Path, cert: &Path, key: &Path) -> Result<IoserveProcess> {
-    let mut command = Command::new(binary);
-    command
-        .arg(root)
-        .args(["--listen", "127.0.0.1:0", "--access-log", "off"])
-        .arg("--tls-cert")
-        .arg(cert)
-        .arg("--tls-key")
-        .arg(key);
-    IoserveProcess::start(command, "https", SERVER_WAIT)
 }
 
 /// h2spec's closing line: `145 tests, 145 passed, 0 skipped, 0 failed`.

@@ -6,7 +6,9 @@ pub(crate) mod bpf;
 pub(crate) mod fuzz;
 pub(crate) mod h2spec;
 pub(crate) mod hash_quality;
+pub(crate) mod https_server;
 pub(crate) mod modules;
+pub(crate) mod testssl;
 pub(crate) mod workflows;
 
 use std::env;
@@ -39,6 +41,8 @@ use crate::util::{
 /// ioserve's pacing tests download with curl, wget and aria2c.
 /// ioserve's kTLS guest (`cargo xtask tls-vm`) makes its certificate with openssl and
 /// downloads with curl under strace.
+/// ioserve's HTTPS tests handshake with `openssl s_client`; `cargo xtask testssl` runs
+/// testssl.sh; `cargo xtask loadtest --tls` loads HTTP/2 with h2load (nghttp2-client).
 /// ioserve's listing is checked in Chromium (`cargo xtask browser`, the last four).
 const SYSTEM_PACKAGES: &[(&str, &str)] = &[
     ("chrony", "/usr/sbin/chronyd"),
@@ -66,6 +70,8 @@ const SYSTEM_PACKAGES: &[(&str, &str)] = &[
     ("diffutils", "diff"),
     ("apache2-utils", "htpasswd"),
     ("openssl", "openssl"),
+    ("testssl.sh", "testssl"),
+    ("nghttp2-client", "h2load"),
     // Chromium, for the listing's browser check (`cargo xtask browser`).
     crate::browser::CHROMIUM,
     // chromedriver, the WebDriver server that the browser check drives Chromium through.
@@ -119,6 +125,7 @@ pub(crate) fn run() -> Result<()> {
     let packaged = crate::release::dist::ci()?;
     crate::browser::ci(&packaged.join("ioserve"))?;
     h2spec::run()?;
+    testssl::run()?;
     clock_vm::run()?;
     tls_vm::run()?;
     aarch64::ci_lane()?;

@@ -1,7 +1,8 @@
 //! What every task shares: running cargo and other programs, finding them and cargo's
 //! target directory, installing the Debian packages a task needs; and, in submodules,
-//! test-run totals, statistics and SVG charts.
+//! a self-signed test certificate, test-run totals, statistics and SVG charts.
 
+pub(crate) mod certificate;
 pub(crate) mod ioserve_process;
 pub(crate) mod stats;
 pub(crate) mod svg;

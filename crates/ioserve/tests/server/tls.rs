@@ -1,7 +1,9 @@
 //! HTTPS (`--tls-cert`, `--tls-key`, `--hsts`): curl, a real client, checks the
 //! certificate against the test CA file and gets the files byte for byte, under every
 //! strategy; bad pairs stop the start naming the file; SIGHUP loads a new pair for new
-//! connections while a download in flight completes on the old one.
+//! connections while a download in flight completes on the old one. `openssl s_client`
+//! is refused TLS 1.1 and gets TLS 1.2 and 1.3, the server's cipher suite order, and
+//! the protocol it offers by ALPN.
 
 use std::io::{Read as _, Write as _};
 use std::net::{SocketAddr, TcpStream};
@@ -827,4 +829,137 @@ fn ktls_off_never_asks_the_kernel() {
         !log.contains("kTLS not available") && !log.contains("kTLS: the kernel"),
         "{log}"
     );
+}
+
+/// What `openssl s_client` printed (stdout, then stderr) and whether it succeeded.
+struct SClient {
+    success: bool,
+    log: String,
+}
+
+impl SClient {
+    /// The protocol of the handshake, from `New, TLSv1.3, Cipher is ...`: `(NONE)` when
+    /// none completed.
+    fn protocol(&self) -> Option<&str> {
+        self.log
+            .lines()
+            .find_map(|line| line.strip_prefix("New, "))
+            .and_then(|rest| rest.split(',').next())
+    }
+
+    /// The protocol chosen by ALPN, from `ALPN protocol: h2`.
+    fn alpn(&self) -> Option<&str> {
+        self.log
+            .lines()
+            .find_map(|line| line.strip_prefix("ALPN protocol: "))
+            .map(str::trim)
+    }
+}
+
+/// Runs `openssl s_client` against `addr` (as `localhost`), trusting `ca`, with `args`;
+/// its stdin is empty, so that it closes once the handshake is done. At most a minute.
+fn s_client(addr: SocketAddr, ca: &Path, args: &[&str]) -> SClient {
+    let openssl = testdata::require("openssl", "openssl");
+    let mut child = Command::new(openssl)
+        .args(["s_client", "-connect", &addr.to_string()])
+        .args([
+            "-servername",
+            "localhost",
+            "-verify_return_error",
+            "-CAfile",
+        ])
+        .arg(ca)
+        .args(args)
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    // Both pipes are drained while it runs, so that a full pipe cannot stall it; the
+    // bytes are kept whole, for stdout also carries what the server sent (an HTTP/2
+    // SETTINGS frame after ALPN h2), which is not text.
+    fn drain(mut pipe: impl std::io::Read + Send + 'static) -> std::thread::JoinHandle<String> {
+        std::thread::spawn(move || {
+            let mut bytes = Vec::new();
+            let _ = pipe.read_to_end(&mut bytes);
+            String::from_utf8_lossy(&bytes).into_owned()
+        })
+    }
+    let out = drain(child.stdout.take().unwrap());
+    let err = drain(child.stderr.take().unwrap());
+    let deadline = Instant::now() + Duration::from_secs(60);
+    let status = loop {
+        if let Some(status) = child.try_wait().unwrap() {
+            break status;
+        }
+        if Instant::now() > deadline {
+            child.kill().unwrap();
+            panic!("openssl s_client {args:?} did not finish within a minute");
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    };
+    SClient {
+        success: status.success(),
+        log: out.join().unwrap() + &err.join().unwrap(),
+    }
+}
+
+#[test]
+fn openssl_s_client_is_refused_tls_1_1_and_gets_1_2_1_3_the_server_order_and_alpn() {
+    let (dir, _) = tree();
+    let certs = tempfile::tempdir().unwrap();
+    let pair = Pair::write(certs.path(), &valid("ioserve test"));
+    let server = Server::start("sendfile", dir.path(), &pair.flags());
+    // Debian's OpenSSL 3 offers TLS 1.1 only at security level 0: the refusal is then
+    // the server's, a handshake_failure alert, and no handshake completes.
+    let old = s_client(
+        server.addr,
+        &pair.cert,
+        &["-tls1_1", "-cipher", "DEFAULT@SECLEVEL=0"],
+    );
+    assert!(!old.success, "TLS 1.1 was accepted: {}", old.log);
+    assert!(old.log.contains("alert handshake failure"), "{}", old.log);
+    assert_eq!(old.protocol(), Some("(NONE)"), "{}", old.log);
+    for (flag, protocol) in [("-tls1_2", "TLSv1.2"), ("-tls1_3", "TLSv1.3")] {
+        let session = s_client(server.addr, &pair.cert, &[flag]);
+        assert!(session.success, "{flag}: {}", session.log);
+        assert_eq!(session.protocol(), Some(protocol), "{}", session.log);
+        assert!(
+            session.log.contains("Verify return code: 0 (ok)"),
+            "{}",
+            session.log
+        );
+    }
+    // The server's cipher order, not the client's: AES-256-GCM though offered last.
+    for (args, cipher) in [
+        (
+            [
+                "-tls1_3",
+                "-ciphersuites",
+                "TLS_AES_128_GCM_SHA256:TLS_AES_256_GCM_SHA384",
+            ],
+            "TLS_AES_256_GCM_SHA384",
+        ),
+        (
+            [
+                "-tls1_2",
+                "-cipher",
+                "ECDHE-ECDSA-AES128-GCM-SHA256:ECDHE-ECDSA-AES256-GCM-SHA384",
+            ],
+            "ECDHE-ECDSA-AES256-GCM-SHA384",
+        ),
+    ] {
+        let session = s_client(server.addr, &pair.cert, &args);
+        assert!(session.success, "{args:?}: {}", session.log);
+        assert!(
+            session.log.contains(&format!("Cipher is {cipher}")),
+            "{args:?}: {}",
+            session.log
+        );
+    }
+    for (offered, chosen) in [("h2,http/1.1", "h2"), ("http/1.1", "http/1.1")] {
+        let session = s_client(server.addr, &pair.cert, &["-alpn", offered]);
+        assert!(session.success, "{offered}: {}", session.log);
+        assert_eq!(session.alpn(), Some(chosen), "{offered}: {}", session.log);
+    }
 }

@@ -26,8 +26,8 @@ use serde::Serialize;
 
 use super::servers::{cold_servers, select, start, Running, ServerSpec};
 use super::throttle::DiskThrottle;
-use super::wrk::{wrk, WrkResult};
-use super::{Options, Workload};
+use super::wrk::{wrk, LoadResult};
+use super::{Client, Options, Workload};
 use crate::util::stats::median;
 
 /// Cold clients, each with a file of its own.
@@ -43,6 +43,7 @@ const HOT: Workload = Workload {
     title: "4 KiB file, 10 connections paced at 2 ms (about 5000 requests/s)",
     path: "/4k.bin",
     connections: 10,
+    client: Client::Wrk,
     script: Some(PACED_LUA),
     bulk: false,
 };
@@ -263,7 +264,7 @@ fn measure(
     );
     let loaded = wrk(server, &HOT, seconds, out);
     let (bytes, completed, elapsed) = downloads.stop()?;
-    let loaded: WrkResult = loaded?;
+    let loaded: LoadResult = loaded?;
     Ok(ColdSample {
         server: server.name.clone(),
         round,
@@ -648,6 +649,7 @@ mod tests {
             only: Vec::new(),
             connections: 0,
             cold: true,
+            tls: false,
             disk_mbps,
             client_copy: false,
             syscalls: false,

@@ -11,7 +11,8 @@
 //!
 //! By job: [`servers`] starts and watches the servers, [`wrk`] runs the load and reads
 //! its figures, [`report`] writes the medians as a table and a chart. `--cold` runs the
-//! cold-disk scenario instead ([`cold`], with [`throttle`] for a slow disk).
+//! cold-disk scenario instead ([`cold`], with [`throttle`] for a slow disk); `--tls`
+//! ioserve against nginx over HTTPS ([`tls`], HTTP/2 by [`h2load`]).
 //! [`profile`] (`cargo xtask profile`) records where the CPU goes under the same
 //! servers and workloads, with perf, as flamegraphs.
 
@@ -26,17 +27,20 @@ use serde::Serialize;
 use crate::util::{cargo, ensure_packages, on_path, project_root, step};
 
 mod cold;
+mod h2load;
 mod memory;
 pub(crate) mod profile;
 mod report;
 mod servers;
 mod syscalls;
 mod throttle;
+mod tls;
 mod wrk;
 
+use h2load::h2load;
 use report::{medians, render_chart, render_table};
 use servers::{cpu_seconds, select, servers, start, status_kib, Running, ServerSpec};
-use wrk::{wrk, RANGES_LUA, REPORT_LUA};
+use wrk::{wrk, LoadResult, RANGES_LUA, REPORT_LUA};
 
 /// Options of one load test.
 #[derive(Debug)]
@@ -51,6 +55,8 @@ pub struct Options {
     pub connections: usize,
     /// Run the cold-disk scenario instead.
     pub cold: bool,
+    /// Run ioserve against nginx over HTTPS instead.
+    pub tls: bool,
     /// The cold scenario's disk read limit in MB/s (0: none).
     pub disk_mbps: u64,
     /// Whether the cold scenario's download clients copy the bodies they receive
@@ -83,8 +89,13 @@ pub struct Args {
     /// 256 MiB files dropped from the page cache (ioserve with cold reads on its pool and
     /// inline, nginx with and without `aio threads`), and beside the same downloads
     /// from the page cache for comparison; writes cold.md and cold.json
-    #[arg(long)]
+    #[arg(long, conflicts_with = "tls")]
     cold: bool,
+    /// ioserve (sendfile) against nginx over HTTPS instead, the same certificate, TLS
+    /// 1.3, TLS in user space for both: 8 MiB and 4 KiB files over HTTP/1.1 (wrk) and
+    /// 4 KiB over HTTP/2 (h2load); writes tls.md and tls.json
+    #[arg(long)]
+    tls: bool,
     /// With --cold: limit the servers' disk reads to this many MB/s (a cgroup throttle),
     /// as a cloud volume or a spinning disk would; 0 for none [default: 200]
     #[arg(long, value_name = "MB/S", requires = "cold")]
@@ -114,11 +125,21 @@ impl Args {
             connections: pick(self.connections, 10_000, 2_000) as usize,
             only: self.only,
             cold: self.cold,
+            tls: self.tls,
             disk_mbps: self.disk_mbps.unwrap_or(200),
             client_copy: self.client_copy,
             syscalls: !self.no_syscalls,
         }
     }
+}
+
+/// The load generator of a workload.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Client {
+    /// wrk: HTTP/1.1 with keep-alive.
+    Wrk,
+    /// h2load: HTTP/2 (over TLS, chosen by ALPN).
+    H2load,
 }
 
 /// One workload of the seed's download service.
@@ -127,6 +148,7 @@ struct Workload {
     title: &'static str,
     path: &'static str,
     connections: u32,
+    client: Client,
     /// A wrk Lua script generating the requests, if not a plain GET of `path`.
     script: Option<&'static str>,
     /// Whether throughput (MB/s) rather than requests/s is the headline.
@@ -139,6 +161,7 @@ const WORKLOADS: [Workload; 3] = [
         title: "8 MiB file, 100 connections",
         path: "/8m.bin",
         connections: 100,
+        client: Client::Wrk,
         script: None,
         bulk: true,
     },
@@ -147,6 +170,7 @@ const WORKLOADS: [Workload; 3] = [
         title: "4 KiB file, 100 connections",
         path: "/4k.bin",
         connections: 100,
+        client: Client::Wrk,
         script: None,
         bulk: false,
     },
@@ -155,6 +179,7 @@ const WORKLOADS: [Workload; 3] = [
         title: "random 1 MiB ranges of a 1 GiB file, 16 connections",
         path: "/1g.bin",
         connections: 16,
+        client: Client::Wrk,
         script: Some(RANGES_LUA),
         bulk: true,
     },
@@ -218,7 +243,7 @@ pub fn run(options: &Options) -> Result<()> {
     let out = crate::util::target_dir()?.join("loadtest");
     fs::create_dir_all(&out)?;
     // Refused before the rounds, not after them.
-    let count_syscalls = options.syscalls && !options.cold;
+    let count_syscalls = options.syscalls && !options.cold && !options.tls;
     if let Some(why) = syscalls::unavailable().filter(|_| count_syscalls) {
         bail!("cannot count syscalls: {why}; pass --no-syscalls to run without");
     }
@@ -239,6 +264,9 @@ pub fn run(options: &Options) -> Result<()> {
     if options.cold {
         return cold::run(options, &www, &out);
     }
+    if options.tls {
+        return tls::run(options, &www, &out);
+    }
     let mut build_go = Command::new(find_go()?);
     build_go
         .current_dir(project_root().join("benches/peers/go-fileserver"))
@@ -257,7 +285,7 @@ pub fn run(options: &Options) -> Result<()> {
         );
     }
 
-    let samples = measure_rounds(&running, options, &out)?;
+    let samples = measure_rounds(&running, &WORKLOADS, options, &out)?;
     let syscalls = if count_syscalls {
         let probe = crate::util::target_dir()?.join("release/probe");
         Ok(syscalls::measure_all(
@@ -277,27 +305,32 @@ pub fn run(options: &Options) -> Result<()> {
     write_report(&samples, &specs, &memory, &syscalls, options, &out)
 }
 
-/// Warms every server up, then runs every workload against every server for
+/// Warms every server up, then runs every one of `workloads` against every server for
 /// `options.rounds` rounds, each round starting with the next server.
-fn measure_rounds(running: &[Running], options: &Options, out: &Path) -> Result<Vec<Sample>> {
-    let total = running.len() * WORKLOADS.len() * options.rounds;
+fn measure_rounds(
+    running: &[Running],
+    workloads: &'static [Workload],
+    options: &Options,
+    out: &Path,
+) -> Result<Vec<Sample>> {
+    let total = running.len() * workloads.len() * options.rounds;
     eprintln!(
         "xtask loadtest: {total} runs of {} s ({} servers, {} workloads, {} rounds), about {} min",
         options.duration,
         running.len(),
-        WORKLOADS.len(),
+        workloads.len(),
         options.rounds,
         (total as u64 * (options.duration + 1)).div_ceil(60)
     );
     // Warm-up, not recorded: page cache, connection pools, the open-file caches.
     for server in running {
-        for workload in &WORKLOADS {
-            wrk(server, workload, 1, out)?;
+        for workload in workloads {
+            load(server, workload, 1, out)?;
         }
     }
     let mut samples = Vec::new();
     for round in 0..options.rounds {
-        for workload in &WORKLOADS {
+        for workload in workloads {
             for i in 0..running.len() {
                 // Alternate: each round starts with the next server.
                 let server = &running[(i + round) % running.len()];
@@ -327,12 +360,14 @@ fn write_report(
     options: &Options,
     out: &Path,
 ) -> Result<()> {
-    let medians = medians(samples, specs);
+    let medians = medians(samples, specs, &WORKLOADS);
     let syscall_table = match syscalls {
         Ok(counts) => syscalls::render_table(counts),
         Err(why) => format!("Syscalls per request: {why}.\n\n"),
     };
-    let table = render_table(&medians, options) + &syscall_table + &memory::render_table(memory);
+    let table = render_table(&medians, options, &WORKLOADS)
+        + &syscall_table
+        + &memory::render_table(memory);
     println!("{table}");
     let report = Report {
         duration_s: options.duration,
@@ -408,6 +443,14 @@ fn prepare_files(www: &Path, files: &[(&str, u64)]) -> Result<()> {
     Ok(())
 }
 
+/// Loads `server` with `workload` for `seconds`, by the workload's client.
+fn load(server: &Running, workload: &Workload, seconds: u64, out: &Path) -> Result<LoadResult> {
+    match workload.client {
+        Client::Wrk => wrk(server, workload, seconds, out),
+        Client::H2load => h2load(server, workload, seconds),
+    }
+}
+
 fn measure(
     server: &Running,
     workload: &Workload,
@@ -421,7 +464,7 @@ fn measure(
         let _ = fs::write(format!("/proc/{pid}/clear_refs"), "5");
     }
     let cpu_before = cpu_seconds(&pids);
-    let wrk = wrk(server, workload, seconds, out)?;
+    let wrk = load(server, workload, seconds, out)?;
     let cpu = cpu_seconds(&pids) - cpu_before;
     let peak_rss_kib: u64 = pids.iter().map(|pid| status_kib(*pid, "VmHWM:")).sum();
     let gb = wrk.bytes_per_s * wrk.seconds / 1e9;
@@ -465,6 +508,12 @@ mod tests {
         assert_eq!((o.cold, o.disk_mbps), (true, 200));
         assert_eq!(parse(&["--cold", "--disk-mbps", "0"]).unwrap().disk_mbps, 0);
         assert!(parse(&["--disk-mbps", "100"]).is_err(), "only with --cold");
+        let o = parse(&["--tls", "--rounds", "1", "--duration", "2"]).unwrap();
+        assert_eq!((o.tls, o.cold, o.rounds, o.duration), (true, false, 1, 2));
+        assert!(
+            parse(&["--tls", "--cold"]).is_err(),
+            "one scenario at a time"
+        );
         let o = parse(&["--rounds", "5"]).unwrap();
         assert_eq!((o.duration, o.rounds, o.connections), (10, 5, 10_000));
         let error = parse(&["--duration", "0"]).unwrap_err().to_string();

@@ -3,13 +3,18 @@
 use std::fmt::Write as _;
 
 use super::servers::ServerSpec;
-use super::{Figures, Median, Options, Sample, WORKLOADS};
+use super::{Figures, Median, Options, Sample, Workload, WORKLOADS};
 use crate::util::stats::median;
 use crate::util::svg::{Anchor, Svg, PALETTE};
 
-pub(super) fn medians(samples: &[Sample], specs: &[ServerSpec]) -> Vec<Median> {
+/// Each server's medians under each of `workloads`, with the ratio to nginx's.
+pub(super) fn medians(
+    samples: &[Sample],
+    specs: &[ServerSpec],
+    workloads: &[Workload],
+) -> Vec<Median> {
     let mut out = Vec::new();
-    for workload in &WORKLOADS {
+    for workload in workloads {
         let of = |server: &str, f: fn(&Sample) -> f64| {
             median(
                 samples
@@ -55,16 +60,21 @@ pub(super) fn medians(samples: &[Sample], specs: &[ServerSpec]) -> Vec<Median> {
     out
 }
 
-pub(super) fn render_table(medians: &[Median], options: &Options) -> String {
+/// The medians as a Markdown table per one of `workloads`.
+pub(super) fn render_table(
+    medians: &[Median],
+    options: &Options,
+    workloads: &[Workload],
+) -> String {
     let mut text = String::new();
     let _ = writeln!(
         text,
-        "Medians of {} round(s) of {} s per server and workload; wrk -t2 on the same {} CPUs; ratio = headline figure / nginx's.\n",
+        "Medians of {} round(s) of {} s per server and workload; wrk -t2 (h2load -t2 for HTTP/2) on the same {} CPUs; ratio = headline figure / nginx's.\n",
         options.rounds,
         options.duration,
         std::thread::available_parallelism().map_or(1, |n| n.get())
     );
-    for workload in &WORKLOADS {
+    for workload in workloads {
         let _ = writeln!(text, "({}) {}\n", workload.key, workload.title);
         let _ = writeln!(
             text,

@@ -9,6 +9,8 @@ use std::time::{Duration, Instant};
 
 use anyhow::{bail, Context as _, Result};
 
+use crate::util::certificate::CertificatePair;
+
 /// How a server under test is started.
 #[derive(Clone, Debug)]
 enum Kind {
@@ -28,6 +30,8 @@ enum Kind {
 pub(crate) struct ServerSpec {
     pub(crate) name: String,
     kind: Kind,
+    /// Served over HTTPS with this certificate (user-space TLS), else plain HTTP.
+    tls: Option<CertificatePair>,
 }
 
 pub(super) fn servers() -> Vec<ServerSpec> {
@@ -35,10 +39,12 @@ pub(super) fn servers() -> Vec<ServerSpec> {
         ServerSpec {
             name: "nginx".into(),
             kind: Kind::Nginx { aio_threads: false },
+            tls: None,
         },
         ServerSpec {
             name: "go-fileserver".into(),
             kind: Kind::Go,
+            tls: None,
         },
     ];
     for strategy in ["sendfile", "mmap", "read", "buffered"] {
@@ -49,6 +55,7 @@ pub(super) fn servers() -> Vec<ServerSpec> {
                 runtime: "per-core",
                 cold_reads: "pool",
             },
+            tls: None,
         });
     }
     // The hot path with the cold-read pool's residency checks left out, for comparison.
@@ -59,6 +66,7 @@ pub(super) fn servers() -> Vec<ServerSpec> {
             runtime: "per-core",
             cold_reads: "inline",
         },
+        tls: None,
     });
     specs.push(ServerSpec {
         name: "ioserve-sendfile-multi".into(),
@@ -67,6 +75,7 @@ pub(super) fn servers() -> Vec<ServerSpec> {
             runtime: "multi",
             cold_reads: "pool",
         },
+        tls: None,
     });
     specs
 }
@@ -81,16 +90,39 @@ pub(super) fn cold_servers() -> Vec<ServerSpec> {
             runtime: "per-core",
             cold_reads,
         },
+        tls: None,
     };
     let nginx = |name: &str, aio_threads| ServerSpec {
         name: name.into(),
         kind: Kind::Nginx { aio_threads },
+        tls: None,
     };
     vec![
         ioserve("ioserve-sendfile", "pool"),
         ioserve("ioserve-sendfile-inline", "inline"),
         nginx("nginx", false),
         nginx("nginx-aio-threads", true),
+    ]
+}
+
+/// The servers of `loadtest --tls`, both over HTTPS with `pair` (TLS in user space):
+/// nginx (TLS 1.3 only, HTTP/2 on) and ioserve with the sendfile strategy.
+pub(super) fn tls_servers(pair: &CertificatePair) -> Vec<ServerSpec> {
+    vec![
+        ServerSpec {
+            name: "nginx".into(),
+            kind: Kind::Nginx { aio_threads: false },
+            tls: Some(pair.clone()),
+        },
+        ServerSpec {
+            name: "ioserve-sendfile".into(),
+            kind: Kind::Ioserve {
+                strategy: "sendfile",
+                runtime: "per-core",
+                cold_reads: "pool",
+            },
+            tls: Some(pair.clone()),
+        },
     ]
 }
 
@@ -119,9 +151,17 @@ pub(crate) struct Running {
     pub(crate) name: String,
     child: Child,
     pub(crate) addr: SocketAddr,
+    /// Whether it serves HTTPS.
+    pub(crate) https: bool,
 }
 
 impl Running {
+    /// The URL of `path` on this server.
+    pub(crate) fn url(&self, path: &str) -> String {
+        let scheme = if self.https { "https" } else { "http" };
+        format!("{scheme}://{}{path}", self.addr)
+    }
+
     /// The server's processes: the child and, for nginx, its workers.
     pub(crate) fn pids(&self) -> Vec<u32> {
         let main = self.child.id();
@@ -168,7 +208,10 @@ pub(super) fn start_built(
             let dir = out.join(&spec.name);
             fs::create_dir_all(dir.join("tmp"))?;
             let conf = dir.join("nginx.conf");
-            fs::write(&conf, nginx_conf(&dir, www, addr, *aio_threads))?;
+            fs::write(
+                &conf,
+                nginx_conf(&dir, www, addr, *aio_threads, spec.tls.as_ref()),
+            )?;
             let mut command = Command::new("nginx");
             command.arg("-c").arg(&conf).arg("-p").arg(&dir);
             command
@@ -200,6 +243,13 @@ pub(super) fn start_built(
                 "--cold-reads",
                 cold_reads,
             ]);
+            if let Some(pair) = &spec.tls {
+                command
+                    .arg("--tls-cert")
+                    .arg(&pair.cert)
+                    .arg("--tls-key")
+                    .arg(&pair.key);
+            }
             command
         }
     };
@@ -213,6 +263,7 @@ pub(super) fn start_built(
         name: spec.name.clone(),
         child,
         addr,
+        https: spec.tls.is_some(),
     };
     let deadline = Instant::now() + Duration::from_secs(10);
     while TcpStream::connect(addr).is_err() {
@@ -225,20 +276,37 @@ pub(super) fn start_built(
 }
 
 /// nginx as the issue asks: sendfile on, tcp_nopush on, access_log off, 2 workers;
-/// with `aio_threads`, `aio threads` (the default pool of 32 threads).
-fn nginx_conf(dir: &Path, www: &Path, addr: SocketAddr, aio_threads: bool) -> String {
+/// with `aio_threads`, `aio threads` (the default pool of 32 threads); with `tls`,
+/// HTTPS with that certificate, TLS 1.3 only, and HTTP/2 by ALPN (`listen ... ssl
+/// http2`, which nginx 1.22, Debian 12's, needs; `http2 on` came in 1.25.1).
+fn nginx_conf(
+    dir: &Path,
+    www: &Path,
+    addr: SocketAddr,
+    aio_threads: bool,
+    tls: Option<&CertificatePair>,
+) -> String {
     let aio = if aio_threads { "  aio threads;\n" } else { "" };
     let tmp = dir.join("tmp");
     let tmp = tmp.display();
+    let server = match tls {
+        None => format!("listen {addr} reuseport; root {};", www.display()),
+        Some(pair) => format!(
+            "listen {addr} ssl http2 reuseport; root {};\n    ssl_certificate {};\n    \
+             ssl_certificate_key {};\n    ssl_protocols TLSv1.3;\n  ",
+            www.display(),
+            pair.cert.display(),
+            pair.key.display()
+        ),
+    };
     format!(
         "worker_processes 2;\ndaemon off;\npid {dir}/nginx.pid;\nerror_log {dir}/error.log warn;\n\
          worker_rlimit_nofile 65536;\nevents {{ worker_connections 32768; }}\n\
          http {{\n{aio}  access_log off;\n  sendfile on;\n  tcp_nopush on;\n  keepalive_requests 1000000;\n  \
          default_type application/octet-stream;\n  client_body_temp_path {tmp};\n  proxy_temp_path {tmp};\n  \
          fastcgi_temp_path {tmp};\n  uwsgi_temp_path {tmp};\n  scgi_temp_path {tmp};\n  \
-         server {{ listen {addr} reuseport; root {www}; }}\n}}\n",
+         server {{ {server} }}\n}}\n",
         dir = dir.display(),
-        www = www.display(),
     )
 }
 
@@ -300,6 +368,34 @@ mod tests {
             .into_iter()
             .map(|s| s.name)
             .collect())
+    }
+
+    #[test]
+    fn nginx_serves_https_with_the_certificate_tls_1_3_only_and_http2() {
+        let pair = CertificatePair {
+            cert: "/c/cert.pem".into(),
+            key: "/c/key.pem".into(),
+        };
+        let addr = SocketAddr::from(([127, 0, 0, 1], 8443));
+        let (dir, www) = (Path::new("/d"), Path::new("/www"));
+        let conf = nginx_conf(dir, www, addr, false, Some(&pair));
+        for line in [
+            "listen 127.0.0.1:8443 ssl http2 reuseport; root /www;",
+            "ssl_certificate /c/cert.pem;",
+            "ssl_certificate_key /c/key.pem;",
+            "ssl_protocols TLSv1.3;",
+            "sendfile on;",
+        ] {
+            assert!(conf.contains(line), "{line}: {conf}");
+        }
+        let plain = nginx_conf(dir, www, addr, false, None);
+        assert!(
+            plain.contains("server { listen 127.0.0.1:8443 reuseport; root /www; }"),
+            "{plain}"
+        );
+        assert!(!plain.contains("ssl"), "{plain}");
+        let names: Vec<String> = tls_servers(&pair).into_iter().map(|s| s.name).collect();
+        assert_eq!(names, ["nginx", "ioserve-sendfile"]);
     }
 
     #[test]

@@ -38,12 +38,13 @@ function request()
 end
 "#;
 
-/// What wrk printed.
-pub(super) struct WrkResult {
+/// What a load client (wrk, h2load) measured.
+pub(super) struct LoadResult {
     /// Requests completed.
     pub(super) requests: u64,
     pub(super) requests_per_s: f64,
     pub(super) bytes_per_s: f64,
+    /// Latency percentiles: NaN where the client gives none (h2load).
     pub(super) p50_ms: f64,
     pub(super) p99_ms: f64,
     pub(super) errors: u64,
@@ -55,7 +56,7 @@ pub(super) fn wrk(
     workload: &Workload,
     seconds: u64,
     out: &Path,
-) -> Result<WrkResult> {
+) -> Result<LoadResult> {
     let mut command = Command::new("wrk");
     command.args([
         "-t2",
@@ -73,7 +74,7 @@ pub(super) fn wrk(
         None => out.join("report.lua"),
     };
     command.arg("-s").arg(script);
-    command.arg(format!("http://{}{}", server.addr, workload.path));
+    command.arg(server.url(workload.path));
     let output = command.output().context("cannot run wrk")?;
     let text = String::from_utf8_lossy(&output.stdout);
     if !output.status.success() {
@@ -102,11 +103,11 @@ struct WrkJson {
     timeout: u64,
 }
 
-fn parse_wrk(text: &str) -> Option<WrkResult> {
+fn parse_wrk(text: &str) -> Option<LoadResult> {
     let json = text.lines().find_map(|l| l.strip_prefix("WRK_JSON "))?;
     let w: WrkJson = serde_json::from_str(json).ok()?;
     let seconds = w.duration_us as f64 / 1e6;
-    (seconds > 0.0).then(|| WrkResult {
+    (seconds > 0.0).then(|| LoadResult {
         requests: w.requests,
         requests_per_s: w.requests as f64 / seconds,
         bytes_per_s: w.bytes as f64 / seconds,

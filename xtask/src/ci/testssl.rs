@@ -1,0 +1,193 @@
+//! `cargo xtask testssl`: testssl.sh (Debian's `testssl.sh`) scans ioserve over HTTPS
+//! with a test certificate; a finding rated HIGH or CRITICAL fails the check and is
+//! printed, except those that the self-signed test certificate causes
+//! ([`TEST_CERTIFICATE_FINDINGS`]). The counts by severity are printed.
+
+use std::collections::BTreeMap;
+use std::process::Command;
+use std::time::Instant;
+
+use anyhow::{bail, ensure, Context as _, Result};
+use serde::Deserialize;
+
+use super::https_server;
+use crate::util::{cargo, certificate, ensure_packages, step, target_dir};
+
+/// Finding ids that rate the test certificate, not the server: it is self-signed, so
+/// that no chain leads to a trusted root (`cert_chain_of_trust`, CRITICAL) and, issued
+/// by no CA, it names no CRL or OCSP responder (`cert_revocation`, HIGH). A deployment
+/// serves a CA's certificate, which has both.
+const TEST_CERTIFICATE_FINDINGS: &[&str] = &["cert_chain_of_trust", "cert_revocation"];
+
+/// The severities that fail the check.
+const FAILING: &[&str] = &["HIGH", "CRITICAL"];
+
+/// How long testssl.sh may wait for a connection, and for each openssl it runs.
+const TIMEOUT_SECONDS: &str = "20";
+
+/// One entry of testssl.sh's flat JSON file (`--jsonfile`).
+#[derive(Debug, Deserialize)]
+struct Finding {
+    id: String,
+    severity: String,
+    finding: String,
+}
+
+/// Builds ioserve, serves a small tree over HTTPS and runs testssl.sh against it.
+pub(crate) fn run() -> Result<()> {
+    ensure_packages(&[("testssl.sh", "testssl")])?;
+    step(
+        "cargo build -p ioserve",
+        cargo(&["build", "--package", "ioserve", "--bin", "ioserve"]),
+    )?;
+    let ioserve = target_dir()?.join("debug/ioserve");
+    let work = tempfile::tempdir().context("cannot create a temporary directory")?;
+    let root = work.path().join("root");
+    std::fs::create_dir(&root)?;
+    std::fs::write(root.join("index.html"), "<p>testssl.sh</p>\n")?;
+    let pair = certificate::self_signed(work.path())?;
+    let server = https_server::start(&ioserve, &root, &pair)?;
+    let json = work.path().join("testssl.json");
+    let started = Instant::now();
+    // Every check (testssl.sh's default run). The name is localhost, which the
+    // certificate holds, and the address the one ioserve listens on: `--ip one` could
+    // pick ::1 where localhost resolves to both.
+    let output = Command::new("testssl")
+        .arg("--jsonfile")
+        .arg(&json)
+        .args(["--quiet", "--warnings", "off", "--color", "0"])
+        .args(["--connect-timeout", TIMEOUT_SECONDS])
+        .args(["--openssl-timeout", TIMEOUT_SECONDS])
+        .args(["--ip", &server.addr.ip().to_string()])
+        .arg(format!("localhost:{}", server.addr.port()))
+        .output()
+        .context("cannot run testssl")?;
+    let elapsed = started.elapsed();
+    drop(server);
+    let text = std::fs::read_to_string(&json).with_context(|| {
+        format!(
+            "testssl.sh wrote no {} ({}): {}{}",
+            json.display(),
+            output.status,
+            String::from_utf8_lossy(&output.stdout),
+            String::from_utf8_lossy(&output.stderr)
+        )
+    })?;
+    let findings: Vec<Finding> =
+        serde_json::from_str(&text).with_context(|| format!("testssl.sh's {}", json.display()))?;
+    eprintln!(
+        "xtask: testssl.sh ran in {elapsed:.0?}: {}",
+        counts(&findings)
+    );
+    judge(&findings)
+}
+
+/// The number of findings of each severity, as `CRITICAL 1, HIGH 0, ...`.
+fn counts(findings: &[Finding]) -> String {
+    let mut by_severity = BTreeMap::<&str, usize>::new();
+    for finding in findings {
+        *by_severity.entry(&finding.severity).or_default() += 1;
+    }
+    by_severity
+        .iter()
+        .map(|(severity, count)| format!("{severity} {count}"))
+        .collect::<Vec<_>>()
+        .join(", ")
+}
+
+/// Fails on a finding rated HIGH or CRITICAL (other than the test certificate's), or
+/// on a scan that did not complete (a FATAL entry, or no protocol checked).
+fn judge(findings: &[Finding]) -> Result<()> {
+    let fatal: Vec<&Finding> = findings
+        .iter()
+        .filter(|finding| finding.severity == "FATAL")
+        .collect();
+    ensure!(
+        fatal.is_empty(),
+        "testssl.sh could not complete its scan:\n{}",
+        lines(&fatal)
+    );
+    ensure!(
+        findings.iter().any(|finding| finding.id == "TLS1_3"),
+        "testssl.sh checked no protocol: {findings:?}"
+    );
+    let failing: Vec<&Finding> = findings
+        .iter()
+        .filter(|finding| FAILING.contains(&finding.severity.as_str()))
+        .filter(|finding| !TEST_CERTIFICATE_FINDINGS.contains(&finding.id.as_str()))
+        .collect();
+    if !failing.is_empty() {
+        bail!(
+            "testssl.sh rates {} finding(s) HIGH or CRITICAL:\n{}",
+            failing.len(),
+            lines(&failing)
+        );
+    }
+    eprintln!(
+        "xtask: testssl.sh: no finding rated HIGH or CRITICAL but the self-signed test \
+         certificate's own ({})",
+        TEST_CERTIFICATE_FINDINGS.join(", ")
+    );
+    Ok(())
+}
+
+/// One line per finding: `SEVERITY id: finding`.
+fn lines(findings: &[&Finding]) -> String {
+    findings
+        .iter()
+        .map(|finding| format!("  {} {}: {}", finding.severity, finding.id, finding.finding))
+        .collect::<Vec<_>>()
+        .join("\n")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn findings(json: &str) -> Vec<Finding> {
+        serde_json::from_str(json).unwrap()
+    }
+
+    /// An excerpt of a real report's shape: the ids, severities and findings.
+    const SCAN: &str = r#"[
+        {"id": "TLS1_1", "ip": "localhost/127.0.0.1", "port": "443", "severity": "INFO", "finding": "not offered"},
+        {"id": "TLS1_3", "ip": "localhost/127.0.0.1", "port": "443", "severity": "OK", "finding": "offered with final"},
+        {"id": "cert_chain_of_trust", "ip": "localhost/127.0.0.1", "port": "443", "severity": "CRITICAL", "finding": "failed (self signed)."},
+        {"id": "cert_revocation", "ip": "localhost/127.0.0.1", "port": "443", "severity": "HIGH", "finding": "Neither CRL nor OCSP URI provided"},
+        {"id": "BREACH", "ip": "localhost/127.0.0.1", "port": "443", "severity": "OK", "finding": "not vulnerable"}
+    ]"#;
+
+    #[test]
+    fn the_test_certificate_findings_alone_pass() {
+        let scan = findings(SCAN);
+        judge(&scan).unwrap();
+        assert_eq!(counts(&scan), "CRITICAL 1, HIGH 1, INFO 1, OK 2");
+    }
+
+    #[test]
+    fn a_high_or_critical_finding_of_the_server_fails_and_is_named() {
+        for severity in ["HIGH", "CRITICAL"] {
+            let json = SCAN.replace(
+                r#""severity": "OK", "finding": "not vulnerable""#,
+                &format!(r#""severity": "{severity}", "finding": "potentially VULNERABLE""#),
+            );
+            let error = judge(&findings(&json)).unwrap_err().to_string();
+            assert!(error.contains("1 finding(s)"), "{error}");
+            assert!(
+                error.contains(&format!("{severity} BREACH: potentially VULNERABLE")),
+                "{error}"
+            );
+            assert!(!error.contains("cert_revocation"), "{error}");
+        }
+    }
+
+    #[test]
+    fn an_incomplete_scan_fails() {
+        let fatal = r#"[{"id": "scanProblem", "ip": "localhost/127.0.0.1", "port": "443",
+            "severity": "FATAL", "finding": "Can't connect to 127.0.0.1:443"}]"#;
+        let error = judge(&findings(fatal)).unwrap_err().to_string();
+        assert!(error.contains("FATAL scanProblem"), "{error}");
+        let empty = judge(&[]).unwrap_err().to_string();
+        assert!(empty.contains("checked no protocol"), "{empty}");
+    }
+}
