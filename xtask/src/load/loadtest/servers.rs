@@ -248,7 +248,10 @@ pub(super) fn start_built(
                     .arg("--tls-cert")
                     .arg(&pair.cert)
                     .arg("--tls-key")
-                    .arg(&pair.key);
+                    .arg(&pair.key)
+                    // TLS in user space, as nginx's here (no `ssl_conf_command Options
+                    // KTLS`): the comparison is rustls against OpenSSL.
+                    .args(["--ktls", "off"]);
             }
             command
         }

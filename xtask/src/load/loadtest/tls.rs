@@ -49,8 +49,9 @@ const TLS_WORKLOADS: [Workload; 3] = [
 /// What the report says: why kTLS is not measured.
 const NOTE: &str =
     "TLS in user space for both servers (nginx without `ssl_conf_command Options KTLS`, \
-ioserve without kTLS); kTLS speed cannot be measured under qemu, where this runs. \
-h2load gives no latency percentiles: NaN for HTTP/2.";
+ioserve with `--ktls off`): this host's kernel has no `tls` module, and in the qemu \
+guest that has one (`cargo xtask tls-vm`) the CPU is emulated, so kTLS speed is not \
+measured. h2load gives no latency percentiles: NaN for HTTP/2.";
 
 #[derive(Serialize)]
 struct TlsReport<'a> {
