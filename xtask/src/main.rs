@@ -54,6 +54,7 @@ use clap::{Parser, Subcommand};
 use crate::guests::{arm64_vm, clock_vm, numa_vm, tls_vm};
 use crate::load::{loadtest, probe_overhead, udpload};
 use crate::release::cross;
+use crate::util::ioserve_process::IoserveBinary;
 // The cross tarball carries the man pages and completions too (release/cross.rs).
 pub(crate) use crate::release::dist::write_docs as dist;
 
@@ -189,18 +190,18 @@ pub(crate) enum Task {
     Modules,
     /// HTTP/2 conformance: h2spec (strict) against ioserve over TLS, every case passing
     ///
-    /// Build ioserve, serve a small tree over HTTPS with a fresh self-signed
-    /// certificate, and run h2spec -S -t -k (go install, when missing) against it;
+    /// Build ioserve (or take --ioserve), serve a small tree over HTTPS with a fresh
+    /// self-signed certificate, and run h2spec -S -t -k (go install, when missing) against it;
     /// any failed or skipped case fails, and is named (part of ci)
-    H2spec,
+    H2spec(IoserveBinary),
     /// TLS scan: testssl.sh against ioserve over HTTPS, no finding rated HIGH or CRITICAL
     ///
-    /// Build ioserve, serve a small tree over HTTPS with a fresh self-signed
-    /// certificate, run testssl.sh's full scan (Debian's testssl.sh, installed when
+    /// Build ioserve (or take --ioserve), serve a small tree over HTTPS with a fresh
+    /// self-signed certificate, run testssl.sh's full scan (Debian's testssl.sh, installed when
     /// missing) and read its JSON: a finding rated HIGH or CRITICAL fails and is
     /// printed, except the test certificate's own (no chain of trust, no revocation
     /// URI); the counts by severity are printed (part of ci)
-    Testssl,
+    Testssl(IoserveBinary),
     /// ioserve's directory listing in headless Chromium (WebDriver, axe-core)
     ///
     /// Build ioserve, serve a fixture tree (sparse 4 GiB files, names that need
@@ -214,7 +215,7 @@ pub(crate) enum Task {
     /// Boot Debian's kernel under qemu-system-x86_64 (TCG) with 2 and 4 NUMA nodes and
     /// check numa's binding, --hardware/--show and stat inside (installs
     /// qemu-system-x86 and busybox-static; part of ci)
-    NumaVm,
+    NumaVm(IoserveBinary),
     /// probe's clock checks in guests booted with tsc, hpet and acpi_pm (seed 004)
     ///
     /// Boot Debian's kernel under qemu-system-x86_64 (TCG) three times, with
@@ -240,7 +241,7 @@ pub(crate) enum Task {
     /// /proc/net/tls_stat's sessions, mode="ktls" in the metrics, sendfile into the
     /// TLS socket (installs qemu-system-x86, busybox-static, curl, openssl, strace;
     /// part of ci)
-    TlsVm,
+    TlsVm(IoserveBinary),
 }
 
 fn main() -> ExitCode {
@@ -249,18 +250,18 @@ fn main() -> ExitCode {
         Task::Ci => ci::run(),
         Task::Packages => ci::install_packages(),
         Task::Fuzz { seconds } => ci::fuzz::run(seconds),
-        Task::NumaVm => numa_vm::run(),
+        Task::NumaVm(binary) => numa_vm::run(&binary),
         Task::ClockVm => clock_vm::run(),
         Task::Arm64Vm => arm64_vm::run().map(drop),
-        Task::TlsVm => tls_vm::run(),
+        Task::TlsVm(binary) => tls_vm::run(&binary),
         Task::Vmlinux { btf } => ci::bpf::vmlinux(&btf),
         Task::Bpf(options) => ci::bpf::run(&options),
         Task::HashQuality(options) => ci::hash_quality::run(&options),
         Task::Dist(options) => release::dist::run(&options),
         Task::Actionlint => ci::workflows::lint(),
         Task::Modules => ci::modules::run(),
-        Task::H2spec => ci::h2spec::run(),
-        Task::Testssl => ci::testssl::run(),
+        Task::H2spec(binary) => ci::h2spec::run(&binary),
+        Task::Testssl(binary) => ci::testssl::run(&binary),
         Task::Browser(options) => browser::run(&options),
         Task::ProbeOverhead(options) => probe_overhead::run(&options),
         Task::Bench(options) => bench::run(&options),

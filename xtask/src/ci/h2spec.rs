@@ -7,20 +7,17 @@ use std::process::Command;
 use anyhow::{bail, ensure, Context as _, Result};
 
 use super::https_server;
-use crate::util::{cargo, certificate, go_tool, step, target_dir};
+use crate::util::ioserve_process::IoserveBinary;
+use crate::util::{certificate, go_tool};
 
 /// The h2spec release installed when none is on PATH or in Go's bin directory.
 // h2spec has no go.mod: Go knows its v2 releases as +incompatible.
 const H2SPEC: &str = "github.com/summerwind/h2spec/cmd/h2spec@v2.2.1+incompatible";
 
-/// Builds ioserve, serves a small tree over HTTPS and runs h2spec against it.
-pub(crate) fn run() -> Result<()> {
+/// Serves a small tree over HTTPS with `binary`'s ioserve and runs h2spec against it.
+pub(crate) fn run(binary: &IoserveBinary) -> Result<()> {
     let h2spec = go_tool("h2spec", H2SPEC)?;
-    step(
-        "cargo build -p ioserve",
-        cargo(&["build", "--package", "ioserve", "--bin", "ioserve"]),
-    )?;
-    let ioserve = target_dir()?.join("debug/ioserve");
+    let ioserve = binary.get()?;
     let work = tempfile::tempdir().context("cannot create a temporary directory")?;
     let root = work.path().join("root");
     std::fs::create_dir(&root)?;

@@ -19,6 +19,7 @@ use anyhow::{Context as _, Result};
 
 use crate::guests::{arm64_vm, clock_vm, tls_vm};
 use crate::release::aarch64;
+use crate::util::ioserve_process::IoserveBinary;
 use crate::util::test_run::{cargo_test, run_tests, TestTotals};
 use crate::util::{
     cargo, ensure_packages, ensure_rustup_components, for_this_cpu, is_root, project_root, step,
@@ -109,9 +110,14 @@ pub(crate) fn run() -> Result<()> {
     publishable()?;
     bpf::run(&bpf::Options { check: true })?;
     probe_builds_without_clang()?;
+    // The release build first: the checks that serve (numa-vm, the browser, h2spec,
+    // testssl.sh, tls-vm) run the packaged ioserve instead of building a debug one
+    // each, whose dependencies' features resolve differently from `cargo test`'s.
+    let packaged = crate::release::dist::ci()?;
+    let ioserve = IoserveBinary::at(&packaged.join("ioserve"));
     // Before cargo test fills target/debug, so that a binary looked for there instead
     // of where cargo put it is missing, not found by accident.
-    numa_vm_elsewhere()?;
+    numa_vm_elsewhere(&ioserve)?;
     // probe's tests load BPF programs: as root they must run, not skip.
     let probe_env: &[(&str, &str)] = if is_root() {
         &[("PROBE_TESTS_REQUIRE_ROOT", "1")]
@@ -122,12 +128,11 @@ pub(crate) fn run() -> Result<()> {
     let mut totals = cargo_test(&["test", "--workspace"], probe_env)?;
     totals.add(&simd_for_this_cpu()?);
     hash_quality::ci_embedding_checks()?;
-    let packaged = crate::release::dist::ci()?;
     crate::browser::ci(&packaged.join("ioserve"))?;
-    h2spec::run()?;
-    testssl::run()?;
+    h2spec::run(&ioserve)?;
+    testssl::run(&ioserve)?;
     clock_vm::run()?;
-    tls_vm::run()?;
+    tls_vm::run(&ioserve)?;
     aarch64::ci_lane()?;
     totals.add(&arm64_vm::run()?);
     totals.add(&miri()?);
@@ -176,8 +181,9 @@ fn probe_builds_without_clang() -> Result<()> {
 /// cargo put it (cargo metadata's `target_directory`), not under a fixed `target/`.
 /// The directory is `numa-vm-target/` under the default target directory (so that a
 /// second run reuses its builds), reached through a symbolic link in the temporary
-/// directory: nothing it builds lands in `target/debug` or `target/release`.
-fn numa_vm_elsewhere() -> Result<()> {
+/// directory: nothing it builds lands in `target/debug` or `target/release`. The guests'
+/// ioserve is `ioserve`, the packaged one.
+fn numa_vm_elsewhere(ioserve: &IoserveBinary) -> Result<()> {
     let elsewhere = env::temp_dir().join(format!("ioserve-numa-vm-target-{}", std::process::id()));
     let kept = target_dir()?.join("numa-vm-target");
     std::fs::create_dir_all(&kept).with_context(|| format!("cannot create {}", kept.display()))?;
@@ -187,7 +193,10 @@ fn numa_vm_elsewhere() -> Result<()> {
     // other target directory (a minute of CI) without checking anything more.
     let xtask = env::current_exe().context("cannot find the running xtask")?;
     let mut command = Command::new(xtask);
-    command.arg("numa-vm").env("CARGO_TARGET_DIR", &elsewhere);
+    command
+        .arg("numa-vm")
+        .args(ioserve.args())
+        .env("CARGO_TARGET_DIR", &elsewhere);
     let result = step(
         &format!(
             "CARGO_TARGET_DIR={} cargo xtask numa-vm",

@@ -11,7 +11,8 @@ use anyhow::{bail, ensure, Context as _, Result};
 use serde::Deserialize;
 
 use super::https_server;
-use crate::util::{cargo, certificate, ensure_packages, step, target_dir};
+use crate::util::ioserve_process::IoserveBinary;
+use crate::util::{certificate, ensure_packages};
 
 /// Finding ids that rate the test certificate, not the server: it is self-signed, so
 /// that no chain leads to a trusted root (`cert_chain_of_trust`, CRITICAL) and, issued
@@ -33,14 +34,11 @@ struct Finding {
     finding: String,
 }
 
-/// Builds ioserve, serves a small tree over HTTPS and runs testssl.sh against it.
-pub(crate) fn run() -> Result<()> {
+/// Serves a small tree over HTTPS with `binary`'s ioserve and runs testssl.sh against
+/// it.
+pub(crate) fn run(binary: &IoserveBinary) -> Result<()> {
     ensure_packages(&[("testssl.sh", "testssl")])?;
-    step(
-        "cargo build -p ioserve",
-        cargo(&["build", "--package", "ioserve", "--bin", "ioserve"]),
-    )?;
-    let ioserve = target_dir()?.join("debug/ioserve");
+    let ioserve = binary.get()?;
     let work = tempfile::tempdir().context("cannot create a temporary directory")?;
     let root = work.path().join("root");
     std::fs::create_dir(&root)?;

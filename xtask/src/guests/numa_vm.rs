@@ -19,12 +19,13 @@ use crate::guests::numa_serving;
 use crate::guests::{
     self as guest, expect, Arch, Checks, Initramfs, Machine, Outcome, Script, Sections,
 };
+use crate::util::ioserve_process::IoserveBinary;
 
 /// MiB the `touch` runs allocate: 8192 pages, far above the guest's background noise.
 const TOUCH_MIB: u64 = 32;
 
-/// Boots the 2- and 4-node guests and checks numa in each.
-pub(crate) fn run() -> Result<()> {
+/// Boots the 2- and 4-node guests and checks numa in each, with `binary`'s ioserve.
+pub(crate) fn run(binary: &IoserveBinary) -> Result<()> {
     ensure!(
         cfg!(target_arch = "x86_64"),
         "numa-vm boots an x86_64 guest with x86_64 binaries of numa: run it on x86_64"
@@ -33,8 +34,7 @@ pub(crate) fn run() -> Result<()> {
     arch.ensure_tools()?;
     let kernel = guest::debian_kernel(arch)?;
     let binaries = Binaries::build(arch)?;
-    let ioserve = guest::host_build("ioserve", &["--package", "ioserve", "--bin", "ioserve"])?
-        .join("ioserve");
+    let ioserve = binary.get()?;
     let mut checks = Checks::new("numa-vm");
     for nodes in [2, 4] {
         let shape = Guest { nodes, cpus: 4 };

@@ -15,6 +15,7 @@ use std::time::Duration;
 use anyhow::{Context as _, Result};
 
 use crate::guests::{self as guest, expect, Arch, Checks, Initramfs, Machine, Outcome, Script};
+use crate::util::ioserve_process::IoserveBinary;
 use crate::util::{ensure_packages, step};
 
 /// The kernel modules kTLS needs on Debian's kernel: the ULP, and the ciphers' modules
@@ -71,8 +72,8 @@ const HTTP2_DOWNLOAD: (&str, &str, &str) = (
     "TLS13_AES_256_GCM_SHA384",
 );
 
-/// Boots the guest and checks ioserve's kTLS in it.
-pub(crate) fn run() -> Result<()> {
+/// Boots the guest and checks ioserve's kTLS in it, with `binary`'s ioserve.
+pub(crate) fn run(binary: &IoserveBinary) -> Result<()> {
     anyhow::ensure!(
         cfg!(target_arch = "x86_64"),
         "tls-vm boots an x86_64 guest with x86_64 binaries: run it on x86_64"
@@ -86,8 +87,7 @@ pub(crate) fn run() -> Result<()> {
     ])?;
     let kernel = guest::debian_kernel(arch)?;
     let modules = guest::debian_modules(arch, MODULES)?;
-    let ioserve = guest::host_build("ioserve", &["--package", "ioserve", "--bin", "ioserve"])?
-        .join("ioserve");
+    let ioserve = binary.get()?;
     let (cert, key) = certificate()?;
     let mut initramfs = Initramfs::new(arch)?;
     initramfs

@@ -1,13 +1,66 @@
-//! ioserve started by a check (the browser check, h2spec): the process, and the wait
-//! for the address it prints once it listens.
+//! ioserve as the checks run it (the browser check, h2spec, testssl.sh, the guests):
+//! which executable, the process, and the wait for the address it prints once it
+//! listens.
 
 use std::io::{BufRead as _, BufReader};
 use std::net::SocketAddr;
+use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::sync::mpsc;
 use std::time::{Duration, Instant};
 
-use anyhow::{bail, Context as _, Result};
+use anyhow::{bail, ensure, Context as _, Result};
+
+use crate::util::{cargo, step, target_dir};
+
+/// Which ioserve executable a check runs.
+#[derive(clap::Args, Debug, Default, Clone)]
+pub(crate) struct IoserveBinary {
+    /// Run this ioserve executable (a release or packaged build) instead of building
+    /// the debug one
+    #[arg(long = "ioserve", value_name = "PATH")]
+    path: Option<PathBuf>,
+}
+
+impl IoserveBinary {
+    /// The executable at `path` (what `cargo xtask ci` has just packaged: building
+    /// ioserve alone again would resolve its dependencies' features anew and compile
+    /// them once more).
+    pub(crate) fn at(path: &Path) -> IoserveBinary {
+        IoserveBinary {
+            path: Some(path.to_path_buf()),
+        }
+    }
+
+    /// The given executable, or the debug build, built now.
+    pub(crate) fn get(&self) -> Result<PathBuf> {
+        match &self.path {
+            Some(path) => {
+                ensure!(
+                    path.is_file(),
+                    "--ioserve {}: no such file; give the path of an ioserve executable",
+                    path.display()
+                );
+                Ok(path.clone())
+            }
+            None => {
+                step(
+                    "cargo build -p ioserve",
+                    cargo(&["build", "--package", "ioserve", "--bin", "ioserve"]),
+                )?;
+                Ok(target_dir()?.join("debug/ioserve"))
+            }
+        }
+    }
+
+    /// The arguments that name this choice on a child xtask's command line.
+    pub(crate) fn args(&self) -> Vec<std::ffi::OsString> {
+        match &self.path {
+            Some(path) => vec!["--ioserve".into(), path.clone().into_os_string()],
+            None => Vec::new(),
+        }
+    }
+}
 
 /// A running ioserve; stopped (killed and reaped) when dropped.
 pub(crate) struct IoserveProcess {
