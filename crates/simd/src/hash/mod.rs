@@ -3,9 +3,9 @@
 //! specification; all three give the same values). Keys of up to 16 bytes are hashed
 //! with two 64-bit multiplies instead (wyhash's and foldhash's folded multiply), in
 //! line, without dispatch. Builds that enable AES at compile time (`-C
-//! target-cpu=native`) call the AES instructions in line too, whatever
-//! [`crate::force_scalar`] says: every implementation gives the same values, and such
-//! a build only runs on CPUs with AES.
+//! target-cpu=native`) use the AES instructions without the dispatcher too (in line
+//! up to 64 bytes, a direct call beyond), whatever [`crate::force_scalar`] says: every
+//! implementation gives the same values, and such a build only runs on CPUs with AES.
 //!
 //! ```
 //! use std::collections::HashMap;
@@ -273,7 +273,7 @@ pub(crate) fn reset() {
 
 /// The implementation [`hash_bytes`] dispatches to for keys of more than 16 bytes
 /// (choosing it if no call has yet). Builds that enable AES at compile time call the
-/// AES path in line instead (the same values).
+/// AES path without the dispatcher instead (the same values).
 pub fn implementation() -> Implementation {
     CHOICE.implementation(CANDIDATES)
 }
