@@ -16,9 +16,11 @@
 //!   (SMHasher's PerlinNoise found 65,536 distinct hashes among 16.8 M 2-byte
 //!   (key, seed) pairs). A `RandomState` mixes it once, when it is made; a direct
 //!   call with a constant seed has it mixed at compile time.
-//!   The length enters as the rotation of the mixed seed, off the multiplies' path
-//!   (XORed into the product between them, it cost 0.2-0.4 ns at 16 bytes); never
-//!   raw into a word of the key, where keys of two lengths could be made equal.
+//!   The length enters as the rotation of the mixed seed, beside the loads (XORed
+//!   into the product between the multiplies, it was one more dependent step:
+//!   1.41 against 1.36 ns at 16 bytes with AES, 1.97 against 1.48 ns portable, in
+//!   paired runs on an idle Xeon); never raw into a word of the key, where keys of
+//!   two lengths could be made equal.
 //! - 17 to 64 bytes: two or four 16-byte blocks (the first and last 16/32 bytes,
 //!   overlapping), each given two keyed rounds of its own (the second keyed with its
 //!   lane's start, which holds the length) before it meets another lane.
