@@ -59,13 +59,27 @@ pub(super) unsafe fn hash_arm_aes(bytes: &[u8], keys: Keys, tweak: u64) -> u64 {
     unsafe { algorithm::hash::<ArmAes, EachLane>(bytes, keys, tweak) }
 }
 
-/// The hash with the AES extension, for builds that enable it at compile time
-/// (`-C target-cpu=native`, Apple targets): in line, without the dispatcher's
-/// indirect call.
+/// The hash of more than 16 bytes with the AES extension, for builds that enable it
+/// at compile time (`-C target-cpu=native`, Apple targets): 17 to 64 bytes in line,
+/// without the dispatcher's indirect call, longer keys through a direct call (as on
+/// x86_64, so that the caller's `hash_one` stays in line).
 #[cfg(target_feature = "aes")]
 #[inline(always)]
 pub(super) fn hash_compiled(bytes: &[u8], keys: Keys, tweak: u64) -> u64 {
+    if bytes.len() <= 64 {
+        // SAFETY: the build enables NEON and AES in every function, so the program
+        // only runs on CPUs that have them.
+        unsafe { algorithm::hash_medium::<ArmAes>(bytes, keys, tweak) }
+    } else {
+        hash_compiled_long(bytes, keys, tweak)
+    }
+}
+
+/// [`hash_compiled`] of more than 64 bytes.
+#[cfg(target_feature = "aes")]
+#[inline(never)]
+fn hash_compiled_long(bytes: &[u8], keys: Keys, tweak: u64) -> u64 {
     // SAFETY: the build enables NEON and AES in every function, so the program only
     // runs on CPUs that have them.
-    unsafe { algorithm::hash::<ArmAes, EachLane>(bytes, keys, tweak) }
+    unsafe { algorithm::hash_long::<ArmAes, EachLane>(bytes, keys, tweak) }
 }

@@ -5,14 +5,22 @@
 //! - Up to 16 bytes: the key's bytes as two 64-bit words without a variable-length
 //!   copy (8..=16 bytes: the first and the last 8, overlapping; 4..=7: the first and
 //!   last 4; 1..=3: the first byte in one word, the middle and last in the other), the
-//!   seed through a folded multiply XORed into both (rotated for the second), their
-//!   folded 128-bit product, the length XORed in, and a second folded multiply by a
-//!   constant, as foldhash's quality variant finishes. No AES here: three dependent
-//!   rounds plus the call through the dispatcher took 2-4x foldhash's time at 16
-//!   bytes, so [`super::hash_bytes`] takes this path before it dispatches. The seed
-//!   is mixed before it meets the key: XORed in raw into the word holding the key's
-//!   bytes, it let hash(k, s) = hash(k', s ^ k ^ k') (SMHasher's PerlinNoise found
-//!   65,536 distinct hashes among 16.8 M 2-byte (key, seed) pairs).
+//!   mixed seed XORed into both (rotated right by the length for the first, left by
+//!   32 for the second), their folded 128-bit product, and a second folded multiply
+//!   by a constant, as foldhash's quality variant does (the same two dependent
+//!   multiplies and nothing else between them). No AES here: three dependent rounds
+//!   plus the call through the dispatcher took 2-4x foldhash's time at 16 bytes, so
+//!   [`super::hash_bytes`] takes this path before it dispatches. The seed is mixed
+//!   (a folded multiply, [`Keys::short_seed`]) before it meets the key: XORed in raw
+//!   into the word holding the key's bytes, it let hash(k, s) = hash(k', s ^ k ^ k')
+//!   (SMHasher's PerlinNoise found 65,536 distinct hashes among 16.8 M 2-byte
+//!   (key, seed) pairs). A `RandomState` mixes it once, when it is made; a direct
+//!   call with a constant seed has it mixed at compile time.
+//!   The length enters as the rotation of the mixed seed, beside the loads (XORed
+//!   into the product between the multiplies, it was one more dependent step:
+//!   1.41 against 1.36 ns at 16 bytes with AES, 1.97 against 1.48 ns portable, in
+//!   paired runs on an idle Xeon); never raw into a word of the key, where keys of
+//!   two lengths could be made equal.
 //! - 17 to 64 bytes: two or four 16-byte blocks (the first and last 16/32 bytes,
 //!   overlapping), each given two keyed rounds of its own (the second keyed with its
 //!   lane's start, which holds the length) before it meets another lane.
@@ -73,6 +81,13 @@ impl Keys {
         }
     }
 
+    /// The seed of the short path ([`hash_short`]): the 128-bit seed through a
+    /// folded multiply, so that it never meets a key's bytes raw.
+    #[inline(always)]
+    pub(crate) fn short_seed(self) -> u64 {
+        folded_multiply(self.low ^ PI[0], self.high ^ PI[1])
+    }
+
     /// Round key `i` (0..4) with `tweak` XORed into its low half.
     ///
     /// # Safety
@@ -108,28 +123,27 @@ fn small_block(bytes: &[u8]) -> (u64, u64) {
     }
 }
 
-/// The seed (with `tweak`) through a folded multiply: what the short path XORs into
-/// the key's words. A seed that met the key's bytes directly would alias them:
-/// hash(k, s) = hash(k', s ^ k ^ k') wherever k and k' differ only in the word the
-/// seed is XORed into (2- and 3-byte keys, and the first 8 bytes of 16-byte keys),
-/// so that a service using one seed per table got the same hashes across tables.
+/// The hash of a key of at most 16 bytes (see the module docs), with `seed` from
+/// [`Keys::short_seed`]; the same function for every implementation: the key's two
+/// words XOR the seed (rotated right by the length for the first, so that keys of two
+/// lengths whose words are equal stay apart; left by 32 for the second, so that equal
+/// words stay apart), multiplied and folded, then `tweak` XORed in and a second
+/// folded multiply by a constant (foldhash's quality variant's finish) so that every
+/// input bit reaches every output bit.
+///
+/// `tweak` is 0 for a direct call; a running `Hasher` passes its state (XOR a held
+/// integer, such as a `HashMap` key's length). It meets the product of the keyed
+/// multiply, never a raw word of the key, so a tweak chosen by a caller cannot cancel
+/// key bytes without the seed.
 #[inline(always)]
-fn mixed_seed(keys: Keys, tweak: u64) -> u64 {
-    folded_multiply(keys.low ^ tweak ^ PI[0], keys.high ^ PI[1])
-}
-
-/// The hash of a key of at most 16 bytes (see the module docs); the same function for
-/// every implementation: the key's two words XOR the mixed seed (rotated for the
-/// second, so that equal words stay apart), multiplied and folded, then the length
-/// XORed in and a second folded multiply by a constant (foldhash's quality variant's
-/// finish) so that every input bit reaches every output bit.
-#[inline(always)]
-pub(crate) fn hash_short(bytes: &[u8], keys: Keys, tweak: u64) -> u64 {
+pub(crate) fn hash_short(bytes: &[u8], seed: u64, tweak: u64) -> u64 {
     debug_assert!(bytes.len() <= 16);
-    let seed = mixed_seed(keys, tweak);
     let (low, high) = small_block(bytes);
-    let mixed = folded_multiply(low ^ seed, high ^ seed.rotate_left(32) ^ PI[2]);
-    folded_multiply(mixed ^ bytes.len() as u64 ^ PI[3], PI[4])
+    let mixed = folded_multiply(
+        low ^ seed.rotate_right(bytes.len() as u32),
+        high ^ seed.rotate_left(32) ^ PI[2],
+    );
+    folded_multiply(mixed ^ tweak, PI[4])
 }
 
 /// The 128-bit product of `a` and `b`, folded to 64 bits by XOR of its halves.
@@ -180,25 +194,56 @@ impl<B: Block> Steps<B> for EachLane {
 
 /// The hash of `bytes` with `keys`, with `tweak` XORed into key 0 (how a running
 /// `Hasher` chains its writes), for any [`Block`], with `S` absorbing the long
-/// loop's steps.
+/// loop's steps: [`hash_short`], [`hash_medium`] or [`hash_long`] by length.
 ///
 /// # Safety
 /// The CPU must support `B`'s and `S`'s instructions.
 #[inline(always)]
 pub(crate) unsafe fn hash<B: Block, S: Steps<B>>(bytes: &[u8], keys: Keys, tweak: u64) -> u64 {
     let len = bytes.len();
-    if len <= 16 {
-        return hash_short(bytes, keys, tweak);
-    }
-    // SAFETY: the caller guarantees B's and S's instructions exist; every other
-    // operation in this block is safe Rust.
+    // SAFETY: the caller guarantees B's and S's instructions exist.
     unsafe {
-        let k: [B; 4] = [
+        if len <= 16 {
+            hash_short(bytes, keys.short_seed(), tweak)
+        } else if len <= 64 {
+            hash_medium::<B>(bytes, keys, tweak)
+        } else {
+            hash_long::<B, S>(bytes, keys, tweak)
+        }
+    }
+}
+
+/// The four round keys, with `tweak` XORed into key 0.
+///
+/// # Safety
+/// The CPU must support `B`'s instructions.
+#[inline(always)]
+unsafe fn round_keys<B: Block>(keys: Keys, tweak: u64) -> [B; 4] {
+    // SAFETY: the caller guarantees B's instructions exist.
+    unsafe {
+        [
             keys.key(0, tweak),
             keys.key(1, 0),
             keys.key(2, 0),
             keys.key(3, 0),
-        ];
+        ]
+    }
+}
+
+/// [`hash`] of 17 to 64 bytes: two or four blocks, each a lane of its own. Small
+/// enough to be called in line where the build enables AES (a `HashMap`'s
+/// `hash_one` stays in line around it); longer keys are a call.
+///
+/// # Safety
+/// The CPU must support `B`'s instructions.
+#[inline(always)]
+pub(crate) unsafe fn hash_medium<B: Block>(bytes: &[u8], keys: Keys, tweak: u64) -> u64 {
+    let len = bytes.len();
+    debug_assert!((17..=64).contains(&len));
+    // SAFETY: the caller guarantees B's instructions exist; every other operation in
+    // this block is safe Rust.
+    unsafe {
+        let k: [B; 4] = round_keys(keys, tweak);
         let s = if len <= 32 {
             combine2(
                 [
@@ -207,7 +252,7 @@ pub(crate) unsafe fn hash<B: Block, S: Steps<B>>(bytes: &[u8], keys: Keys, tweak
                 ],
                 k[1],
             )
-        } else if len <= 64 {
+        } else {
             // The first 32 bytes and the last 32, overlapping.
             combine4(
                 [
@@ -218,7 +263,24 @@ pub(crate) unsafe fn hash<B: Block, S: Steps<B>>(bytes: &[u8], keys: Keys, tweak
                 ],
                 &k,
             )
-        } else if len <= 128 {
+        };
+        fold(s.aesenc(k[0]))
+    }
+}
+
+/// [`hash`] of more than 64 bytes.
+///
+/// # Safety
+/// The CPU must support `B`'s and `S`'s instructions.
+#[inline(always)]
+pub(crate) unsafe fn hash_long<B: Block, S: Steps<B>>(bytes: &[u8], keys: Keys, tweak: u64) -> u64 {
+    let len = bytes.len();
+    debug_assert!(len > 64);
+    // SAFETY: the caller guarantees B's and S's instructions exist; every other
+    // operation in this block is safe Rust.
+    unsafe {
+        let k: [B; 4] = round_keys(keys, tweak);
+        let s = if len <= 128 {
             // The first 64 bytes into lanes 0-3, the last 64 into 4-7.
             let last = len - 64;
             combine8(

@@ -3,9 +3,9 @@
 //! specification; all three give the same values). Keys of up to 16 bytes are hashed
 //! with two 64-bit multiplies instead (wyhash's and foldhash's folded multiply), in
 //! line, without dispatch. Builds that enable AES at compile time (`-C
-//! target-cpu=native`) call the AES instructions in line too, whatever
-//! [`crate::force_scalar`] says: every implementation gives the same values, and such
-//! a build only runs on CPUs with AES.
+//! target-cpu=native`) use the AES instructions without the dispatcher too (in line
+//! up to 64 bytes, a direct call beyond), whatever [`crate::force_scalar`] says: every
+//! implementation gives the same values, and such a build only runs on CPUs with AES.
 //!
 //! ```
 //! use std::collections::HashMap;
@@ -53,16 +53,18 @@ use x86_64 as compiled;
 /// The hash of `bytes` under `seed`.
 #[inline]
 pub fn hash_bytes(bytes: &[u8], seed: u64) -> u64 {
-    hash_keyed(bytes, Keys::new([seed, 0]), 0)
+    let keys = Keys::new([seed, 0]);
+    hash_keyed(bytes, keys, keys.short_seed(), 0)
 }
 
-/// The hash of `bytes` with `keys` and `tweak`, by the cheapest way this build and
-/// CPU allow: short keys in line (they need no CPU feature), the AES path in line in
-/// builds that enable AES, else the dispatched implementation.
+/// The hash of `bytes` with `keys` (and `short_seed`, `keys.short_seed()`) and
+/// `tweak`, by the cheapest way this build and CPU allow: short keys in line (they
+/// need no CPU feature), the AES path without the dispatcher in builds that enable
+/// AES (in line up to 64 bytes), else the dispatched implementation.
 #[inline]
-fn hash_keyed(bytes: &[u8], keys: Keys, tweak: u64) -> u64 {
+fn hash_keyed(bytes: &[u8], keys: Keys, short_seed: u64, tweak: u64) -> u64 {
     if bytes.len() <= 16 {
-        return algorithm::hash_short(bytes, keys, tweak);
+        return algorithm::hash_short(bytes, short_seed, tweak);
     }
     #[cfg(all(
         any(
@@ -93,6 +95,8 @@ fn hash_keyed(bytes: &[u8], keys: Keys, tweak: u64) -> u64 {
 #[derive(Clone, Debug)]
 pub struct RandomState {
     keys: Keys,
+    /// `keys.short_seed()`, mixed once here rather than per hash.
+    short_seed: u64,
 }
 
 impl RandomState {
@@ -113,8 +117,10 @@ impl RandomState {
 
     /// Fixed keys from 128 bits of seed.
     pub fn with_seeds(low: u64, high: u64) -> RandomState {
+        let keys = Keys::new([low, high]);
         RandomState {
-            keys: Keys::new([low, high]),
+            keys,
+            short_seed: keys.short_seed(),
         }
     }
 }
@@ -129,13 +135,28 @@ impl Default for RandomState {
 impl BuildHasher for RandomState {
     type Hasher = AesHasher;
 
-    #[inline]
+    #[inline(always)]
     fn build_hasher(&self) -> AesHasher {
         AesHasher {
             keys: self.keys,
+            short_seed: self.short_seed,
             state: 0,
             pending: None,
         }
+    }
+
+    /// The provided method's body, marked to be in line: without it, builds that
+    /// enable AES left `hash_one` a call, and a 16-byte `HashMap` key cost about 0.7x
+    /// foldhash's quality variant, whose `hash_one` was in line.
+    #[inline(always)]
+    #[expect(
+        clippy::manual_hash_one,
+        reason = "this is the definition of hash_one that the lint points to"
+    )]
+    fn hash_one<T: core::hash::Hash>(&self, value: T) -> u64 {
+        let mut hasher = self.build_hasher();
+        value.hash(&mut hasher);
+        hasher.finish()
     }
 }
 
@@ -150,68 +171,79 @@ impl BuildHasher for RandomState {
 #[derive(Clone, Debug)]
 pub struct AesHasher {
     keys: Keys,
+    short_seed: u64,
     state: u64,
     pending: Option<u64>,
 }
 
 impl AesHasher {
-    #[inline]
+    #[inline(always)]
     fn absorb(&mut self, bytes: &[u8]) {
         let tweak = match self.pending.take() {
             Some(integer) => self.state ^ integer,
             None => self.state,
         };
-        self.state = hash_keyed(bytes, self.keys, tweak);
+        self.state = hash_keyed(bytes, self.keys, self.short_seed, tweak);
     }
 
-    #[inline]
+    #[inline(always)]
     fn absorb_integer(&mut self, value: u64) {
         if let Some(earlier) = self.pending.replace(value) {
-            self.state = hash_keyed(&earlier.to_le_bytes(), self.keys, self.state);
+            self.state = hash_keyed(
+                &earlier.to_le_bytes(),
+                self.keys,
+                self.short_seed,
+                self.state,
+            );
         }
     }
 }
 
 impl Hasher for AesHasher {
-    #[inline]
+    #[inline(always)]
     fn write(&mut self, bytes: &[u8]) {
         self.absorb(bytes);
     }
 
-    #[inline]
+    #[inline(always)]
     fn write_u8(&mut self, value: u8) {
         self.absorb_integer(u64::from(value));
     }
 
-    #[inline]
+    #[inline(always)]
     fn write_u16(&mut self, value: u16) {
         self.absorb_integer(u64::from(value));
     }
 
-    #[inline]
+    #[inline(always)]
     fn write_u32(&mut self, value: u32) {
         self.absorb_integer(u64::from(value));
     }
 
-    #[inline]
+    #[inline(always)]
     fn write_u64(&mut self, value: u64) {
         self.absorb_integer(value);
     }
 
-    #[inline]
+    #[inline(always)]
     fn write_u128(&mut self, value: u128) {
         self.absorb(&value.to_le_bytes());
     }
 
-    #[inline]
+    #[inline(always)]
     fn write_usize(&mut self, value: usize) {
         self.absorb_integer(value as u64);
     }
 
-    #[inline]
+    #[inline(always)]
     fn finish(&self) -> u64 {
         match self.pending {
-            Some(integer) => hash_keyed(&integer.to_le_bytes(), self.keys, self.state),
+            Some(integer) => hash_keyed(
+                &integer.to_le_bytes(),
+                self.keys,
+                self.short_seed,
+                self.state,
+            ),
             None => self.state,
         }
     }
@@ -241,7 +273,7 @@ pub(crate) fn reset() {
 
 /// The implementation [`hash_bytes`] dispatches to for keys of more than 16 bytes
 /// (choosing it if no call has yet). Builds that enable AES at compile time call the
-/// AES path in line instead (the same values).
+/// AES path without the dispatcher instead (the same values).
 pub fn implementation() -> Implementation {
     CHOICE.implementation(CANDIDATES)
 }

@@ -116,16 +116,33 @@ impl Steps<AesNi> for VaesPairs {
     }
 }
 
-/// The hash with AES-NI, for builds that enable AES at compile time
-/// (`-C target-cpu=native`, `-C target-feature=+aes`): in line, without the
-/// dispatcher's indirect call, which at 17-64 bytes costs as much as the hashing.
+/// The hash of more than 16 bytes with AES-NI, for builds that enable AES at compile
+/// time (`-C target-cpu=native`, `-C target-feature=+aes`): 17 to 64 bytes in line,
+/// without the dispatcher's indirect call, which at 17-64 bytes costs as much as the
+/// hashing; longer keys through a direct call ([`hash_compiled_long`]), so that the
+/// caller's code stays small enough for `BuildHasher::hash_one` to be in line (with
+/// every path in line it was not, and a 16-byte `HashMap` key cost 0.75x foldhash's
+/// quality variant).
 #[cfg(target_feature = "aes")]
 #[inline(always)]
 pub(super) fn hash_compiled(bytes: &[u8], keys: Keys, tweak: u64) -> u64 {
+    if bytes.len() <= 64 {
+        // SAFETY: the build enables AES-NI (and SSE2, x86_64's baseline) in every
+        // function, so the program only runs on CPUs that have them.
+        unsafe { algorithm::hash_medium::<AesNi>(bytes, keys, tweak) }
+    } else {
+        hash_compiled_long(bytes, keys, tweak)
+    }
+}
+
+/// [`hash_compiled`] of more than 64 bytes.
+#[cfg(target_feature = "aes")]
+#[inline(never)]
+fn hash_compiled_long(bytes: &[u8], keys: Keys, tweak: u64) -> u64 {
     // SAFETY: the build enables AES-NI (and SSE2, x86_64's baseline; AVX2 and VAES
     // where CompiledSteps is VaesPairs) in every function, so the program only runs on
     // CPUs that have them.
-    unsafe { algorithm::hash::<AesNi, CompiledSteps>(bytes, keys, tweak) }
+    unsafe { algorithm::hash_long::<AesNi, CompiledSteps>(bytes, keys, tweak) }
 }
 
 /// The long loop of builds with AES: two lanes per instruction where the build also
