@@ -231,7 +231,8 @@ async fn run<S>(
 }
 
 /// Answers one request (a stream): the same decision as HTTP/1.1's, the reply's
-/// headers as HTTP/2 fields, and a file body sent by the strategy in a task of its own.
+/// headers as HTTP/2 fields, and a file body sent by the strategy: read whole here
+/// when it fits one chunk (and is not paced), else in a task of its own.
 async fn answer(
     connection: Arc<Connection>,
     request: hyper::Request<hyper::body::Incoming>,
@@ -278,6 +279,28 @@ async fn answer(
         response::Body::Bytes(bytes) => {
             let len = bytes.len() as u64;
             (ResponseBody::Bytes(Some(bytes.into())), Some(len))
+        }
+        file if file.len() <= body::MAX_CHUNK as u64 && live.limits.pace.rate == 0 => {
+            // A body of one chunk is read here, in the stream's own task, and handed to
+            // hyper whole: no second task, no channel (most requests for small files).
+            let len = file.len();
+            let mut bytes = Vec::with_capacity(len as usize);
+            let mut out = Output::through(&mut bytes, live.limits.send_timeout);
+            let log = log.as_deref();
+            let result = exchange::deliver(shared, &live, *worker, &mut out, status, 0, file, log);
+            let result = result.await;
+            drop(out);
+            shared.metrics.duration(*worker, started.elapsed());
+            let body = match result {
+                Ok(()) => ResponseBody::Bytes(Some(bytes.into())),
+                Err(error) => {
+                    tracing::debug!(%peer, %error, "HTTP/2 response cut short");
+                    // A body that ends short: hyper resets the stream after the HEADERS,
+                    // as when a streamed body fails.
+                    body::channel(len).1
+                }
+            };
+            return response(status, fields, body);
         }
         file => {
             let (writer, body) = body::channel(file.len());
