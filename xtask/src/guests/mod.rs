@@ -791,6 +791,18 @@ pub(crate) fn expect(condition: bool, why: String) -> Outcome {
     }
 }
 
+/// `sha256sum`'s two lines (the served file, the downloaded copy) give the same sum.
+pub(crate) fn same_sums(lines: &[String]) -> Outcome {
+    let sums: Vec<&str> = lines
+        .iter()
+        .filter_map(|l| l.split_whitespace().next())
+        .collect();
+    expect(
+        sums.len() == 2 && sums[0] == sums[1],
+        format!("sha256sum of served and downloaded: {}", lines.join(" | ")),
+    )
+}
+
 /// The checks of a task's guests, printed as one table.
 pub(crate) struct Checks {
     task: &'static str,

@@ -6,7 +6,7 @@
 
 use std::collections::BTreeMap;
 
-use crate::guests::{expect, Outcome, Script, Sections};
+use crate::guests::{expect, same_sums, Outcome, Script, Sections};
 
 /// MiB of the served file, and the read strategy's buffer: the first request takes a
 /// 4 MiB buffer (allocated and zeroed by a worker, so placed by its policy) that stays
@@ -199,15 +199,7 @@ impl Layout {
 }
 
 fn check_download(s: &Sections, name: &str) -> Outcome {
-    let lines = s.ok(name)?;
-    let sums: Vec<&str> = lines
-        .iter()
-        .filter_map(|l| l.split_whitespace().next())
-        .collect();
-    expect(
-        sums.len() == 2 && sums[0] == sums[1],
-        format!("sha256sum of served and downloaded: {lines:?}"),
-    )
+    same_sums(s.ok(name)?)
 }
 
 /// Anonymous memory (MiB) per node in the lines of a /proc/PID/numa_maps: every
