@@ -7,8 +7,8 @@ use std::process::Command;
 use anyhow::{bail, ensure, Context as _, Result};
 
 use super::https_server;
+use crate::util::go_tool;
 use crate::util::ioserve_process::IoserveBinary;
-use crate::util::{certificate, go_tool};
 
 /// The h2spec release installed when none is on PATH or in Go's bin directory.
 // h2spec has no go.mod: Go knows its v2 releases as +incompatible.
@@ -18,18 +18,13 @@ const H2SPEC: &str = "github.com/summerwind/h2spec/cmd/h2spec@v2.2.1+incompatibl
 pub(crate) fn run(binary: &IoserveBinary) -> Result<()> {
     let h2spec = go_tool("h2spec", H2SPEC)?;
     let ioserve = binary.get()?;
-    let work = tempfile::tempdir().context("cannot create a temporary directory")?;
-    let root = work.path().join("root");
-    std::fs::create_dir(&root)?;
-    std::fs::write(root.join("index.html"), "<p>h2spec</p>\n")?;
-    let pair = certificate::self_signed(work.path())?;
-    let server = https_server::start(&ioserve, &root, &pair)?;
+    let served = https_server::serve_page(&ioserve, "<p>h2spec</p>\n")?;
     let output = Command::new(&h2spec)
         .args(["-S", "-t", "-k", "-h", "127.0.0.1", "-p"])
-        .arg(server.addr.port().to_string())
+        .arg(served.server.addr.port().to_string())
         .output()
         .with_context(|| format!("cannot run {}", h2spec.display()))?;
-    drop(server);
+    drop(served);
     let report = String::from_utf8_lossy(&output.stdout);
     let Some(summary) = summary(&report) else {
         bail!(

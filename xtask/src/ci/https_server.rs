@@ -5,9 +5,10 @@ use std::path::Path;
 use std::process::Command;
 use std::time::Duration;
 
-use anyhow::Result;
+use anyhow::{Context as _, Result};
+use tempfile::TempDir;
 
-use crate::util::certificate::CertificatePair;
+use crate::util::certificate::{self, CertificatePair};
 use crate::util::ioserve_process::IoserveProcess;
 
 /// How long ioserve may take to print its address.
@@ -15,7 +16,7 @@ const SERVER_WAIT: Duration = Duration::from_secs(60);
 
 /// Starts `binary` serving `root` over HTTPS with `pair` (no access log), and waits for
 /// its address; stopped when the returned process is dropped.
-pub(crate) fn start(binary: &Path, root: &Path, pair: &CertificatePair) -> Result<IoserveProcess> {
+fn start(binary: &Path, root: &Path, pair: &CertificatePair) -> Result<IoserveProcess> {
     let mut command = Command::new(binary);
     command
         .arg(root)
@@ -25,4 +26,24 @@ pub(crate) fn start(binary: &Path, root: &Path, pair: &CertificatePair) -> Resul
         .arg("--tls-key")
         .arg(&pair.key);
     IoserveProcess::start(command, "https", SERVER_WAIT)
+}
+
+/// ioserve over HTTPS serving one page from a temporary directory, with a fresh
+/// self-signed certificate; the directory (removed when dropped) holds the served
+/// tree, the certificate and whatever the check writes there.
+pub(crate) struct ServedPage {
+    /// Stopped when dropped (before the directory goes).
+    pub(crate) server: IoserveProcess,
+    pub(crate) work: TempDir,
+}
+
+/// Starts `binary` serving an `index.html` of `html` over HTTPS (see [`ServedPage`]).
+pub(crate) fn serve_page(binary: &Path, html: &str) -> Result<ServedPage> {
+    let work = tempfile::tempdir().context("cannot create a temporary directory")?;
+    let root = work.path().join("root");
+    std::fs::create_dir(&root)?;
+    std::fs::write(root.join("index.html"), html)?;
+    let pair = certificate::self_signed(work.path())?;
+    let server = start(binary, &root, &pair)?;
+    Ok(ServedPage { server, work })
 }

@@ -10,9 +10,9 @@ use std::time::Instant;
 use anyhow::{bail, ensure, Context as _, Result};
 use serde::Deserialize;
 
-use super::https_server;
+use super::https_server::{self, ServedPage};
+use crate::util::ensure_packages;
 use crate::util::ioserve_process::IoserveBinary;
-use crate::util::{certificate, ensure_packages};
 
 /// Finding ids that rate the test certificate, not the server: it is self-signed, so
 /// that no chain leads to a trusted root (`cert_chain_of_trust`, CRITICAL) and, issued
@@ -39,12 +39,7 @@ struct Finding {
 pub(crate) fn run(binary: &IoserveBinary) -> Result<()> {
     ensure_packages(&[("testssl.sh", "testssl")])?;
     let ioserve = binary.get()?;
-    let work = tempfile::tempdir().context("cannot create a temporary directory")?;
-    let root = work.path().join("root");
-    std::fs::create_dir(&root)?;
-    std::fs::write(root.join("index.html"), "<p>testssl.sh</p>\n")?;
-    let pair = certificate::self_signed(work.path())?;
-    let server = https_server::start(&ioserve, &root, &pair)?;
+    let ServedPage { server, work } = https_server::serve_page(&ioserve, "<p>testssl.sh</p>\n")?;
     let json = work.path().join("testssl.json");
     let started = Instant::now();
     // Every check (testssl.sh's default run). The name is localhost, which the
