@@ -174,26 +174,11 @@ fn script(modules: &[(String, Vec<u8>)]) -> Script {
              sleep 0.2; done",
         );
     for (name, args, _, _) in DOWNLOADS {
-        script.run(
-            &format!("download-{name}"),
-            &format!(
-                "sh -c 'curl --silent --show-error --max-time 300 --cacert /srv/cert.pem \
-                 --resolve localhost:8443:127.0.0.1 {args} -o /tmp/got \
-                 https://localhost:8443/file && sha256sum /srv/www/file /tmp/got'"
-            ),
-        );
+        script.run(&format!("download-{name}"), &download(8443, args));
     }
     script
         .run("tls-stat", "cat /proc/net/tls_stat")
-        .run(
-            "download-http2",
-            &format!(
-                "sh -c 'curl --silent --show-error --max-time 300 --cacert /srv/cert.pem \
-                 --resolve localhost:8443:127.0.0.1 {} -o /tmp/got \
-                 https://localhost:8443/file && sha256sum /srv/www/file /tmp/got'",
-                HTTP2_DOWNLOAD.0
-            ),
-        )
+        .run("download-http2", &download(8443, HTTP2_DOWNLOAD.0))
         .run("metrics", "wget -q -O - http://127.0.0.1:9100/metrics")
         .shell("kill $(pidof ioserve); wait $traced")
         .run("ioserve-log", "cat /tmp/ioserve.log")
@@ -213,14 +198,7 @@ fn script(modules: &[(String, Vec<u8>)]) -> Script {
                 "for i in $(seq 600); do wget -q -O /dev/null http://127.0.0.1:{metrics}/metrics \
                  2>/dev/null && break; sleep 0.2; done"
             ))
-            .run(
-                &format!("download-{strategy}"),
-                &format!(
-                    "sh -c 'curl --silent --show-error --max-time 300 --cacert /srv/cert.pem \
-                     --resolve localhost:{port}:127.0.0.1 {args} -o /tmp/got \
-                     https://localhost:{port}/file && sha256sum /srv/www/file /tmp/got'"
-                ),
-            )
+            .run(&format!("download-{strategy}"), &download(port, args))
             .run(
                 &format!("metrics-{strategy}"),
                 &format!("wget -q -O - http://127.0.0.1:{metrics}/metrics"),
@@ -228,6 +206,16 @@ fn script(modules: &[(String, Vec<u8>)]) -> Script {
             .shell("kill $server; wait $server");
     }
     script
+}
+
+/// curl's download of the file from the server on `port` with `args`, then the sums of
+/// the served file and the copy.
+fn download(port: u16, args: &str) -> String {
+    format!(
+        "sh -c 'curl --silent --show-error --max-time 300 --cacert /srv/cert.pem \
+         --resolve localhost:{port}:127.0.0.1 {args} -o /tmp/got \
+         https://localhost:{port}/file && sha256sum /srv/www/file /tmp/got'"
+    )
 }
 
 /// The checks of the guest's sections.
