@@ -3,7 +3,7 @@
 //! through raw `syscall(2)` (what every call costs when the vDSO falls back: kvm-clock
 //! without the stable bit, Xen), the COARSE clocks (tick resolution, no TSC read),
 //! std's `Instant::now`/`SystemTime::now`, `quanta` (TSC, and its own cached
-//! `recent()`), and ioserve's `CachedClock` (a ticker thread refreshing atomics every
+//! `recent()`), and ioserve-clock's `CachedClock` (a ticker thread refreshing atomics every
 //! 1 ms). One read per iteration.
 
 #![allow(
@@ -15,7 +15,7 @@ use std::hint::black_box;
 use std::time::{Duration, Instant, SystemTime};
 
 use criterion::{criterion_group, criterion_main, Criterion, Throughput};
-use ioserve::clock::CachedClock;
+use ioserve_clock::CachedClock;
 
 /// The clock ids the seeds discuss, with their names.
 const CLOCK_IDS: [(&str, libc::clockid_t); 7] = [

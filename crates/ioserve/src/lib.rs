@@ -34,7 +34,7 @@
 //!   descriptor budget.
 //! - [`serve`]: the server: listeners, workers, accept loops, connections (plain HTTP
 //!   or HTTPS, HTTP/1.1 or HTTP/2), signals and reloads; it uses the three others.
-//! - [`clock`] (a cached clock) and [`fuzzing`] (invariants shared with the fuzz
+//! - [`clock`] (the `Date` header's cache) and [`fuzzing`] (invariants shared with the fuzz
 //!   targets, over [`http`]) stand beside them.
 
 pub mod clock;

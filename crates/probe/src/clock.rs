@@ -277,7 +277,7 @@ fn fallback_fix(sources: Option<&Clocksources>) -> String {
         format!(
             "{current} can be read from user space, yet the vDSO declined it: the kernel \
              marked it unstable at run time (dmesg | grep -i clocksource); fix the host's \
-             clock, or cache the time (CLOCK_*_COARSE, ioserve::clock::CachedClock)"
+             clock, or cache the time (CLOCK_*_COARSE, ioserve_clock::CachedClock)"
         )
     } else if cfg!(target_arch = "x86_64") {
         // The kernel did not offer tsc: it found the TSC unstable or untrusted (a VM
@@ -286,12 +286,12 @@ fn fallback_fix(sources: Option<&Clocksources>) -> String {
             "clocksource {current} has no vDSO mode and the kernel offers no tsc: where the \
              TSC is known to be stable (invariant TSC, synchronised sockets, a hypervisor \
              exposing invtsc) boot with clocksource=tsc tsc=reliable; use kvm-clock in KVM \
-             guests; otherwise cache the time (CLOCK_*_COARSE, ioserve::clock::CachedClock)"
+             guests; otherwise cache the time (CLOCK_*_COARSE, ioserve_clock::CachedClock)"
         )
     } else {
         format!(
             "clocksource {current} has no vDSO mode: use one that has (arch_sys_counter on \
-             arm64), or cache the time (CLOCK_*_COARSE, ioserve::clock::CachedClock)"
+             arm64), or cache the time (CLOCK_*_COARSE, ioserve_clock::CachedClock)"
         )
     }
 }

@@ -209,8 +209,8 @@ fn numa_vm_elsewhere(ioserve: &IoserveBinary) -> Result<()> {
 }
 
 /// The libraries as they are published: numa and probe lint clean without their `cli`
-/// feature (what an embedding service builds), and duration-arg, ioserve-simd and
-/// ioserve-numa package and build from their packaged sources (`cargo publish
+/// feature (what an embedding service builds), and duration-arg, ioserve-clock,
+/// ioserve-simd and ioserve-numa package and build from their packaged sources (`cargo publish
 /// --dry-run`, which builds each against the others' packages).
 fn publishable() -> Result<()> {
     step(
@@ -229,7 +229,7 @@ fn publishable() -> Result<()> {
         ]),
     )?;
     step(
-        "cargo publish --dry-run (duration-arg, ioserve-simd, ioserve-numa)",
+        "cargo publish --dry-run (duration-arg, ioserve-clock, ioserve-simd, ioserve-numa)",
         cargo(&[
             "publish",
             "--dry-run",
@@ -237,6 +237,8 @@ fn publishable() -> Result<()> {
             "--allow-dirty",
             "--package",
             "duration-arg",
+            "--package",
+            "ioserve-clock",
             "--package",
             "ioserve-simd",
             "--package",

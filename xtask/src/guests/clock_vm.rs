@@ -4,7 +4,7 @@
 //! last two `clock_gettime` leaves the vDSO for a real syscall. In each guest:
 //! `probe clock` and `probe doctor` must tell the three apart, a static Go program
 //! calling `time.Now()` traced with `probe syscalls --comm` must show clock_gettime
-//! syscalls only without a vDSO mode, `ioserve`'s `CachedClock` is timed against
+//! syscalls only without a vDSO mode, ioserve-clock's `CachedClock` is timed against
 //! `Instant::now()`, and every probe program must load and count exactly on the 6.1
 //! kernel (see [`probe_checks`], shared with arm64-vm).
 
@@ -136,15 +136,16 @@ impl ProbeBinaries {
     }
 }
 
-/// ioserve's `clock_cost` example, optimised (a debug build's CachedClock read is a
-/// chain of unoptimised calls, hundreds of ns under TCG).
+/// ioserve-clock's `clock_cost` example, optimised (a debug build's CachedClock read
+/// is a chain of unoptimised calls, hundreds of ns under TCG). The crate has no
+/// dependencies, so this takes seconds.
 fn clock_cost() -> Result<PathBuf> {
     let dir = guest::host_build(
-        "ioserve's clock_cost (release)",
+        "ioserve-clock's clock_cost (release)",
         &[
             "--release",
             "--package",
-            "ioserve",
+            "ioserve-clock",
             "--example",
             "clock_cost",
         ],

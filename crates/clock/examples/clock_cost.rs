@@ -1,9 +1,9 @@
 //! What a clock read costs here: `Instant::now()` and `SystemTime::now()` (the vDSO,
 //! or a real syscall when the clocksource has no vDSO mode) against
-//! `ioserve::clock::CachedClock` (one atomic load).
+//! `CachedClock` (one atomic load).
 //!
 //! ```text
-//! cargo run --release -p ioserve --example clock_cost -- [READS]
+//! cargo run --release -p ioserve-clock --example clock_cost -- [READS]
 //! ```
 //!
 //! Prints one `name ns-per-read` line per clock; `cargo xtask clock-vm` runs it under
@@ -13,7 +13,7 @@
 use std::hint::black_box;
 use std::time::{Duration, Instant, SystemTime};
 
-use ioserve::clock::CachedClock;
+use ioserve_clock::CachedClock;
 
 const DEFAULT_READS: u64 = 200_000;
 
