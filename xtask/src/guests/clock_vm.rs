@@ -8,7 +8,7 @@
 //! `Instant::now()`, and every probe program must load and count exactly on the 6.1
 //! kernel (see [`probe_checks`], shared with arm64-vm).
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::time::Duration;
 
@@ -116,13 +116,25 @@ pub(crate) struct ProbeBinaries {
 }
 
 impl ProbeBinaries {
+    /// The cargo arguments that select them.
+    pub(crate) const ARGS: &'static [&'static str] = &["--package", "ioserve-probe", "--bins"];
+
+    /// Builds them for `arch`.
     pub(crate) fn build(arch: Arch) -> Result<ProbeBinaries> {
-        let args = ["--package", "ioserve-probe", "--bins"];
         let dir = match arch {
-            Arch::X86_64 => guest::host_build("probe", &args)?,
-            Arch::Aarch64 => guest::static_build(arch, "probe", &args)?,
+            Arch::X86_64 => guest::host_build("probe", ProbeBinaries::ARGS)?,
+            Arch::Aarch64 => guest::static_build(arch, "probe", ProbeBinaries::ARGS)?,
         };
-        Ok(ProbeBinaries { arch, dir })
+        Ok(ProbeBinaries::at(arch, &dir))
+    }
+
+    /// Where a build for `arch` with [`ProbeBinaries::ARGS`] put them (its profile
+    /// directory `dir`).
+    pub(crate) fn at(arch: Arch, dir: &Path) -> ProbeBinaries {
+        ProbeBinaries {
+            arch,
+            dir: dir.to_path_buf(),
+        }
     }
 
     pub(crate) fn add_to(&self, initramfs: &mut Initramfs) -> Result<()> {

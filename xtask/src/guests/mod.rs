@@ -5,8 +5,9 @@
 //! the commands' outputs. The checks are made here, on the captured console, and
 //! printed as one table per task.
 //!
-//! Downloads and builds are cached under guest/ (kernels, busybox) and guest/build/
-//! (the static binaries) in cargo's target directory, so a second run only boots.
+//! Downloads are cached under guest/ (kernels, busybox) in cargo's target directory and
+//! the static binaries are built under its directory for their target triple, so a
+//! second run only boots.
 
 use std::collections::BTreeMap;
 use std::fmt::Write as _;
@@ -307,16 +308,32 @@ fn extract_member(deb: &Path, member: &str) -> Result<Vec<u8>> {
 }
 
 /// Builds with `+crt-static` for `arch` (cargo arguments in `args`, e.g. `--package
-/// numa --bin numa`) in target/guest/build, so that the flags do not invalidate the
-/// normal build and every guest task shares the artifacts. Returns the profile
-/// directory the binaries land in (`release` when `args` has `--release`).
+/// numa --bin numa`) with an explicit `--target`, so that the flags reach only what
+/// lands under the target directory's `<triple>/` (the normal build's `debug/` and
+/// `release/` stay valid) while the host's proc-macros and build scripts are shared
+/// with the normal build, and every guest task shares the artifacts. Returns the
+/// profile directory the binaries land in (`release` when `args` has `--release`).
 pub(crate) fn static_build(arch: Arch, what: &str, args: &[&str]) -> Result<PathBuf> {
-    let target_dir = work_dir()?.join("build");
     let mut build = cargo(&["build"]);
     build.args(args);
-    static_flags(&mut build, arch, &target_dir);
+    static_flags(&mut build, arch);
     step(&format!("build static {what} ({})", arch.debian()), build)?;
-    Ok(target_dir.join(arch.rust_target()).join(profile(args)))
+    Ok(crate::util::target_dir()?
+        .join(arch.rust_target())
+        .join(profile(args)))
+}
+
+/// `cargo check` with `args` for `arch` with the same flags as [`static_build`], so
+/// that the check and the guests' builds share their build scripts' runs (libbpf-sys's
+/// and simdutf's C and C++ under the cross compiler) instead of making each twice.
+pub(crate) fn static_check(arch: Arch, what: &str, args: &[&str]) -> Result<()> {
+    let mut check = cargo(&["check"]);
+    check.args(args);
+    static_flags(&mut check, arch);
+    step(
+        &format!("cargo check {what} ({})", arch.rust_target()),
+        check,
+    )
 }
 
 /// Builds for the host (x86_64 guests) in the workspace's own target directory, where
@@ -342,7 +359,6 @@ fn profile(args: &[&str]) -> &'static str {
 /// Builds the test executables of `package` with `+crt-static` for `arch` and returns
 /// their paths (the library's unit tests and each integration test).
 pub(crate) fn static_test_binaries(arch: Arch, package: &str) -> Result<Vec<PathBuf>> {
-    let target_dir = work_dir()?.join("build");
     let mut build = cargo(&[
         "test",
         "--package",
@@ -350,7 +366,7 @@ pub(crate) fn static_test_binaries(arch: Arch, package: &str) -> Result<Vec<Path
         "--no-run",
         "--message-format=json-render-diagnostics",
     ]);
-    static_flags(&mut build, arch, &target_dir);
+    static_flags(&mut build, arch);
     build.stderr(Stdio::inherit());
     eprintln!(
         "xtask: build static {package} tests ({})",
@@ -380,10 +396,11 @@ pub(crate) fn static_test_binaries(arch: Arch, package: &str) -> Result<Vec<Path
     Ok(binaries)
 }
 
-fn static_flags(build: &mut Command, arch: Arch, target_dir: &Path) {
+/// `--target` and `+crt-static`: with an explicit target cargo passes RUSTFLAGS only
+/// to that target's units, not to the host's build scripts and proc-macros.
+fn static_flags(build: &mut Command, arch: Arch) {
     build
-        .args(["--target", arch.rust_target(), "--target-dir"])
-        .arg(target_dir)
+        .args(["--target", arch.rust_target()])
         .env_remove("CARGO_ENCODED_RUSTFLAGS")
         .env(
             "RUSTFLAGS",

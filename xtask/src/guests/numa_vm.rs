@@ -10,7 +10,7 @@
 //! the captured console.
 
 use std::collections::BTreeMap;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
 use anyhow::{ensure, Result};
@@ -73,25 +73,32 @@ pub(crate) struct Binaries {
 }
 
 impl Binaries {
-    /// Builds `numa` and the `touch` example (which reports its CPU and the nodes of
-    /// its pages) for `arch`, statically linked.
+    /// The cargo arguments that select `numa` and the `touch` example (which reports its
+    /// CPU and the nodes of its pages).
+    pub(crate) const ARGS: &'static [&'static str] = &[
+        "--package",
+        "ioserve-numa",
+        "--bin",
+        "numa",
+        "--example",
+        "touch",
+    ];
+
+    /// Builds them for `arch`, statically linked.
     pub(crate) fn build(arch: Arch) -> Result<Binaries> {
-        let out = guest::static_build(
+        Ok(Binaries::at(&guest::static_build(
             arch,
             "numa and touch",
-            &[
-                "--package",
-                "ioserve-numa",
-                "--bin",
-                "numa",
-                "--example",
-                "touch",
-            ],
-        )?;
-        Ok(Binaries {
+            Binaries::ARGS,
+        )?))
+    }
+
+    /// Where a build with [`Binaries::ARGS`] put them (its profile directory `out`).
+    pub(crate) fn at(out: &Path) -> Binaries {
+        Binaries {
             numa: out.join("numa"),
             touch: out.join("examples/touch"),
-        })
+        }
     }
 
     pub(crate) fn add_to(&self, initramfs: &mut Initramfs) -> Result<()> {

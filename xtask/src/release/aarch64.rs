@@ -10,7 +10,7 @@ use std::process::Command;
 
 use anyhow::{bail, Context as _, Result};
 
-use crate::util::{cargo, ensure_packages, step};
+use crate::util::{ensure_packages, step};
 
 pub(crate) const TARGET: &str = "aarch64-unknown-linux-gnu";
 
@@ -134,19 +134,4 @@ fn ensure_arm64_architecture() -> Result<()> {
     let mut add = Command::new("dpkg");
     add.args(["--add-architecture", "arm64"]);
     step("dpkg --add-architecture arm64", add)
-}
-
-/// Checks every crate and target of the workspace for aarch64 (type checks, the
-/// `aarch64`-only code paths, and every build script, whose C and C++ are compiled with
-/// the cross compiler), so that an ARM regression cannot land unseen. What runs on ARM
-/// is built with code generation and linked by `cargo xtask arm64-vm`, which CI runs
-/// next: simd's tests, numa, probe and ioserve, run on an arm64 kernel (with AES, and as
-/// on a core without it). A full `build` here would generate and link every test and
-/// bench binary a second time for nothing that runs: about five minutes of CI.
-pub(crate) fn ci_lane() -> Result<()> {
-    ensure_toolchain()?;
-    step(
-        "cargo check --workspace --all-targets (aarch64)",
-        cargo(&["check", "--workspace", "--all-targets", "--target", TARGET]),
-    )
 }
