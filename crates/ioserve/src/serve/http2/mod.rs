@@ -13,8 +13,11 @@
 //!
 //! Each closes with GOAWAY, and the connection is dropped [`CLOSE_GRACE`] later if the
 //! client does not close it first. Shutdown sends GOAWAY too; streams in flight complete.
+//! After a graceful end the connection lingers (`linger`): it is read until the client
+//! closes it, for two seconds at most, so that the close is a FIN and not a reset.
 
 mod body;
+mod linger;
 
 use std::convert::Infallible;
 use std::io;
@@ -168,64 +171,77 @@ async fn run<S>(
         .max_local_error_reset_streams(MAX_LOCAL_ERROR_RESET_STREAMS)
         // Every reply carries its Date already.
         .auto_date_header(false);
-    let protocol = builder.serve_connection(TokioIo::new(stream), service);
-    tokio::pin!(protocol);
-    // The first request must come within the header timeout, later ones within the
-    // idle timeout of the last stream's end.
-    let mut wait = limits.header_timeout;
-    let mut quiet_since = Instant::now();
-    let mut closing: Option<Instant> = None;
-    let mut served = false;
-    // Notified when this connection, idle, must close to admit a new client.
-    let make_room = Arc::new(Notify::new());
-    loop {
-        let idle = *streams.borrow_and_update() == 0;
-        if idle && served && closing.is_none() && refusal.is_some() {
-            protocol.as_mut().graceful_shutdown();
-            closing = Some(Instant::now());
-        }
-        let deadline = match closing {
-            Some(closed) => closed + CLOSE_GRACE,
-            None => quiet_since + wait,
-        };
-        // Between streams, as an idle HTTP/1.1 connection, it may be closed for a
-        // new client.
-        let evictable = idle && served && closing.is_none();
-        let _waiting = evictable.then(|| slot.idle(&make_room));
-        tokio::select! {
-            () = make_room.notified(), if evictable => {
+    let (stream, returned) = linger::Returned::new(stream);
+    let graceful = {
+        let protocol = builder.serve_connection(TokioIo::new(stream), service);
+        tokio::pin!(protocol);
+        // The first request must come within the header timeout, later ones within the
+        // idle timeout of the last stream's end.
+        let mut wait = limits.header_timeout;
+        let mut quiet_since = Instant::now();
+        let mut closing: Option<Instant> = None;
+        let mut served = false;
+        // Notified when this connection, idle, must close to admit a new client.
+        let make_room = Arc::new(Notify::new());
+        loop {
+            let idle = *streams.borrow_and_update() == 0;
+            if idle && served && closing.is_none() && refusal.is_some() {
                 protocol.as_mut().graceful_shutdown();
                 closing = Some(Instant::now());
             }
-            ended = protocol.as_mut() => {
-                if let Err(error) = ended {
-                    tracing::debug!(%peer, %error, "HTTP/2 connection ended by an error");
-                }
-                return;
-            }
-            () = connection.stalled.cancelled() => {
-                return tracing::debug!(%peer, "HTTP/2 stream not read for the send timeout");
-            }
-            () = shared.shutdown.cancelled(), if closing.is_none() => {
-                protocol.as_mut().graceful_shutdown();
-                closing = Some(Instant::now());
-            }
-            changed = streams.changed() => {
-                if changed.is_err() {
-                    return;
-                }
-                wait = shared.live().limits.idle_timeout;
-                quiet_since = Instant::now();
-                served = true;
-            }
-            () = tokio::time::sleep_until(deadline), if idle => match closing {
-                Some(_) => return tracing::debug!(%peer, "HTTP/2 connection dropped after GOAWAY"),
-                None => {
-                    tracing::debug!(%peer, "HTTP/2 connection idle or incomplete: GOAWAY");
+            let deadline = match closing {
+                Some(closed) => closed + CLOSE_GRACE,
+                None => quiet_since + wait,
+            };
+            // Between streams, as an idle HTTP/1.1 connection, it may be closed for a
+            // new client.
+            let evictable = idle && served && closing.is_none();
+            let _waiting = evictable.then(|| slot.idle(&make_room));
+            tokio::select! {
+                () = make_room.notified(), if evictable => {
                     protocol.as_mut().graceful_shutdown();
                     closing = Some(Instant::now());
                 }
-            },
+                ended = protocol.as_mut() => {
+                    if let Err(error) = &ended {
+                        tracing::debug!(%peer, %error, "HTTP/2 connection ended by an error");
+                    }
+                    break ended.is_ok();
+                }
+                () = connection.stalled.cancelled() => {
+                    tracing::debug!(%peer, "HTTP/2 stream not read for the send timeout");
+                    break false;
+                }
+                () = shared.shutdown.cancelled(), if closing.is_none() => {
+                    protocol.as_mut().graceful_shutdown();
+                    closing = Some(Instant::now());
+                }
+                changed = streams.changed() => {
+                    if changed.is_err() {
+                        break false;
+                    }
+                    wait = shared.live().limits.idle_timeout;
+                    quiet_since = Instant::now();
+                    served = true;
+                }
+                () = tokio::time::sleep_until(deadline), if idle => match closing {
+                    Some(_) => {
+                        tracing::debug!(%peer, "HTTP/2 connection dropped after GOAWAY");
+                        break false;
+                    }
+                    None => {
+                        tracing::debug!(%peer, "HTTP/2 connection idle or incomplete: GOAWAY");
+                        protocol.as_mut().graceful_shutdown();
+                        closing = Some(Instant::now());
+                    }
+                },
+            }
+        }
+    };
+    // The protocol is dropped: hyper gave the stream back.
+    if graceful {
+        if let Ok(mut stream) = returned.await {
+            linger::close(&mut stream).await;
         }
     }
 }
