@@ -1,6 +1,7 @@
 //! `cargo xtask ci`: every check CI runs, in order, and the checks of its own that no
-//! other task runs (probe built without clang, a guest under another target
-//! directory, the published libraries, simd in a native build and under Miri).
+//! other task runs (probe built without clang, in the aarch64 lane's check, a guest
+//! under another target directory, the published libraries, simd in a native build
+//! and under Miri).
 
 pub(crate) mod bpf;
 pub(crate) mod fuzz;
@@ -12,6 +13,7 @@ pub(crate) mod testssl;
 pub(crate) mod workflows;
 
 use std::env;
+use std::path::PathBuf;
 use std::process::Command;
 use std::time::Instant;
 
@@ -108,7 +110,6 @@ pub(crate) fn run() -> Result<()> {
     modules::run()?;
     publishable()?;
     bpf::run(&bpf::Options { check: true })?;
-    probe_builds_without_clang()?;
     // The release build first: the checks that serve (numa-vm, the browser, h2spec,
     // testssl.sh, tls-vm) run the packaged ioserve instead of building a debug one
     // each, whose dependencies' features resolve differently from `cargo test`'s.
@@ -132,7 +133,9 @@ pub(crate) fn run() -> Result<()> {
     testssl::run(&ioserve)?;
     clock_vm::run()?;
     tls_vm::run(&ioserve)?;
-    arm64_vm::check_workspace()?;
+    // Every build script's first run for aarch64 (probe's, which makes the skeletons
+    // of the committed BPF objects, and libbpf-sys's C build) is in this check.
+    arm64_vm::check_workspace(&tools_that_fail(&["clang", "clang-14", "bpftool"])?)?;
     totals.add(&arm64_vm::run()?);
     totals.add(&miri()?);
     eprintln!("xtask ci: all checks passed in {:.0?}", started.elapsed());
@@ -144,15 +147,13 @@ pub(crate) fn run() -> Result<()> {
     Ok(())
 }
 
-/// Checks probe (library and binaries) in its own target directory with a `clang` first
-/// on PATH that fails when run, so that a build that still compiled BPF programs
-/// would fail here: the committed objects are all it needs. `cargo check` runs every
-/// build script as a build does (probe's, which embeds the objects, and libbpf-sys's C
-/// build); only the code generation, which never calls clang, is left out.
-fn probe_builds_without_clang() -> Result<()> {
-    let shims = target_dir()?.join("no-clang/bin");
+/// A directory of programs named `names` that fail when run, saying so: first on PATH,
+/// it makes a build that still compiled probe's BPF programs (clang) or generated their
+/// objects (bpftool) fail, where the committed objects must be all it needs.
+fn tools_that_fail(names: &[&str]) -> Result<PathBuf> {
+    let shims = target_dir()?.join("failing-tools");
     std::fs::create_dir_all(&shims)?;
-    for name in ["clang", "clang-14", "bpftool"] {
+    for name in names {
         let shim = shims.join(name);
         std::fs::write(
             &shim,
@@ -162,17 +163,7 @@ fn probe_builds_without_clang() -> Result<()> {
         )?;
         std::fs::set_permissions(&shim, std::os::unix::fs::PermissionsExt::from_mode(0o755))?;
     }
-    let path = env::var_os("PATH").unwrap_or_default();
-    let mut paths = vec![shims.clone()];
-    paths.extend(env::split_paths(&path));
-    let mut build = cargo(&["check", "--package", "ioserve-probe", "--lib", "--bins"]);
-    build
-        .env("PATH", env::join_paths(paths)?)
-        .env("CARGO_TARGET_DIR", target_dir()?.join("no-clang"));
-    step(
-        "cargo check -p ioserve-probe with clang and bpftool failing",
-        build,
-    )
+    Ok(shims)
 }
 
 /// `cargo xtask numa-vm` in a child xtask whose `CARGO_TARGET_DIR` is a directory

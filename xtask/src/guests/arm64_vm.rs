@@ -12,7 +12,7 @@
 //! This proves function on an arm64 kernel, under emulation; speed needs ARM hardware
 //! (`cargo xtask cross` builds the tarball for that).
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use anyhow::Result;
@@ -38,14 +38,17 @@ const STRATEGIES: &[(&str, &str)] = &[("sendfile", "zero-copy"), ("read", "copyi
 /// next: simd's tests, numa, probe and ioserve, run on an arm64 kernel (with AES, and
 /// as on a core without it). A full `build` here would generate and link every test
 /// and bench binary a second time for nothing that runs: about five minutes of CI. The
-/// check has [`run`]'s flags, so that the two share their build scripts' runs.
-pub(crate) fn check_workspace() -> Result<()> {
+/// check has [`run`]'s flags, so that the two share their build scripts' runs. The
+/// programs in `first_on_path` are found before the system's (CI puts a clang that
+/// fails there: the build scripts run here for the first time).
+pub(crate) fn check_workspace(first_on_path: &Path) -> Result<()> {
     let arch = Arch::Aarch64;
     arch.ensure_tools()?;
     guest::static_check(
         arch,
         "--workspace --all-targets",
         &["--workspace", "--all-targets"],
+        first_on_path,
     )
 }
 

@@ -326,10 +326,19 @@ pub(crate) fn static_build(arch: Arch, what: &str, args: &[&str]) -> Result<Path
 /// `cargo check` with `args` for `arch` with the same flags as [`static_build`], so
 /// that the check and the guests' builds share their build scripts' runs (libbpf-sys's
 /// and simdutf's C and C++ under the cross compiler) instead of making each twice.
-pub(crate) fn static_check(arch: Arch, what: &str, args: &[&str]) -> Result<()> {
+/// The programs in `first_on_path` are found before the system's.
+pub(crate) fn static_check(
+    arch: Arch,
+    what: &str,
+    args: &[&str],
+    first_on_path: &Path,
+) -> Result<()> {
     let mut check = cargo(&["check"]);
     check.args(args);
     static_flags(&mut check, arch);
+    let path = std::env::var_os("PATH").unwrap_or_default();
+    let paths = std::iter::once(first_on_path.to_path_buf()).chain(std::env::split_paths(&path));
+    check.env("PATH", std::env::join_paths(paths)?);
     step(
         &format!("cargo check {what} ({})", arch.rust_target()),
         check,
