@@ -1,7 +1,7 @@
-//! ioserve over HTTPS with a test certificate, on a free port of 127.0.0.1: what the
-//! TLS checks (h2spec, testssl.sh) scan.
+//! ioserve over HTTPS with a certificate from a test CA, on a free port of 127.0.0.1:
+//! what the TLS checks (h2spec, testssl.sh) scan.
 
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::time::Duration;
 
@@ -29,11 +29,13 @@ fn start(binary: &Path, root: &Path, pair: &CertificatePair) -> Result<IoservePr
 }
 
 /// ioserve over HTTPS serving one page from a temporary directory, with a fresh
-/// self-signed certificate; the directory (removed when dropped) holds the served
-/// tree, the certificate and whatever the check writes there.
+/// certificate from a fresh test CA; the directory (removed when dropped) holds the
+/// served tree, the certificates and whatever the check writes there.
 pub(crate) struct ServedPage {
     /// Stopped when dropped (before the directory goes).
     pub(crate) server: IoserveProcess,
+    /// The test CA's certificate, for a client to trust.
+    pub(crate) ca: PathBuf,
     pub(crate) work: TempDir,
 }
 
@@ -43,7 +45,11 @@ pub(crate) fn serve_page(binary: &Path, html: &str) -> Result<ServedPage> {
     let root = work.path().join("root");
     std::fs::create_dir(&root)?;
     std::fs::write(root.join("index.html"), html)?;
-    let pair = certificate::self_signed(work.path())?;
-    let server = start(binary, &root, &pair)?;
-    Ok(ServedPage { server, work })
+    let issued = certificate::issued_by_test_ca(work.path())?;
+    let server = start(binary, &root, &issued.pair)?;
+    Ok(ServedPage {
+        server,
+        ca: issued.ca,
+        work,
+    })
 }

@@ -1,7 +1,7 @@
 //! `cargo xtask testssl`: testssl.sh (Debian's `testssl.sh`) scans ioserve over HTTPS
-//! with a test certificate; a finding rated HIGH or CRITICAL fails the check and is
-//! printed, except those that the self-signed test certificate causes
-//! ([`TEST_CERTIFICATE_FINDINGS`]). The counts by severity are printed.
+//! with a certificate from a test CA that the scan trusts (`--add-ca`), as a deployment's
+//! certificate chains to a public CA in the stores it checks; a finding rated HIGH or
+//! CRITICAL fails the check and is printed. The counts by severity are printed.
 
 use std::collections::BTreeMap;
 use std::process::Command;
@@ -13,12 +13,6 @@ use serde::Deserialize;
 use super::https_server::{self, ServedPage};
 use crate::util::ensure_packages;
 use crate::util::ioserve_process::IoserveBinary;
-
-/// Finding ids that rate the test certificate, not the server: it is self-signed, so
-/// that no chain leads to a trusted root (`cert_chain_of_trust`, CRITICAL) and, issued
-/// by no CA, it names no CRL or OCSP responder (`cert_revocation`, HIGH). A deployment
-/// serves a CA's certificate, which has both.
-const TEST_CERTIFICATE_FINDINGS: &[&str] = &["cert_chain_of_trust", "cert_revocation"];
 
 /// The severities that fail the check.
 const FAILING: &[&str] = &["HIGH", "CRITICAL"];
@@ -39,7 +33,8 @@ struct Finding {
 pub(crate) fn run(binary: &IoserveBinary) -> Result<()> {
     ensure_packages(&[("testssl.sh", "testssl")])?;
     let ioserve = binary.get()?;
-    let ServedPage { server, work } = https_server::serve_page(&ioserve, "<p>testssl.sh</p>\n")?;
+    let ServedPage { server, ca, work } =
+        https_server::serve_page(&ioserve, "<p>testssl.sh</p>\n")?;
     let json = work.path().join("testssl.json");
     let started = Instant::now();
     // Every check (testssl.sh's default run). The name is localhost, which the
@@ -52,6 +47,9 @@ pub(crate) fn run(binary: &IoserveBinary) -> Result<()> {
         .args(["--connect-timeout", TIMEOUT_SECONDS])
         .args(["--openssl-timeout", TIMEOUT_SECONDS])
         .args(["--ip", &server.addr.ip().to_string()])
+        // The test CA is trusted as a public CA is in the stores testssl.sh checks.
+        .arg("--add-ca")
+        .arg(&ca)
         .arg(format!("localhost:{}", server.addr.port()))
         .output()
         .context("cannot run testssl")?;
@@ -88,8 +86,8 @@ fn counts(findings: &[Finding]) -> String {
         .join(", ")
 }
 
-/// Fails on a finding rated HIGH or CRITICAL (other than the test certificate's), or
-/// on a scan that did not complete (a FATAL entry, or no protocol checked).
+/// Fails on a finding rated HIGH or CRITICAL, or on a scan that did not complete (a
+/// FATAL entry, or no protocol checked).
 fn judge(findings: &[Finding]) -> Result<()> {
     let fatal: Vec<&Finding> = findings
         .iter()
@@ -107,7 +105,6 @@ fn judge(findings: &[Finding]) -> Result<()> {
     let failing: Vec<&Finding> = findings
         .iter()
         .filter(|finding| FAILING.contains(&finding.severity.as_str()))
-        .filter(|finding| !TEST_CERTIFICATE_FINDINGS.contains(&finding.id.as_str()))
         .collect();
     if !failing.is_empty() {
         bail!(
@@ -116,11 +113,7 @@ fn judge(findings: &[Finding]) -> Result<()> {
             lines(&failing)
         );
     }
-    eprintln!(
-        "xtask: testssl.sh: no finding rated HIGH or CRITICAL but the self-signed test \
-         certificate's own ({})",
-        TEST_CERTIFICATE_FINDINGS.join(", ")
-    );
+    eprintln!("xtask: testssl.sh: no finding rated HIGH or CRITICAL");
     Ok(())
 }
 
@@ -145,16 +138,27 @@ mod tests {
     const SCAN: &str = r#"[
         {"id": "TLS1_1", "ip": "localhost/127.0.0.1", "port": "443", "severity": "INFO", "finding": "not offered"},
         {"id": "TLS1_3", "ip": "localhost/127.0.0.1", "port": "443", "severity": "OK", "finding": "offered with final"},
-        {"id": "cert_chain_of_trust", "ip": "localhost/127.0.0.1", "port": "443", "severity": "CRITICAL", "finding": "failed (self signed)."},
-        {"id": "cert_revocation", "ip": "localhost/127.0.0.1", "port": "443", "severity": "HIGH", "finding": "Neither CRL nor OCSP URI provided"},
+        {"id": "cert_chain_of_trust", "ip": "localhost/127.0.0.1", "port": "443", "severity": "OK", "finding": "passed."},
+        {"id": "cert_crlDistributionPoints", "ip": "localhost/127.0.0.1", "port": "443", "severity": "INFO", "finding": "http://127.0.0.1/ioserve-test-ca.crl"},
         {"id": "BREACH", "ip": "localhost/127.0.0.1", "port": "443", "severity": "OK", "finding": "not vulnerable"}
     ]"#;
 
     #[test]
-    fn the_test_certificate_findings_alone_pass() {
+    fn a_scan_without_high_or_critical_findings_passes() {
         let scan = findings(SCAN);
         judge(&scan).unwrap();
-        assert_eq!(counts(&scan), "CRITICAL 1, HIGH 1, INFO 1, OK 2");
+        assert_eq!(counts(&scan), "INFO 2, OK 3");
+    }
+
+    #[test]
+    fn an_untrusted_chain_fails_too() {
+        // What a self-signed certificate, or a CA the scan was not told of, gives.
+        let json = SCAN.replace(
+            r#""severity": "OK", "finding": "passed.""#,
+            r#""severity": "CRITICAL", "finding": "failed (self signed).""#,
+        );
+        let error = judge(&findings(&json)).unwrap_err().to_string();
+        assert!(error.contains("CRITICAL cert_chain_of_trust"), "{error}");
     }
 
     #[test]
@@ -170,7 +174,6 @@ mod tests {
                 error.contains(&format!("{severity} BREACH: potentially VULNERABLE")),
                 "{error}"
             );
-            assert!(!error.contains("cert_revocation"), "{error}");
         }
     }
 
