@@ -17,10 +17,9 @@
 use std::io;
 use std::net::SocketAddr;
 use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::time::Instant;
 
 use futures_util::future::OptionFuture;
-use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::sync::Notify;
 use tokio::time::timeout_at;
 
@@ -29,14 +28,9 @@ use crate::http::response::{Body, Reply};
 use crate::io::pacing::Pacer;
 use crate::ops::access_log::{Outcome, Record};
 use crate::serve::exchange::{self, Decision};
+use crate::serve::linger;
 use crate::serve::shared::{ConnectionSlot, Live, Shared};
 use crate::serve::transport::Transport;
-
-/// How long a closing connection keeps reading (and dropping) what the client still
-/// sends, so that the kernel does not answer it with a reset that destroys our response.
-const LINGER: Duration = Duration::from_secs(2);
-/// Most bytes read and dropped while lingering.
-const LINGER_BYTES: usize = 256 * 1024;
 
 /// Serves one accepted, admitted connection to its end.
 ///
@@ -96,7 +90,7 @@ pub(crate) async fn serve<S: Transport>(
                     }
                 };
                 if !keep_alive {
-                    return Box::pin(linger_close(stream)).await;
+                    return Box::pin(linger::close(stream)).await;
                 }
                 served += 1;
                 // Nothing pipelined: the client may idle; else its head is on its way.
@@ -299,25 +293,6 @@ pub(crate) async fn refuse_with<S: Transport>(
         );
     }
     if sent.is_ok() {
-        linger_close(stream).await;
-    }
-}
-
-/// Closes our side, then reads and drops what the client still sends for a short
-/// while, so that our last response is not destroyed by a reset.
-async fn linger_close<S: Transport>(mut stream: S) {
-    if stream.shutdown().await.is_err() {
-        return;
-    }
-    let deadline = tokio::time::Instant::now() + LINGER;
-    // On the heap, and only now: a buffer in the future itself would be part of every
-    // connection's task, idle or not.
-    let mut scratch = vec![0u8; 4096];
-    let mut drained = 0;
-    while drained < LINGER_BYTES {
-        match timeout_at(deadline, stream.read(&mut scratch)).await {
-            Ok(Ok(n)) if n > 0 => drained += n,
-            _ => return,
-        }
+        linger::close(stream).await;
     }
 }

@@ -7,6 +7,7 @@ mod error;
 mod exchange;
 mod http2;
 pub(crate) mod ktls;
+mod linger;
 pub mod listeners;
 pub(crate) mod per_ip;
 mod redirect;

@@ -13,11 +13,12 @@
 //!
 //! Each closes with GOAWAY, and the connection is dropped [`CLOSE_GRACE`] later if the
 //! client does not close it first. Shutdown sends GOAWAY too; streams in flight complete.
-//! After a graceful end the connection lingers (`linger`): it is read until the client
-//! closes it, for two seconds at most, so that the close is a FIN and not a reset.
+//! After a graceful end the connection lingers as an HTTP/1.1 one does
+//! ([`crate::serve::linger`]): it is read until the client closes it, for two seconds
+//! at most, so that the close is a FIN and not a reset.
 
 mod body;
-mod linger;
+mod returned;
 
 use std::convert::Infallible;
 use std::io;
@@ -43,6 +44,8 @@ use crate::io::pacing::Pacer;
 use crate::ops::access_log::Record;
 use crate::serve::exchange::{self, Decision, Sent};
 use crate::serve::http2::body::{BodyWriter, ResponseBody};
+use crate::serve::http2::returned::Returned;
+use crate::serve::linger;
 use crate::serve::shared::{ConnectionSlot, Live, Shared};
 
 /// Streams a client may have open at once (nginx's `http2_max_concurrent_streams`).
@@ -171,7 +174,7 @@ async fn run<S>(
         .max_local_error_reset_streams(MAX_LOCAL_ERROR_RESET_STREAMS)
         // Every reply carries its Date already.
         .auto_date_header(false);
-    let (stream, returned) = linger::Returned::new(stream);
+    let (stream, returned) = Returned::new(stream);
     let graceful = {
         let protocol = builder.serve_connection(TokioIo::new(stream), service);
         tokio::pin!(protocol);
@@ -240,8 +243,8 @@ async fn run<S>(
     };
     // The protocol is dropped: hyper gave the stream back.
     if graceful {
-        if let Ok(mut stream) = returned.await {
-            linger::close(&mut stream).await;
+        if let Ok(stream) = returned.await {
+            Box::pin(linger::close(stream)).await;
         }
     }
 }

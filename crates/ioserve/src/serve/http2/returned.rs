@@ -1,25 +1,14 @@
-//! A lingering close for HTTP/2 connections, as nginx's `lingering_close`: after a
-//! graceful end (GOAWAY sent, no stream in flight) the stream is read and discarded
-//! until the client closes it or [`LINGER`] passes, and only then closed. Closed at
-//! once, a socket with unread bytes (a WINDOW_UPDATE or PING ACK the client sent while
-//! the GOAWAY was on its way) makes the kernel send RST instead of FIN, and the client
-//! can lose the GOAWAY and the data before it: it sees a reset where the server meant
-//! "done, reconnect".
-//!
-//! hyper owns the stream while it serves the connection and drops it at the end;
-//! [`Returned`] hands it back then, so the connection's task (still holding its slot
-//! among the connections) does the lingering.
+//! hyper owns an HTTP/2 connection's stream while it serves it and drops it at the end;
+//! [`Returned`] hands the stream back then instead of closing it, so that the
+//! connection's task (still holding its slot among the connections) ends it with the
+//! lingering close every connection gets ([`crate::serve::linger`]).
 
 use std::io;
 use std::pin::Pin;
 use std::task::{Context, Poll};
-use std::time::Duration;
 
-use tokio::io::{AsyncRead, AsyncReadExt as _, AsyncWrite, AsyncWriteExt as _, ReadBuf};
+use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
 use tokio::sync::oneshot;
-
-/// The longest a closed connection is read for its client's close.
-pub const LINGER: Duration = Duration::from_secs(2);
 
 /// A stream that is sent back through a channel when dropped (by hyper, at the end of
 /// the connection) instead of being closed.
@@ -96,30 +85,21 @@ impl<S: AsyncWrite + Unpin> AsyncWrite for Returned<S> {
     }
 }
 
-/// Ends the sending side (TLS close_notify and FIN, where hyper has not already) and
-/// reads and drops what the client still sends until it closes, fails or [`LINGER`]
-/// passes; the caller then drops the stream.
-pub(super) async fn close<S: AsyncRead + AsyncWrite + Unpin>(stream: &mut S) {
-    let _ = tokio::time::timeout(LINGER, async {
-        let _ = stream.shutdown().await;
-        let mut scratch = [0u8; 4096];
-        while let Ok(1..) = stream.read(&mut scratch).await {}
-    })
-    .await;
-}
-
 #[cfg(test)]
 mod tests {
+    use tokio::io::{AsyncReadExt as _, AsyncWriteExt as _};
+
     use super::*;
+    use crate::serve::linger::{self, LINGER};
 
     #[tokio::test]
-    async fn a_lingering_close_reads_what_the_client_still_sends_until_it_closes() {
+    async fn the_returned_stream_lingers_until_the_client_closes() {
         let (server, mut client) = tokio::io::duplex(64);
         let (mut returned, back) = Returned::new(server);
         // What hyper does: writes, then drops the stream, which comes back unclosed.
         returned.write_all(b"GOAWAY").await.unwrap();
         drop(returned);
-        let mut server = back.await.expect("the stream came back");
+        let server = back.await.expect("the stream came back");
         let client = tokio::spawn(async move {
             let mut goaway = [0; 6];
             client.read_exact(&mut goaway).await.unwrap();
@@ -128,10 +108,10 @@ mod tests {
             goaway
         });
         let started = tokio::time::Instant::now();
-        close(&mut server).await;
+        // Takes the stream and drops (closes) it at the end: a client still writing
+        // then fails instead of hanging the test.
+        linger::close(server).await;
         assert!(started.elapsed() < LINGER, "it waited for the limit");
-        // Closed now: a client still writing would fail instead of hanging the test.
-        drop(server);
         assert_eq!(&client.await.unwrap(), b"GOAWAY");
     }
 }

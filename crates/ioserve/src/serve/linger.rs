@@ -1,0 +1,36 @@
+//! The lingering close every connection ends with, as nginx's `lingering_close`: our
+//! side is shut (TLS close_notify, FIN), then what the client still sends is read and
+//! dropped for a short while. Closed at once, a socket with unread bytes (a pipelined
+//! request, an HTTP/2 WINDOW_UPDATE or PING ACK sent while our GOAWAY was on its way)
+//! makes the kernel answer with a reset instead of FIN, and the reset can destroy our
+//! last response or GOAWAY before the client reads it.
+
+use std::time::Duration;
+
+use tokio::io::{AsyncRead, AsyncReadExt as _, AsyncWrite, AsyncWriteExt as _};
+use tokio::time::timeout_at;
+
+/// How long a closing connection keeps reading (and dropping) what the client sends.
+pub(crate) const LINGER: Duration = Duration::from_secs(2);
+/// Most bytes read and dropped while lingering.
+const LINGER_BYTES: usize = 256 * 1024;
+
+/// Closes our side of `stream`, then reads and drops what the client still sends until
+/// it closes, fails, [`LINGER`] passes or [`LINGER_BYTES`] came; `stream` is dropped
+/// (closed) at the end.
+pub(crate) async fn close<S: AsyncRead + AsyncWrite + Unpin>(mut stream: S) {
+    if stream.shutdown().await.is_err() {
+        return;
+    }
+    let deadline = tokio::time::Instant::now() + LINGER;
+    // On the heap, and only now: a buffer in the future itself would be part of every
+    // connection's task, idle or not.
+    let mut scratch = vec![0u8; 4096];
+    let mut drained = 0;
+    while drained < LINGER_BYTES {
+        match timeout_at(deadline, stream.read(&mut scratch)).await {
+            Ok(Ok(n)) if n > 0 => drained += n,
+            _ => return,
+        }
+    }
+}
