@@ -14,11 +14,11 @@
     reason = "criterion_group! generates an undocumented pub fn"
 )]
 
-use std::hash::{BuildHasher, Hasher};
+use std::hash::BuildHasher;
 use std::hint::black_box;
 
 use base64::Engine as _;
-use benches::KeyStream;
+use benches::{hash_with, KeyStream};
 use criterion::{criterion_group, criterion_main, BenchmarkId, Criterion, Throughput};
 
 /// 16 B to 1 MiB in steps of 4x: small keys, a line, a page, a chunk, a file.
@@ -166,14 +166,6 @@ fn base64_decode(c: &mut Criterion) {
         });
     }
     group.finish();
-}
-
-/// A hash called directly on (bytes, seed) where the crate has such a call, else one
-/// `write` of the bytes and `finish` on a hasher from a `BuildHasher` built once.
-fn hash_with(builder: &impl BuildHasher, bytes: &[u8]) -> u64 {
-    let mut hasher = builder.build_hasher();
-    hasher.write(bytes);
-    hasher.finish()
 }
 
 /// A hash as a `HashMap` with byte-slice keys calls it: `hash_one(key)`, which

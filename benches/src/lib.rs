@@ -6,7 +6,10 @@
 //!   threads (seed 001).
 //! - `false_sharing`: adjacent vs cache-padded counters, and the striped counter
 //!   (seed 001).
+//! - `simd`: the simd crate's kernels against their peers (seeds 002 and 003);
+//!   `hash_paired`: its hash at small key sizes in interleaved rounds.
 
+use std::hash::{BuildHasher, Hasher};
 use std::sync::Barrier;
 use std::time::{Duration, Instant};
 
@@ -29,6 +32,15 @@ pub fn kernel_config() -> Criterion {
         .sample_size(20)
         .warm_up_time(Duration::from_millis(500))
         .measurement_time(Duration::from_secs(1))
+}
+
+/// A hash of `bytes` by one `write` and `finish` on a hasher from `builder` (made
+/// once by the caller): how a crate without a direct (bytes, seed) call hashes bytes.
+#[inline]
+pub fn hash_with(builder: &impl BuildHasher, bytes: &[u8]) -> u64 {
+    let mut hasher = builder.build_hasher();
+    hasher.write(bytes);
+    hasher.finish()
 }
 
 /// Runs `work(thread_index)` on `threads` threads started together and returns the
