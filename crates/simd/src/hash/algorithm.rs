@@ -22,8 +22,10 @@
 //!   paired runs on an idle Xeon); never raw into a word of the key, where keys of
 //!   two lengths could be made equal.
 //! - 17 to 64 bytes: two or four 16-byte blocks (the first and last 16/32 bytes,
-//!   overlapping), each given two keyed rounds of its own (the second keyed with its
-//!   lane's start, which holds the length) before it meets another lane.
+//!   overlapping), each given two keyed rounds of its own (the first keyed with its
+//!   lane's start, which holds the length) before it meets another lane; the lanes
+//!   then meet with one round each (`aesenc(a, b)`, a tree), and one keyed round
+//!   follows: five dependent rounds at 33-64 bytes ([`hash_medium`]).
 //! - 65 to 128 bytes: the first and the last 64 bytes, overlapping, into eight lanes;
 //!   129 to 256: the first and the last 128 into sixteen, as above.
 //! - Longer: sixteen lanes absorb 256 bytes per step, then the last 256 bytes
@@ -34,11 +36,12 @@
 //! - Absorbing a block in the long loop: `lane = aesenc(aesenc(lane, block), key)`,
 //!   two rounds: with one, the difference one block leaves after a single S-box layer
 //!   could be cancelled by the next block with a guess of a few bits, whatever the key.
-//! - Finishing: the lanes meet pairwise in a tree, two rounds per pair
-//!   (`aesenc(aesenc(a, b), key)`), then one more keyed round, and the 128 bits are
-//!   folded to 64 by a folded multiply of the halves. The tree had one round per pair
-//!   (the second lane XORed in last) and the halves were XORed: sparse 60-64-byte keys
-//!   (up to 3 bits set) collided in full, 4-20 pairs among 22.4 M keys.
+//! - Finishing (longer than 64 bytes): the lanes meet pairwise in a tree, two rounds
+//!   per pair (`aesenc(aesenc(a, b), key)`), then one more keyed round; at every
+//!   length the 128 bits are folded to 64 by a folded multiply of the halves. When
+//!   each block of the 17-64-byte path had one round of its own, lanes met with one
+//!   round each and the halves were XORed, sparse 60-64-byte keys (up to 3 bits set)
+//!   collided in full, 4-20 pairs among 22.4 M keys.
 //! - A running `Hasher` hashes each write with its state so far XORed into key 0.
 //!
 //! Go's arm64 aeshash lost bytes above 256 (a register reused in the loop); the tests
@@ -230,9 +233,20 @@ unsafe fn round_keys<B: Block>(keys: Keys, tweak: u64) -> [B; 4] {
     }
 }
 
-/// [`hash`] of 17 to 64 bytes: two or four blocks, each a lane of its own. Small
-/// enough to be called in line where the build enables AES (a `HashMap`'s
-/// `hash_one` stays in line around it); longer keys are a call.
+/// [`hash`] of 17 to 64 bytes: two or four blocks, each a lane of its own given two
+/// keyed rounds ([`one_block`]); the lanes then meet with one round each,
+/// `aesenc(a, b)` (four lanes: `aesenc(aesenc(a, b), aesenc(c, d))`), and one keyed
+/// round follows. Small enough to be called in line where the build enables AES (a
+/// `HashMap`'s `hash_one` stays in line around it); longer keys are a call.
+///
+/// One round per meeting, not [`combine2`]'s two: `b` enters after a round of `a`,
+/// which has had three by then against `b`'s two, so that a difference in one lane
+/// cancels one in another only through a three-round AES differential (probability
+/// at most 2^-54 for a given pair of differences, by AES's wide trail bound). With two
+/// rounds per meeting the 33-64-byte path was seven dependent rounds deep and 0.8x
+/// ahash's AES path at 64 bytes; now five (four at 17-32 bytes). Two lanes per VAES
+/// instruction here measured no faster: the extract and insert between 128 and 256
+/// bits cost what the saved instructions gained, and lengthen the chain.
 ///
 /// # Safety
 /// The CPU must support `B`'s instructions.
@@ -245,24 +259,14 @@ pub(crate) unsafe fn hash_medium<B: Block>(bytes: &[u8], keys: Keys, tweak: u64)
     unsafe {
         let k: [B; 4] = round_keys(keys, tweak);
         let s = if len <= 32 {
-            combine2(
-                [
-                    one_block(bytes, &k, 0, 0),
-                    one_block(bytes, &k, 1, len - 16),
-                ],
-                k[1],
-            )
+            one_block(bytes, &k, 0, 0).aesenc(one_block(bytes, &k, 1, len - 16))
         } else {
             // The first 32 bytes and the last 32, overlapping.
-            combine4(
-                [
-                    one_block(bytes, &k, 0, 0),
-                    one_block(bytes, &k, 1, 16),
-                    one_block(bytes, &k, 2, len - 32),
-                    one_block(bytes, &k, 3, len - 16),
-                ],
-                &k,
-            )
+            let a = one_block(bytes, &k, 0, 0);
+            let b = one_block(bytes, &k, 1, 16);
+            let c = one_block(bytes, &k, 2, len - 32);
+            let d = one_block(bytes, &k, 3, len - 16);
+            a.aesenc(b).aesenc(c.aesenc(d))
         };
         fold(s.aesenc(k[0]))
     }
@@ -391,11 +395,13 @@ unsafe fn absorb<B: Block>(lane: B, block: &[u8; 16], key: B) -> B {
     unsafe { lane.aesenc(B::load(block)).aesenc(key) }
 }
 
-/// Two lanes combined by two rounds, `aesenc(aesenc(a, b), key)`: `b` meets `a` after
-/// a round of `a`, and both go through one more keyed round before anything else
-/// meets them (a single round per pair, with the last lane XORed in, let differences
-/// in one lane cancel those in another). The lanes meet pairwise in a tree, log2(n)
-/// pairs deep where a chain would be n - 1. One function per count, spelled out: a
+/// Two lanes combined by two rounds, `aesenc(aesenc(a, b), key)`, in the paths longer
+/// than 64 bytes: `b` meets `a` after a round of `a`, and both go through one more
+/// keyed round before anything else meets them (a single round per pair, with the
+/// last lane XORed in, let differences in one lane cancel those in another while
+/// each block had one round of its own; [`hash_medium`], whose blocks have two, meets
+/// them with one). The lanes meet pairwise in a tree, log2(n) pairs deep where a
+/// chain would be n - 1. One function per count, spelled out: a
 /// loop over an array of lanes was left as a loop through memory, five times slower
 /// at 256 bytes.
 ///
