@@ -241,12 +241,13 @@ unsafe fn round_keys<B: Block>(keys: Keys, tweak: u64) -> [B; 4] {
 ///
 /// One round per meeting, not [`combine2`]'s two: `b` enters after a round of `a`,
 /// which has had three by then against `b`'s two, so that a difference in one lane
-/// cancels one in another only through a three-round AES differential (probability
-/// at most 2^-54 for a given pair of differences, by AES's wide trail bound). With two
-/// rounds per meeting the 33-64-byte path was seven dependent rounds deep and 0.8x
-/// ahash's AES path at 64 bytes; now five (four at 17-32 bytes). Two lanes per VAES
-/// instruction here measured no faster: the extract and insert between 128 and 256
-/// bits cost what the saved instructions gained, and lengthen the chain.
+/// cancels one in another only through a three-round AES differential (every
+/// three-round trail has nine active S-boxes or more, so probability 2^-54 or less,
+/// by AES's wide trail bound). With two rounds per meeting the 33-64-byte path was
+/// seven dependent rounds deep and 0.8x ahash's AES path at 64 bytes; now five (four
+/// at 17-32 bytes). Two lanes per VAES instruction here measured no faster: the
+/// extract and insert between 128 and 256 bits cost what the saved instructions
+/// gained, and lengthen the chain.
 ///
 /// # Safety
 /// The CPU must support `B`'s instructions.
