@@ -53,7 +53,7 @@ pub(crate) fn run() -> Result<()> {
     let arch = Arch::X86_64;
     arch.ensure_tools()?;
     let kernel = guest::debian_kernel(arch)?;
-    let probe = ProbeBinaries::build(arch)?;
+    let probe = ProbeBinaries::build_for_x86_64()?;
     let clock_cost = clock_cost()?;
     let gotime = go_program()?;
     let mut checks = Checks::new("clock-vm");
@@ -125,13 +125,11 @@ impl ProbeBinaries {
     /// The cargo arguments that select them.
     pub(crate) const ARGS: &'static [&'static str] = &["--package", "ioserve-probe", "--bins"];
 
-    /// Builds them for `arch`.
-    pub(crate) fn build(arch: Arch) -> Result<ProbeBinaries> {
-        let dir = match arch {
-            Arch::X86_64 => guest::host_build("probe", ProbeBinaries::ARGS)?,
-            Arch::Aarch64 => guest::static_build(arch, "probe", ProbeBinaries::ARGS)?,
-        };
-        Ok(ProbeBinaries::at(arch, &dir))
+    /// The host's build, for x86_64 guests (aarch64 guests get theirs from arm64-vm's
+    /// one static build of every guest program, through [`ProbeBinaries::at`]).
+    pub(crate) fn build_for_x86_64() -> Result<ProbeBinaries> {
+        let dir = guest::host_build("probe", ProbeBinaries::ARGS)?;
+        Ok(ProbeBinaries::at(Arch::X86_64, &dir))
     }
 
     /// Where a build for `arch` with [`ProbeBinaries::ARGS`] put them (its profile
