@@ -334,6 +334,11 @@ mod no_worse_than_the_peers {
     }
 
     #[test]
+    fn sparse_windows_of_long_keys() {
+        check(|report, candidates| quality::sparse_windows(report, candidates, Profile::Short));
+    }
+
+    #[test]
     fn appended_zeros_and_cyclic_keys() {
         check(|report, candidates| {
             quality::appended_zeros(report, candidates, Profile::Short);
@@ -370,12 +375,13 @@ fn full_quality_table() {
     let candidates = quality::candidates();
     let names: Vec<&str> = candidates.iter().map(|c| c.name).collect();
     type Section = fn(&mut Report, &[quality::Candidate], Profile, usize);
-    let sections: [Section; 9] = [
+    let sections: [Section; 10] = [
         |r, c, p, _| quality::avalanche(r, c, p),
         |r, c, p, _| quality::fixed_seed_avalanche(r, c, p),
         |r, c, p, _| quality::seed_avalanche(r, c, p),
         |r, c, p, _| quality::bit_independence(r, c, p),
         |r, c, p, max| quality::sparse(r, c, p, max),
+        |r, c, p, _| quality::sparse_windows(r, c, p),
         |r, c, p, _| quality::appended_zeros(r, c, p),
         |r, c, p, _| quality::cyclic(r, c, p),
         |r, c, p, _| quality::grids(r, c, p),

@@ -27,17 +27,29 @@
 //!   then meet with one round each (`aesenc(a, b)`, a tree), and one keyed round
 //!   follows: five dependent rounds at 33-64 bytes ([`hash_medium`]).
 //! - 65 to 128 bytes: the first and the last 64 bytes, overlapping, into eight lanes;
-//!   129 to 256: the first and the last 128 into sixteen, as above.
+//!   129 to 256: the first and the last 128 into sixteen, as above (two keyed rounds
+//!   per block, then a tree of one round per meeting).
 //! - Longer: sixteen lanes absorb 256 bytes per step, then the last 256 bytes
-//!   (overlapping). A round's latency is four cycles and a block costs two dependent
-//!   rounds, so independent lanes are what keeps the AES units busy: four lanes ran at
-//!   half gxhash's speed; eight fill two 128-bit units; sixteen fill them with VAES's
-//!   256-bit rounds (two lanes per instruction, [`Steps`]), twice as fast again.
-//! - Absorbing a block in the long loop: `lane = aesenc(aesenc(lane, block), key)`,
-//!   two rounds: with one, the difference one block leaves after a single S-box layer
-//!   could be cancelled by the next block with a guess of a few bits, whatever the key.
-//! - Finishing (longer than 64 bytes): the lanes meet pairwise in a tree, two rounds
-//!   per pair (`aesenc(aesenc(a, b), key)`), then one more keyed round; at every
+//!   (overlapping). A round's latency is four cycles, so independent lanes are what
+//!   keeps the AES units busy: four lanes ran at half gxhash's speed; eight fill two
+//!   128-bit units; sixteen fill them with VAES's 256-bit rounds (two lanes per
+//!   instruction, [`Steps`]), twice as fast again.
+//! - Absorbing a block in the long loop ([`absorb`]): the block gets a keyed round of
+//!   its own, off the lane's chain, and enters the lane as the key of the lane's
+//!   round: `lane = aesenc(lane, aesenc(block ^ k, k'))`. Two rounds per block, one
+//!   of them on the chain (it was `aesenc(aesenc(lane, block), key)`, two on the
+//!   chain: at 1 KiB the four steps alone were eight rounds deep). A block entering
+//!   raw with a single round on the chain would not do: its difference would reach
+//!   the lane unchanged, and the next block could cancel it after one S-box layer
+//!   with a guess of a few bits. Here the key enters before the block's S-boxes, so
+//!   what a block's difference becomes is unknown without the key: cancelling it
+//!   takes the block's S-boxes, the lane's round and the next block's S-boxes, six
+//!   active S-boxes or more (the branch number of MixColumns is five), 2^-36 or less,
+//!   where the old loop's two rounds on the lane gave five, 2^-30. After the last
+//!   step each lane takes one more keyed round ([`last_round`]), so that the last
+//!   step's blocks, too, have two keyed rounds behind them when the lanes meet.
+//! - Finishing (longer than 64 bytes): the lanes meet pairwise in a tree of one round
+//!   per meeting (`aesenc(a, b)`, [`combine2`]), then one more keyed round; at every
 //!   length the 128 bits are folded to 64 by a folded multiply of the halves. When
 //!   each block of the 17-64-byte path had one round of its own, lanes met with one
 //!   round each and the halves were XORed, sparse 60-64-byte keys (up to 3 bits set)
@@ -168,16 +180,19 @@ pub(crate) const LANES: usize = 16;
 /// Bytes one step of the long loop absorbs: a block per lane.
 pub(crate) const STEP: usize = 16 * LANES;
 
-/// How whole steps are absorbed into the lanes: lane `i` takes the 16 bytes at `16·i`
-/// of each step with key `k[i % 4]` (see [`absorb`]). [`EachLane`] does it with one
-/// `B` per lane; an implementation with wider AES instructions may do two lanes per
-/// instruction, with the same values.
+/// The long loop of keys of more than [`STEP`] bytes: the sixteen lanes started
+/// ([`lane_start`]), every whole step absorbed, lane `i` taking the 16 bytes at `16·i`
+/// of each with keys `k[i % 4]` and `k[(i + 1) % 4]` ([`absorb`]), then the last
+/// step, and the lanes met ([`combine16`]). [`EachLane`] does it with one `B` per
+/// lane, the definition; an implementation with wider AES instructions may do two
+/// lanes per instruction, with the same values.
 pub(crate) trait Steps<B: Block> {
-    /// Absorbs every step of `steps` (a multiple of [`STEP`] bytes) into `lanes`.
+    /// The lanes of a key of `len` bytes after `whole` (a multiple of [`STEP`] bytes)
+    /// and then `last`, met.
     ///
     /// # Safety
     /// The CPU must support `B`'s instructions and the implementation's.
-    unsafe fn absorb(lanes: &mut [B; LANES], steps: &[u8], k: &[B; 4]);
+    unsafe fn lanes_met(len: usize, whole: &[u8], last: &[u8; STEP], k: &[B; 4]) -> B;
 }
 
 /// [`Steps`] one lane at a time: the definition.
@@ -185,12 +200,23 @@ pub(crate) struct EachLane;
 
 impl<B: Block> Steps<B> for EachLane {
     #[inline(always)]
-    unsafe fn absorb(lanes: &mut [B; LANES], steps: &[u8], k: &[B; 4]) {
-        for step in steps.chunks_exact(STEP) {
-            for (i, lane) in lanes.iter_mut().enumerate() {
-                // SAFETY: the caller guarantees B's instructions exist.
-                *lane = unsafe { absorb(*lane, block_at(step, 16 * i), k[i % 4]) };
+    unsafe fn lanes_met(len: usize, whole: &[u8], last: &[u8; STEP], k: &[B; 4]) -> B {
+        // SAFETY: the caller guarantees B's instructions exist; every other operation
+        // in this block is safe Rust.
+        unsafe {
+            let mut lanes = [k[0]; LANES];
+            for (i, start) in lanes.iter_mut().enumerate() {
+                *start = lane_start(k, i, len);
             }
+            for step in whole.chunks_exact(STEP).chain([&last[..]]) {
+                for (i, lane) in lanes.iter_mut().enumerate() {
+                    *lane = absorb(*lane, block_at(step, 16 * i), k, i);
+                }
+            }
+            for (i, lane) in lanes.iter_mut().enumerate() {
+                *lane = last_round(*lane, k, i);
+            }
+            combine16(lanes)
         }
     }
 }
@@ -288,55 +314,44 @@ pub(crate) unsafe fn hash_long<B: Block, S: Steps<B>>(bytes: &[u8], keys: Keys, 
         let s = if len <= 128 {
             // The first 64 bytes into lanes 0-3, the last 64 into 4-7.
             let last = len - 64;
-            combine8(
-                [
-                    one_block(bytes, &k, 0, 0),
-                    one_block(bytes, &k, 1, 16),
-                    one_block(bytes, &k, 2, 32),
-                    one_block(bytes, &k, 3, 48),
-                    one_block(bytes, &k, 4, last),
-                    one_block(bytes, &k, 5, last + 16),
-                    one_block(bytes, &k, 6, last + 32),
-                    one_block(bytes, &k, 7, last + 48),
-                ],
-                &k,
-            )
+            combine8([
+                one_block(bytes, &k, 0, 0),
+                one_block(bytes, &k, 1, 16),
+                one_block(bytes, &k, 2, 32),
+                one_block(bytes, &k, 3, 48),
+                one_block(bytes, &k, 4, last),
+                one_block(bytes, &k, 5, last + 16),
+                one_block(bytes, &k, 6, last + 32),
+                one_block(bytes, &k, 7, last + 48),
+            ])
         } else if len <= STEP {
             // 129 to 256 bytes: the first 128 into lanes 0-7, the last 128 into 8-15,
             // spelled out (a loop over the lanes was left as a loop through memory:
             // 40 ns at 256 bytes in the portable build, 2.5x 1 KiB's time).
             let last = len - STEP / 2;
-            combine16(
-                [
-                    one_block(bytes, &k, 0, 0),
-                    one_block(bytes, &k, 1, 16),
-                    one_block(bytes, &k, 2, 32),
-                    one_block(bytes, &k, 3, 48),
-                    one_block(bytes, &k, 4, 64),
-                    one_block(bytes, &k, 5, 80),
-                    one_block(bytes, &k, 6, 96),
-                    one_block(bytes, &k, 7, 112),
-                    one_block(bytes, &k, 8, last),
-                    one_block(bytes, &k, 9, last + 16),
-                    one_block(bytes, &k, 10, last + 32),
-                    one_block(bytes, &k, 11, last + 48),
-                    one_block(bytes, &k, 12, last + 64),
-                    one_block(bytes, &k, 13, last + 80),
-                    one_block(bytes, &k, 14, last + 96),
-                    one_block(bytes, &k, 15, last + 112),
-                ],
-                &k,
-            )
+            combine16([
+                one_block(bytes, &k, 0, 0),
+                one_block(bytes, &k, 1, 16),
+                one_block(bytes, &k, 2, 32),
+                one_block(bytes, &k, 3, 48),
+                one_block(bytes, &k, 4, 64),
+                one_block(bytes, &k, 5, 80),
+                one_block(bytes, &k, 6, 96),
+                one_block(bytes, &k, 7, 112),
+                one_block(bytes, &k, 8, last),
+                one_block(bytes, &k, 9, last + 16),
+                one_block(bytes, &k, 10, last + 32),
+                one_block(bytes, &k, 11, last + 48),
+                one_block(bytes, &k, 12, last + 64),
+                one_block(bytes, &k, 13, last + 80),
+                one_block(bytes, &k, 14, last + 96),
+                one_block(bytes, &k, 15, last + 112),
+            ])
         } else {
-            let mut lanes = [k[0]; LANES];
-            for (i, start) in lanes.iter_mut().enumerate() {
-                *start = lane_start(&k, i, len);
-            }
-            // Every whole step but the last, then the last STEP bytes.
-            let steps = (len - 1) / STEP;
-            S::absorb(&mut lanes, &bytes[..steps * STEP], &k);
-            S::absorb(&mut lanes, &bytes[len - STEP..], &k);
-            combine16(lanes, &k)
+            // Every whole step but the last, then the last STEP bytes (overlapping).
+            let whole = (len - 1) / STEP * STEP;
+            let last = bytes[len - STEP..].try_into().expect("STEP bytes");
+            S::lanes_met(len, &bytes[..whole], last, &k)
         };
         fold(s.aesenc(k[0]))
     }
@@ -364,10 +379,11 @@ unsafe fn one_block<B: Block>(bytes: &[u8], k: &[B; 4], i: usize, at: usize) -> 
 }
 
 /// A lane's only block: `aesenc(aesenc(block ^ k[i % 4], start), k[(i + 1) % 4])`,
-/// two keyed rounds on the block itself before it meets another lane. (The long
-/// loop's [`absorb`], `aesenc(aesenc(lane, block), key)`, gives a lane's first block
-/// one round, since `aesenc(start)` is a constant: the 33-64-byte path, where every
-/// block was a lane's first and last, let sparse keys of 60-64 bytes collide in full.)
+/// two keyed rounds on the block itself before it meets another lane. (When each
+/// block of the 33-64-byte path had one round and 128 bits were folded to 64 by XOR,
+/// sparse keys of 60-64 bytes collided in full. The long loop's blocks have one keyed
+/// round of their own, [`absorb`]'s, and the lane's round after it; its last step's
+/// blocks take [`last_round`] before they meet the tree.)
 /// The lane's start, which holds the length, enters after the first round: XORed into
 /// the block itself, a key of one length equalled a key of another whose bytes
 /// differed by the lengths' XOR (SMHasher's Permutation keys: every 28-byte key of
@@ -386,77 +402,103 @@ unsafe fn block_rounds<B: Block>(start: B, block: &[u8; 16], k: &[B; 4], i: usiz
     }
 }
 
-/// Absorbs a block into a lane: `aesenc(aesenc(lane, block), key)`.
+/// Absorbs a block into lane `i`: `aesenc(lane, aesenc(block ^ k[i % 4], k[(i + 1) % 4]))`,
+/// the block's own keyed round off the lane's chain and one round on it (see the
+/// module docs for why the key enters before the block's S-boxes).
 ///
 /// # Safety
 /// The CPU must support `B`'s instructions.
 #[inline(always)]
-unsafe fn absorb<B: Block>(lane: B, block: &[u8; 16], key: B) -> B {
+unsafe fn absorb<B: Block>(lane: B, block: &[u8; 16], k: &[B; 4], i: usize) -> B {
     // SAFETY: the caller guarantees B's instructions exist.
-    unsafe { lane.aesenc(B::load(block)).aesenc(key) }
+    unsafe { lane.aesenc(B::load(block).xor(k[i % 4]).aesenc(k[(i + 1) % 4])) }
 }
 
-/// Two lanes combined by two rounds, `aesenc(aesenc(a, b), key)`, in the paths longer
-/// than 64 bytes: `b` meets `a` after a round of `a`, and both go through one more
-/// keyed round before anything else meets them (a single round per pair, with the
-/// last lane XORed in, let differences in one lane cancel those in another while
-/// each block had one round of its own; [`hash_medium`], whose blocks have two, meets
-/// them with one). The lanes meet pairwise in a tree, log2(n) pairs deep where a
-/// chain would be n - 1. One function per count, spelled out: a
-/// loop over an array of lanes was left as a loop through memory, five times slower
-/// at 256 bytes.
+/// Lane `i`'s round after the last step, `aesenc(lane, k[(i + 1) % 4])`, before the
+/// lanes meet: without it the last step's blocks, one keyed round of their own behind
+/// them, reached the tree's root with that round alone (the tree's second lane enters
+/// each meeting raw), and sparse keys collided in full in the last step's bytes (16
+/// pairs among 22.4 M 1 KiB keys with up to 3 bits set in their last 64 bytes). With
+/// it, every block has two keyed rounds behind it when it meets another lane, as in
+/// the paths up to 256 bytes.
 ///
 /// # Safety
 /// The CPU must support `B`'s instructions.
 #[inline(always)]
-unsafe fn combine2<B: Block>([a, b]: [B; 2], key: B) -> B {
+unsafe fn last_round<B: Block>(lane: B, k: &[B; 4], i: usize) -> B {
     // SAFETY: the caller guarantees B's instructions exist.
-    unsafe { a.aesenc(b).aesenc(key) }
+    unsafe { lane.aesenc(k[(i + 1) % 4]) }
 }
 
-/// Four lanes combined as [`combine2`] says, a key per level.
+/// Two lanes meet by one round, `aesenc(a, b)`: `b` enters as the round key of `a`.
+/// Every block has two keyed rounds behind it when its lane first meets another (the
+/// 65-256-byte paths' [`block_rounds`]; the long loop's [`absorb`] and
+/// [`last_round`]), as in the 17-64-byte path, so that at each meeting one side has
+/// had three rounds against the other's two. The lanes meet pairwise in a tree,
+/// log2(n) rounds deep where a chain would be n - 1; one more keyed round follows the
+/// root. The tree's last lane reaches the root with no round of the tree, which is
+/// why a block needs its two: with one (no [`last_round`]), 1 KiB keys with up to 3
+/// bits set in their last 64 bytes collided in full. (Two rounds per meeting, as this was while
+/// the long loop had two rounds on the chain, made the tree of sixteen lanes eight
+/// rounds deep: 0.75x gxhash's time at 1 KiB.) One function per count, spelled out:
+/// a loop over an array of lanes was left as a loop through memory, five times
+/// slower at 256 bytes.
+///
+/// # Safety
+/// The CPU must support `B`'s instructions.
+#[inline(always)]
+unsafe fn combine2<B: Block>([a, b]: [B; 2]) -> B {
+    // SAFETY: the caller guarantees B's instructions exist.
+    unsafe { a.aesenc(b) }
+}
+
+/// Four lanes combined as [`combine2`] says: lane `i` meets lane `i + 2`, then the
+/// two results meet (at every level the first half meets the second, so that an
+/// implementation holding two lanes per register meets whole registers).
 ///
 /// # Safety
 /// As for [`combine2`].
 #[inline(always)]
-unsafe fn combine4<B: Block>([a, b, c, d]: [B; 4], k: &[B; 4]) -> B {
+unsafe fn combine4<B: Block>([a, b, c, d]: [B; 4]) -> B {
     // SAFETY: the caller guarantees B's instructions exist.
-    unsafe { combine2([combine2([a, b], k[1]), combine2([c, d], k[1])], k[2]) }
+    unsafe { combine2([combine2([a, c]), combine2([b, d])]) }
 }
 
-/// Eight lanes combined as [`combine2`] says.
+/// Eight lanes combined as [`combine4`] says: lane `i` meets lane `i + 4` first.
 ///
 /// # Safety
 /// As for [`combine2`].
 #[inline(always)]
-unsafe fn combine8<B: Block>(l: [B; 8], k: &[B; 4]) -> B {
+unsafe fn combine8<B: Block>(l: [B; 8]) -> B {
     // SAFETY: the caller guarantees B's instructions exist.
     unsafe {
-        combine2(
-            [
-                combine4([l[0], l[1], l[2], l[3]], k),
-                combine4([l[4], l[5], l[6], l[7]], k),
-            ],
-            k[3],
-        )
+        combine4([
+            combine2([l[0], l[4]]),
+            combine2([l[1], l[5]]),
+            combine2([l[2], l[6]]),
+            combine2([l[3], l[7]]),
+        ])
     }
 }
 
-/// Sixteen lanes combined as [`combine2`] says.
+/// Sixteen lanes combined as [`combine4`] says: lane `i` meets lane `i + 8` first.
 ///
 /// # Safety
 /// As for [`combine2`].
 #[inline(always)]
-unsafe fn combine16<B: Block>(l: [B; 16], k: &[B; 4]) -> B {
+unsafe fn combine16<B: Block>(l: [B; 16]) -> B {
     // SAFETY: the caller guarantees B's instructions exist.
     unsafe {
-        combine2(
-            [
-                combine8([l[0], l[1], l[2], l[3], l[4], l[5], l[6], l[7]], k),
-                combine8([l[8], l[9], l[10], l[11], l[12], l[13], l[14], l[15]], k),
-            ],
-            k[0],
-        )
+        combine8([
+            combine2([l[0], l[8]]),
+            combine2([l[1], l[9]]),
+            combine2([l[2], l[10]]),
+            combine2([l[3], l[11]]),
+            combine2([l[4], l[12]]),
+            combine2([l[5], l[13]]),
+            combine2([l[6], l[14]]),
+            combine2([l[7], l[15]]),
+        ])
     }
 }
 

@@ -84,34 +84,59 @@ pub(super) unsafe fn hash_aesni_vaes(bytes: &[u8], keys: Keys, tweak: u64) -> u6
 
 /// [`Steps`] with VAES: lanes `2m` and `2m + 1` in one `__m256i` (low and high half),
 /// so each instruction does the round of two lanes; their blocks are the 32 bytes at
-/// `32·m` and their keys `k[2m % 4]`, `k[(2m + 1) % 4]`, as [`EachLane`] has them.
+/// `32·m` and their keys `k[2m % 4]`, `k[(2m + 1) % 4]` (then `k[(2m + 1) % 4]`,
+/// `k[(2m + 2) % 4]` for the block's own round), as [`EachLane`] has them. The tree
+/// meets lane `i` with lane `i + n/2` at each level, so its first three levels meet
+/// whole pairs, and only the last takes the two halves apart.
 struct VaesPairs;
 
 impl Steps<AesNi> for VaesPairs {
     #[inline(always)]
-    unsafe fn absorb(lanes: &mut [AesNi; LANES], steps: &[u8], k: &[AesNi; 4]) {
+    unsafe fn lanes_met(len: usize, whole: &[u8], last: &[u8; STEP], k: &[AesNi; 4]) -> AesNi {
         // SAFETY: the caller guarantees AVX2 and VAES; every load reads 32 bytes of a
-        // STEP-byte chunk at 32·m < STEP (loadu has no alignment requirement).
+        // STEP-byte step at 32·m < STEP (loadu has no alignment requirement).
         unsafe {
-            let keys = [
+            // Pairs 0, 2, 4, 6 hold lanes with keys 0 and 1; pairs 1, 3, 5, 7 keys 2 and 3.
+            let block_keys = [
                 _mm256_set_m128i(k[1].0, k[0].0),
                 _mm256_set_m128i(k[3].0, k[2].0),
             ];
+            let round_keys = [
+                _mm256_set_m128i(k[2].0, k[1].0),
+                _mm256_set_m128i(k[0].0, k[3].0),
+            ];
+            // Lane i starts as k[i % 4] ^ (len, i / 4): both lanes of pair m are in
+            // group m / 2.
             let mut pairs = [_mm256_setzero_si256(); LANES / 2];
             for (m, pair) in pairs.iter_mut().enumerate() {
-                *pair = _mm256_set_m128i(lanes[2 * m + 1].0, lanes[2 * m].0);
+                let start =
+                    _mm256_set_epi64x((m / 2) as i64, len as i64, (m / 2) as i64, len as i64);
+                *pair = _mm256_xor_si256(block_keys[m % 2], start);
             }
-            for step in steps.chunks_exact(STEP) {
+            for step in whole.chunks_exact(STEP).chain([&last[..]]) {
                 for (m, pair) in pairs.iter_mut().enumerate() {
                     let blocks = _mm256_loadu_si256(step[32 * m..].as_ptr().cast());
-                    let round = _mm256_aesenc_epi128(*pair, blocks);
-                    *pair = _mm256_aesenc_epi128(round, keys[m % 2]);
+                    let own = _mm256_aesenc_epi128(
+                        _mm256_xor_si256(blocks, block_keys[m % 2]),
+                        round_keys[m % 2],
+                    );
+                    *pair = _mm256_aesenc_epi128(*pair, own);
                 }
             }
-            for (m, pair) in pairs.iter().enumerate() {
-                lanes[2 * m] = AesNi(_mm256_castsi256_si128(*pair));
-                lanes[2 * m + 1] = AesNi(_mm256_extracti128_si256::<1>(*pair));
+            // algorithm::last_round: lane i's round with k[(i + 1) % 4].
+            for (m, pair) in pairs.iter_mut().enumerate() {
+                *pair = _mm256_aesenc_epi128(*pair, round_keys[m % 2]);
             }
+            let [p0, p1, p2, p3, p4, p5, p6, p7] = pairs;
+            let (q0, q1, q2, q3) = (
+                _mm256_aesenc_epi128(p0, p4),
+                _mm256_aesenc_epi128(p1, p5),
+                _mm256_aesenc_epi128(p2, p6),
+                _mm256_aesenc_epi128(p3, p7),
+            );
+            let (r0, r1) = (_mm256_aesenc_epi128(q0, q2), _mm256_aesenc_epi128(q1, q3));
+            let s = _mm256_aesenc_epi128(r0, r1);
+            AesNi(_mm256_castsi256_si128(s)).aesenc(AesNi(_mm256_extracti128_si256::<1>(s)))
         }
     }
 }

@@ -219,6 +219,8 @@ impl Report {
                     .map(|m| m.len.to_string())
                     .collect::<Vec<_>>()
                     .join(", ")
+            } else if test.contains("window") {
+                format!("{group} ({} windows)", list.len())
             } else {
                 format!("{group} ({} lengths)", list.len())
             };
@@ -637,6 +639,69 @@ pub fn sparse(
             candidates,
             keys,
             |c| sparse_hashes(len, bits, 0x5EED_0000 + len as u64, c.hash),
+        ));
+    }
+}
+
+/// Every key of `len` bytes, zero outside the 64 bytes at `at`, with at most 3 bits set
+/// inside them.
+fn sparse_window_hashes(len: usize, at: usize, seed: u64, hash: fn(&[u8], u64) -> u64) -> Vec<u64> {
+    let bits = at * 8..(at + 64) * 8;
+    let mut key = vec![0u8; len];
+    let mut hashes = vec![hash(&key, seed)];
+    let set = |key: &mut [u8], bit: usize| key[bit / 8] ^= 1 << (bit % 8);
+    for a in bits.clone() {
+        set(&mut key, a);
+        hashes.push(hash(&key, seed));
+        for b in a + 1..bits.end {
+            set(&mut key, b);
+            hashes.push(hash(&key, seed));
+            for c in b + 1..bits.end {
+                set(&mut key, c);
+                hashes.push(hash(&key, seed));
+                set(&mut key, c);
+            }
+            set(&mut key, b);
+        }
+        set(&mut key, a);
+    }
+    hashes
+}
+
+/// Sparse keys longer than the sparse test's: keys of up to 4 KiB, zero but for up to 3
+/// bits set in a 64-byte window (22.4 M keys per window, as many as SMHasher's 64-byte
+/// sparse keyset). The windows sit where a path's blocks have the fewest rounds behind
+/// them when the lanes meet: the long loop's last step (a variant of it without a
+/// round after the last step gave 16 full collisions among the keys of a 1 KiB key's
+/// last 64 bytes), and the 65-256-byte paths' second half. The short profile tries
+/// that 1 KiB window alone.
+pub fn sparse_windows(report: &mut Report, candidates: &[Candidate], profile: Profile) {
+    let windows: &[(usize, usize)] = match profile {
+        Profile::Short => &[(1024, 960)],
+        Profile::Full => &[
+            (100, 36),
+            (128, 64),
+            (200, 136),
+            (256, 192),
+            (257, 193),
+            (300, 236),
+            (300, 40),
+            (1024, 960),
+            (1024, 896),
+            (1024, 488),
+            (1024, 0),
+            (2048, 1000),
+            (4096, 4032),
+        ],
+    };
+    let keys = (0..=3).map(|k| binomial(512, k)).sum();
+    for &(len, at) in windows {
+        report.measurements.push(collision_measurement(
+            "sparse 64-byte window (<= 3 bits)",
+            len,
+            candidates,
+            keys,
+            |c| sparse_window_hashes(len, at, 0x5EED_1000 + (len + at) as u64, c.hash),
         ));
     }
 }
