@@ -84,10 +84,11 @@ pub(super) unsafe fn hash_aesni_vaes(bytes: &[u8], keys: Keys, tweak: u64) -> u6
 
 /// [`Steps`] with VAES: lanes `2m` and `2m + 1` in one `__m256i` (low and high half),
 /// so each instruction does the round of two lanes; their blocks are the 32 bytes at
-/// `32·m` and their keys `k[2m % 4]`, `k[(2m + 1) % 4]` (then `k[(2m + 1) % 4]`,
-/// `k[(2m + 2) % 4]` for the block's own round), as [`EachLane`] has them. The tree
-/// meets lane `i` with lane `i + n/2` at each level, so its first three levels meet
-/// whole pairs, and only the last takes the two halves apart.
+/// `32·m`. Lane `i`'s block is XORed with `k[i % 4]` and takes a round keyed with
+/// `k[(i + 1) % 4]` (for the pair, `block_keys[m % 2]` and `round_keys[m % 2]`), and
+/// the lane's last round takes `k[(i + 1) % 4]` too, as [`EachLane`] has them. The
+/// tree meets lane `i` with lane `i + n/2` at each level, so its first three levels
+/// meet whole pairs, and only the last takes the two halves apart.
 struct VaesPairs;
 
 impl Steps<AesNi> for VaesPairs {

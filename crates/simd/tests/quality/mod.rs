@@ -573,19 +573,30 @@ pub fn bit_independence(report: &mut Report, candidates: &[Candidate], profile: 
 
 /// Every key of `len` bytes with at most `max_bits` bits set (SMHasher's Sparse).
 fn sparse_hashes(len: usize, max_bits: usize, seed: u64, hash: fn(&[u8], u64) -> u64) -> Vec<u64> {
-    let bits = len * 8;
+    sparse_hashes_in(len, 0..len * 8, max_bits, seed, hash)
+}
+
+/// Every key of `len` bytes, zero outside the bit positions `bits`, with at most
+/// `max_bits` (1 to 3) of those set.
+fn sparse_hashes_in(
+    len: usize,
+    bits: std::ops::Range<usize>,
+    max_bits: usize,
+    seed: u64,
+    hash: fn(&[u8], u64) -> u64,
+) -> Vec<u64> {
     let mut key = vec![0u8; len];
     let mut hashes = vec![hash(&key, seed)];
     let set = |key: &mut [u8], bit: usize| key[bit / 8] ^= 1 << (bit % 8);
-    for a in 0..bits {
+    for a in bits.clone() {
         set(&mut key, a);
         hashes.push(hash(&key, seed));
         if max_bits >= 2 {
-            for b in a + 1..bits {
+            for b in a + 1..bits.end {
                 set(&mut key, b);
                 hashes.push(hash(&key, seed));
                 if max_bits >= 3 {
-                    for c in b + 1..bits {
+                    for c in b + 1..bits.end {
                         set(&mut key, c);
                         hashes.push(hash(&key, seed));
                         set(&mut key, c);
@@ -643,31 +654,6 @@ pub fn sparse(
     }
 }
 
-/// Every key of `len` bytes, zero outside the 64 bytes at `at`, with at most 3 bits set
-/// inside them.
-fn sparse_window_hashes(len: usize, at: usize, seed: u64, hash: fn(&[u8], u64) -> u64) -> Vec<u64> {
-    let bits = at * 8..(at + 64) * 8;
-    let mut key = vec![0u8; len];
-    let mut hashes = vec![hash(&key, seed)];
-    let set = |key: &mut [u8], bit: usize| key[bit / 8] ^= 1 << (bit % 8);
-    for a in bits.clone() {
-        set(&mut key, a);
-        hashes.push(hash(&key, seed));
-        for b in a + 1..bits.end {
-            set(&mut key, b);
-            hashes.push(hash(&key, seed));
-            for c in b + 1..bits.end {
-                set(&mut key, c);
-                hashes.push(hash(&key, seed));
-                set(&mut key, c);
-            }
-            set(&mut key, b);
-        }
-        set(&mut key, a);
-    }
-    hashes
-}
-
 /// Sparse keys longer than the sparse test's: keys of up to 4 KiB, zero but for up to 3
 /// bits set in a 64-byte window (22.4 M keys per window, as many as SMHasher's 64-byte
 /// sparse keyset). The windows sit where a path's blocks have the fewest rounds behind
@@ -701,7 +687,10 @@ pub fn sparse_windows(report: &mut Report, candidates: &[Candidate], profile: Pr
             len,
             candidates,
             keys,
-            |c| sparse_window_hashes(len, at, 0x5EED_1000 + (len + at) as u64, c.hash),
+            |c| {
+                let window = at * 8..(at + 64) * 8;
+                sparse_hashes_in(len, window, 3, 0x5EED_1000 + (len + at) as u64, c.hash)
+            },
         ));
     }
 }
