@@ -46,7 +46,11 @@ pub(crate) fn raise_limit(clients: usize) -> usize {
     clients.min(limit.saturating_sub(256) as usize)
 }
 
-/// Measures every server in `specs`, each started afresh.
+/// Measures every server in `specs`: the idle clients on one fresh start, the
+/// downloading clients on another. Measured one after the other on the same server,
+/// the downloads reused memory that the dropped idle connections had left in the
+/// allocator, so the figure depended on how much of it came back: 1366 to 2778 bytes
+/// per downloading client across runs of the same code.
 pub(crate) fn measure_all(
     specs: &[ServerSpec],
     www: &Path,
@@ -56,9 +60,17 @@ pub(crate) fn measure_all(
     specs
         .iter()
         .map(|spec| {
-            let server = start(spec, www, out)?;
-            let figures = measure(&server, clients)
-                .with_context(|| format!("memory per connection of {}", spec.name))?;
+            let per_client = |path: &str, read_reply: bool| -> Result<f64> {
+                let server = start(spec, www, out)?;
+                per_client(&server, clients, path, read_reply)
+                    .with_context(|| format!("memory per connection of {}", spec.name))
+            };
+            let figures = ConnectionMemory {
+                server: spec.name.clone(),
+                clients,
+                idle_bytes: per_client("/4k.bin", true)?,
+                downloading_bytes: per_client("/8m.bin", false)?,
+            };
             eprintln!(
                 "xtask loadtest: {:<24} {clients} clients: {:>6.0} B idle, {:>8.0} B downloading",
                 spec.name, figures.idle_bytes, figures.downloading_bytes
@@ -76,32 +88,35 @@ fn anon_kib(server: &Running) -> u64 {
         .sum()
 }
 
-fn measure(server: &Running, clients: usize) -> Result<ConnectionMemory> {
-    // One request first: lazily made state (pools, caches) is not per connection.
-    drop(request(server.addr, "/4k.bin", true)?);
-    std::thread::sleep(Duration::from_millis(200));
-    let before = anon_kib(server);
-    let idle = (0..clients)
-        .map(|_| request(server.addr, "/4k.bin", true))
+/// The server's anonymous memory once it has stopped changing: the same figure in two
+/// readings 300 ms apart (at most 10 s of waiting: a server that never settles is
+/// read as it is then).
+fn settled_anon_kib(server: &Running) -> u64 {
+    let deadline = std::time::Instant::now() + Duration::from_secs(10);
+    let mut last = anon_kib(server);
+    loop {
+        std::thread::sleep(Duration::from_millis(300));
+        let now = anon_kib(server);
+        if now == last || std::time::Instant::now() >= deadline {
+            return now;
+        }
+        last = now;
+    }
+}
+
+/// Bytes of anonymous memory per client of `clients` that each asked for `path` (and,
+/// with `read_reply`, read the 4 KiB reply; otherwise left the download in flight).
+/// One request of the same kind first, dropped: lazily made state (pools, caches, the
+/// file's residency verdicts) is not per connection.
+fn per_client(server: &Running, clients: usize, path: &str, read_reply: bool) -> Result<f64> {
+    drop(request(server.addr, path, read_reply)?);
+    let before = settled_anon_kib(server);
+    let held = (0..clients)
+        .map(|_| request(server.addr, path, read_reply))
         .collect::<Result<Vec<_>>>()?;
-    std::thread::sleep(Duration::from_secs(1));
-    let idle_bytes = anon_kib(server).saturating_sub(before) as f64 * 1024.0 / clients as f64;
-    drop(idle);
-    std::thread::sleep(Duration::from_secs(1));
-    let before = anon_kib(server);
-    let downloading = (0..clients)
-        .map(|_| request(server.addr, "/8m.bin", false))
-        .collect::<Result<Vec<_>>>()?;
-    std::thread::sleep(Duration::from_secs(1));
-    let downloading_bytes =
-        anon_kib(server).saturating_sub(before) as f64 * 1024.0 / clients as f64;
-    drop(downloading);
-    Ok(ConnectionMemory {
-        server: server.name.clone(),
-        clients,
-        idle_bytes,
-        downloading_bytes,
-    })
+    let after = settled_anon_kib(server);
+    drop(held);
+    Ok(after.saturating_sub(before) as f64 * 1024.0 / clients as f64)
 }
 
 /// Connects with a 4 KiB receive buffer and sends `GET path` (keep-alive); with
