@@ -1,9 +1,10 @@
 //! Memory per connection, the part of `cargo xtask loadtest` that asks what a flood of
 //! idle or slow clients costs a server: N keep-alive clients that made one request,
 //! then N clients that asked for an 8 MiB file and read nothing (a 4 KiB receive
-//! buffer, so the download stays in flight). The figure is the growth of the server's
-//! resident anonymous memory (`RssAnon`, all its processes) divided by N: what the
-//! server allocates, not page-cache pages that a file mapping shows.
+//! buffer, so the download stays in flight), each kind on a fresh start of the server.
+//! The figure is the growth of the server's resident anonymous memory (`RssAnon`, all
+//! its processes) divided by N: what the server allocates, not page-cache pages that a
+//! file mapping shows.
 
 use std::io::{Read as _, Write as _};
 use std::net::{SocketAddr, TcpStream};
@@ -60,7 +61,7 @@ pub(crate) fn measure_all(
     specs
         .iter()
         .map(|spec| {
-            let per_client = |path: &str, read_reply: bool| -> Result<f64> {
+            let on_a_fresh_start = |path: &str, read_reply: bool| -> Result<f64> {
                 let server = start(spec, www, out)?;
                 per_client(&server, clients, path, read_reply)
                     .with_context(|| format!("memory per connection of {}", spec.name))
@@ -68,8 +69,8 @@ pub(crate) fn measure_all(
             let figures = ConnectionMemory {
                 server: spec.name.clone(),
                 clients,
-                idle_bytes: per_client("/4k.bin", true)?,
-                downloading_bytes: per_client("/8m.bin", false)?,
+                idle_bytes: on_a_fresh_start("/4k.bin", true)?,
+                downloading_bytes: on_a_fresh_start("/8m.bin", false)?,
             };
             eprintln!(
                 "xtask loadtest: {:<24} {clients} clients: {:>6.0} B idle, {:>8.0} B downloading",
