@@ -265,7 +265,9 @@ unsafe fn round_keys<B: Block>(keys: Keys, tweak: u64) -> [B; 4] {
 /// round follows. Small enough to be called in line where the build enables AES (a
 /// `HashMap`'s `hash_one` stays in line around it); longer keys are a call.
 ///
-/// One round per meeting, not [`combine2`]'s two: `b` enters after a round of `a`,
+/// One round per meeting, as in [`combine2`] (but its own tree, lane `i` meeting lane
+/// `i + 1` where the longer paths meet `i + n/2`; it predates theirs, and changing it
+/// would change every 33-64-byte value): `b` enters after a round of `a`,
 /// which has had three by then against `b`'s two, so that a difference in one lane
 /// cancels one in another only through a three-round AES differential (every
 /// three-round trail has nine active S-boxes or more, so probability 2^-54 or less,
@@ -438,11 +440,11 @@ unsafe fn last_round<B: Block>(lane: B, k: &[B; 4], i: usize) -> B {
 /// log2(n) rounds deep where a chain would be n - 1; one more keyed round follows the
 /// root. The tree's last lane reaches the root with no round of the tree, which is
 /// why a block needs its two: with one (no [`last_round`]), 1 KiB keys with up to 3
-/// bits set in their last 64 bytes collided in full. (Two rounds per meeting, as this was while
-/// the long loop had two rounds on the chain, made the tree of sixteen lanes eight
-/// rounds deep: 0.75x gxhash's time at 1 KiB.) One function per count, spelled out:
-/// a loop over an array of lanes was left as a loop through memory, five times
-/// slower at 256 bytes.
+/// bits set in their last 64 bytes collided in full. (Two rounds per meeting, as this
+/// was while the long loop had two rounds on the chain, made the tree of sixteen
+/// lanes eight rounds deep: 0.75x gxhash's time at 1 KiB.) One function per count,
+/// spelled out: a loop over an array of lanes was left as a loop through memory,
+/// five times slower at 256 bytes.
 ///
 /// # Safety
 /// The CPU must support `B`'s instructions.

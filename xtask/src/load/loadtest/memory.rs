@@ -90,15 +90,24 @@ fn anon_kib(server: &Running) -> u64 {
 }
 
 /// The server's anonymous memory once it has stopped changing: the same figure in two
-/// readings 300 ms apart (at most 10 s of waiting: a server that never settles is
-/// read as it is then).
+/// readings 300 ms apart. After 10 s of change it is read as it is then, and the
+/// report's reader is told so (the last two readings), since the figure is then of a
+/// server still growing or shrinking.
 fn settled_anon_kib(server: &Running) -> u64 {
     let deadline = std::time::Instant::now() + Duration::from_secs(10);
     let mut last = anon_kib(server);
     loop {
         std::thread::sleep(Duration::from_millis(300));
         let now = anon_kib(server);
-        if now == last || std::time::Instant::now() >= deadline {
+        if now == last {
+            return now;
+        }
+        if std::time::Instant::now() >= deadline {
+            eprintln!(
+                "xtask loadtest: {}'s memory did not settle in 10 s \
+                 (RssAnon {last} KiB, then {now} KiB 300 ms later): taking {now} KiB",
+                server.name
+            );
             return now;
         }
         last = now;
