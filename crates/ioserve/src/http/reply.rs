@@ -18,7 +18,7 @@ use crate::http::negotiation::Coding;
 use crate::http::range::{self, ByteRange, RangePlan};
 use crate::http::request::Request;
 use crate::http::resolve::{resolve, Resolved};
-use crate::http::response::{Body, Reply};
+use crate::http::response::{Body, Multipart, Reply};
 use crate::http::site::Site;
 use crate::http::tar;
 use crate::io::file_digests::Digests;
@@ -448,11 +448,11 @@ impl PartHeads<'_> {
                 (head.into_bytes(), *range)
             })
             .collect();
-        Body::Multipart {
+        Body::Multipart(Box::new(Multipart {
             file,
             parts,
             closing: format!("\r\n--{boundary}--\r\n").into_bytes(),
-        }
+        }))
     }
 }
 

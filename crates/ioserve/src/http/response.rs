@@ -22,18 +22,23 @@ pub enum Body {
         /// Which bytes of it.
         range: ByteRange,
     },
-    /// `multipart/byteranges`: each part's header, then its range of the file; then the
-    /// closing delimiter.
-    Multipart {
-        /// The open file (shared with the open-file cache).
-        file: Arc<SharedFile>,
-        /// The parts in the order they are sent.
-        parts: Vec<(Vec<u8>, ByteRange)>,
-        /// The closing delimiter line.
-        closing: Vec<u8>,
-    },
+    /// `multipart/byteranges` (boxed: rare, and twice the size of the other kinds,
+    /// which every response in flight would otherwise make room for).
+    Multipart(Box<Multipart>),
     /// A directory as a tar: headers made by the server, file bodies by the strategy.
     Tar(Box<Plan>),
+}
+
+/// A `multipart/byteranges` body: each part's header, then its range of the file; then
+/// the closing delimiter.
+#[derive(Debug)]
+pub struct Multipart {
+    /// The open file (shared with the open-file cache).
+    pub file: Arc<SharedFile>,
+    /// The parts in the order they are sent.
+    pub parts: Vec<(Vec<u8>, ByteRange)>,
+    /// The closing delimiter line.
+    pub closing: Vec<u8>,
 }
 
 impl Body {
@@ -43,7 +48,8 @@ impl Body {
             Body::Empty => 0,
             Body::Bytes(bytes) => bytes.len() as u64,
             Body::File { range, .. } => range.len,
-            Body::Multipart { parts, closing, .. } => {
+            Body::Multipart(multipart) => {
+                let Multipart { parts, closing, .. } = &**multipart;
                 parts
                     .iter()
                     .map(|(head, range)| head.len() as u64 + range.len)
@@ -115,16 +121,31 @@ impl Reply {
 
     /// The head as sent: header lines, `Connection`, blank line.
     pub fn finish_head(&self, keep_alive: bool, http10: bool) -> Vec<u8> {
-        let connection = match (keep_alive, http10) {
-            (false, _) => "Connection: close\r\n",
-            (true, true) => "Connection: keep-alive\r\n",
-            (true, false) => "",
-        };
+        let connection = connection_line(keep_alive, http10);
         let mut head = Vec::with_capacity(self.headers.len() + connection.len() + 2);
         head.extend_from_slice(self.headers.as_bytes());
         head.extend_from_slice(connection.as_bytes());
         head.extend_from_slice(b"\r\n");
         head
+    }
+
+    /// The reply as it goes out: its status, its head as [`Reply::finish_head`] makes
+    /// it (in the buffer of the header lines, not a copy), and its body.
+    pub fn into_parts(self, keep_alive: bool, http10: bool) -> (u16, Vec<u8>, Body) {
+        let mut head = self.headers.into_bytes();
+        head.extend_from_slice(connection_line(keep_alive, http10).as_bytes());
+        head.extend_from_slice(b"\r\n");
+        (self.status, head, self.body)
+    }
+}
+
+/// The `Connection` header line a response needs, if any: `close` where the connection
+/// ends, `keep-alive` where an HTTP/1.0 client's stays open.
+fn connection_line(keep_alive: bool, http10: bool) -> &'static str {
+    match (keep_alive, http10) {
+        (false, _) => "Connection: close\r\n",
+        (true, true) => "Connection: keep-alive\r\n",
+        (true, false) => "",
     }
 }
 

@@ -16,15 +16,20 @@
 //! allows now, and waits on the timer when it allows nothing.
 
 use std::fs::File;
+use std::future::Future;
 use std::io;
 use std::os::fd::{AsRawFd as _, OwnedFd};
+use std::pin::Pin;
 use std::sync::Arc;
+use std::task::{Context, Poll};
 use std::time::Duration;
 
+use futures_util::future::Either;
 use memmap2::MmapRaw;
 use rustix::net::SendFlags;
 use tokio::io::{AsyncWrite, AsyncWriteExt as _, Interest};
 use tokio::net::TcpStream;
+use tokio::time::{Instant, Sleep};
 
 use crate::io::pacing::Pacer;
 
@@ -51,7 +56,7 @@ pub struct Output<'a> {
     sink: Sink<'a>,
     pending: Vec<u8>,
     pending_sent: usize,
-    send_timeout: Duration,
+    send_timeout: SendTimeout,
     sent: u64,
     cold_windows: u32,
     /// A duplicate of the socket's descriptor for sendfile calls on the blocking pool,
@@ -84,7 +89,10 @@ impl<'a> Output<'a> {
             sink,
             pending: Vec::new(),
             pending_sent: 0,
-            send_timeout,
+            send_timeout: SendTimeout {
+                limit: send_timeout,
+                timer: None,
+            },
             sent: 0,
             cold_windows: 0,
             pool_socket: None,
@@ -112,18 +120,29 @@ impl<'a> Output<'a> {
     }
 
     /// How many of `want` body bytes may go now, waiting for the pacer if it allows
-    /// none; with `head_waiting`, queued head bytes can go meanwhile, so no wait.
-    async fn allowance(&mut self, want: usize, head_waiting: bool) -> usize {
+    /// none; with `head_waiting`, queued head bytes can go meanwhile, so no wait. The
+    /// answer is kept in `granted` until the caller takes it (`take`), so that a poll
+    /// after a wait for the socket asks the pacer no twice.
+    fn poll_allowance(
+        &mut self,
+        cx: &mut Context<'_>,
+        granted: &mut Option<usize>,
+        want: usize,
+        head_waiting: bool,
+    ) -> Poll<usize> {
+        if let Some(granted) = *granted {
+            return Poll::Ready(granted);
+        }
         let Some(pacer) = self.pacer.as_deref_mut() else {
-            return want;
+            return Poll::Ready(*granted.insert(want));
         };
         if want == 0 || head_waiting {
-            return pacer.allowed_now(want);
+            return Poll::Ready(*granted.insert(pacer.allowed_now(want)));
         }
         let before = pacer.waited();
-        let allowed = pacer.allowed(want).await;
+        let allowed = std::task::ready!(pacer.poll_allowed(cx, want));
         self.paced += pacer.waited() - before;
-        allowed
+        Poll::Ready(*granted.insert(allowed))
     }
 
     /// Tells the pacer that `n` body bytes went.
@@ -152,6 +171,15 @@ impl<'a> Output<'a> {
     /// Queues bytes to go out before the next body bytes.
     pub fn queue(&mut self, bytes: &[u8]) {
         self.pending.extend_from_slice(bytes);
+    }
+
+    /// As [`Output::queue`], taking the buffer itself where nothing is queued yet (a
+    /// response's head: no copy).
+    pub fn queue_owned(&mut self, bytes: Vec<u8>) {
+        match self.pending.is_empty() {
+            true => self.pending = bytes,
+            false => self.pending.extend_from_slice(&bytes),
+        }
     }
 
     /// Queues `len` bytes of `file` from `offset` (pread), so that a small body goes out
@@ -192,14 +220,21 @@ impl<'a> Output<'a> {
 
     /// Writes the queued bytes and then all of `data`, in as few `writev` calls as the
     /// socket allows.
-    pub async fn write(&mut self, data: &[u8]) -> io::Result<()> {
-        if self.copies_in_user_space() {
-            // Boxed: the plain path's futures stay small (they are part of every
-            // response in flight), and TLS costs far more than an allocation.
-            return Box::pin(self.write_through(data)).await;
+    ///
+    /// This and the other writes are poll functions under small futures, not `async`
+    /// functions: a future of this writer is part of every response in flight, and an
+    /// `async` function keeps its arguments twice and each callee's state inside its
+    /// own.
+    pub fn write<'s>(
+        &'s mut self,
+        data: &'s [u8],
+    ) -> impl Future<Output = io::Result<()>> + use<'a, 's> {
+        match self.copies_in_user_space() {
+            // Boxed: the plain path's futures stay small, and TLS costs far more than
+            // an allocation.
+            true => Either::Left(Box::pin(self.write_through(data))),
+            false => Either::Right(self.write_with(data.len(), |from| data[from..].as_ptr())),
         }
-        self.write_with(data.len(), |from| data[from..].as_ptr())
-            .await
     }
 
     /// Writes the queued bytes and then `map[start..end]`, handing the mapping's
@@ -208,118 +243,142 @@ impl<'a> Output<'a> {
     /// `EFAULT` instead of raising SIGBUS in this process.
     ///
     /// Panics if `start..end` is not inside the mapping.
-    pub async fn write_mapped(
-        &mut self,
-        map: &MmapRaw,
+    pub fn write_mapped<'s>(
+        &'s mut self,
+        map: &'s MmapRaw,
         start: usize,
         end: usize,
-    ) -> io::Result<()> {
+    ) -> impl Future<Output = io::Result<()>> + use<'a, 's> {
         assert!(
             start <= end && end <= map.len(),
             "range outside the mapping"
         );
-        self.socket()?;
-        self.write_with(end - start, |from| map.as_ptr().wrapping_add(start + from))
-            .await
+        self.write_with(end - start, move |from| {
+            map.as_ptr().wrapping_add(start + from)
+        })
     }
 
     /// The loop of [`Output::write`] and [`Output::write_mapped`]: `len` data bytes, of
     /// which `data_at(i)` gives the address of byte `i` onwards (`len - i` bytes that
     /// stay mapped for the call).
-    async fn write_with(
-        &mut self,
+    fn write_with<'s, D: Fn(usize) -> *const u8 + Send + 's>(
+        &'s mut self,
         len: usize,
-        data_at: impl Fn(usize) -> *const u8,
-    ) -> io::Result<()> {
-        let socket = self.socket()?;
+        data_at: D,
+    ) -> impl Future<Output = io::Result<()>> + use<'a, 's, D> {
         let mut data_sent = 0;
-        while self.pending_sent < self.pending.len() || data_sent < len {
-            let head_waiting = self.pending_sent < self.pending.len();
-            let allowed = self.allowance(len - data_sent, head_waiting).await;
-            let pending = &self.pending[self.pending_sent..];
-            let n = self
-                .write_io(pending.len() + allowed, || {
-                    let iovecs = [
-                        libc::iovec {
-                            iov_base: pending.as_ptr().cast_mut().cast(),
-                            iov_len: pending.len(),
-                        },
-                        libc::iovec {
-                            iov_base: data_at(data_sent).cast_mut().cast(),
-                            iov_len: allowed,
-                        },
-                    ];
-                    // SAFETY: both iovecs describe mapped memory that outlives the call:
-                    // the rest of the queue, which `self` owns, and `allowed` (at most
-                    // `len - data_sent`) bytes from `data_at(data_sent)` (a borrowed
-                    // slice, or a range inside a mapping the caller holds). writev only
-                    // reads them, in the kernel, which checks each page.
-                    let n = unsafe { libc::writev(socket.as_raw_fd(), iovecs.as_ptr(), 2) };
-                    if n < 0 {
-                        Err(io::Error::last_os_error())
-                    } else {
-                        Ok(n as usize)
-                    }
-                })
-                .await?;
-            if n == 0 {
-                return Err(io::ErrorKind::WriteZero.into());
+        let mut granted = None;
+        let mut waiting = None;
+        std::future::poll_fn(move |cx| {
+            let socket = self.socket()?;
+            while self.pending_sent < self.pending.len() || data_sent < len {
+                let head_waiting = self.pending_sent < self.pending.len();
+                let allowed = std::task::ready!(self.poll_allowance(
+                    cx,
+                    &mut granted,
+                    len - data_sent,
+                    head_waiting
+                ));
+                let pending = &self.pending[self.pending_sent..];
+                let data = data_at(data_sent);
+                let write = |cx: &mut Context<'_>| {
+                    poll_write(socket, cx, pending.len() + allowed, || {
+                        let iovecs = [
+                            libc::iovec {
+                                iov_base: pending.as_ptr().cast_mut().cast(),
+                                iov_len: pending.len(),
+                            },
+                            libc::iovec {
+                                iov_base: data.cast_mut().cast(),
+                                iov_len: allowed,
+                            },
+                        ];
+                        // SAFETY: both iovecs describe mapped memory that outlives the
+                        // call: the rest of the queue, which `self` owns, and `allowed`
+                        // (at most `len - data_sent`) bytes from `data_at(data_sent)` (a
+                        // borrowed slice, or a range inside a mapping the caller holds).
+                        // writev only reads them, in the kernel, which checks each page.
+                        let n = unsafe { libc::writev(socket.as_raw_fd(), iovecs.as_ptr(), 2) };
+                        if n < 0 {
+                            Err(io::Error::last_os_error())
+                        } else {
+                            Ok(n as usize)
+                        }
+                    })
+                };
+                let n = std::task::ready!(self.send_timeout.poll(cx, &mut waiting, write))?;
+                granted = None;
+                if n == 0 {
+                    return Poll::Ready(Err(io::ErrorKind::WriteZero.into()));
+                }
+                data_sent += self.count_written(n);
             }
-            data_sent += self.count_written(n);
-        }
-        self.clear_pending();
-        Ok(())
+            self.clear_pending();
+            Poll::Ready(Ok(()))
+        })
     }
 
     /// Writes the queued bytes. With `more`, the kernel is told that more data follows
     /// (`MSG_MORE`), so a `sendfile` right after shares their packet.
-    pub async fn flush(&mut self, more: bool) -> io::Result<()> {
+    pub fn flush<'s>(
+        &'s mut self,
+        more: bool,
+    ) -> impl Future<Output = io::Result<()>> + use<'a, 's> {
         if self.copies_in_user_space() {
-            return Box::pin(self.write_through(&[])).await;
+            return Either::Left(Box::pin(self.write_through(&[])));
         }
-        let socket = self.socket()?;
         let flags = if more {
             SendFlags::MORE | SendFlags::NOSIGNAL
         } else {
             SendFlags::NOSIGNAL
         };
-        while self.pending_sent < self.pending.len() {
-            let pending = &self.pending[self.pending_sent..];
-            let n = self
-                .write_io(pending.len(), || {
-                    Ok(rustix::net::send(socket, pending, flags)?)
-                })
-                .await?;
-            self.pending_sent += n;
-            self.sent += n as u64;
-        }
-        self.clear_pending();
-        Ok(())
+        let mut waiting = None;
+        Either::Right(std::future::poll_fn(move |cx| {
+            let socket = self.socket()?;
+            while self.pending_sent < self.pending.len() {
+                let pending = &self.pending[self.pending_sent..];
+                let send = |cx: &mut Context<'_>| {
+                    poll_write(socket, cx, pending.len(), || {
+                        Ok(rustix::net::send(socket, pending, flags)?)
+                    })
+                };
+                let n = std::task::ready!(self.send_timeout.poll(cx, &mut waiting, send))?;
+                self.pending_sent += n;
+                self.sent += n as u64;
+            }
+            self.clear_pending();
+            Poll::Ready(Ok(()))
+        }))
     }
 
     /// Sends up to `count` bytes of `file` from `*offset` with sendfile(2), advancing
     /// `offset`. Returns the bytes sent: 0 means the file ended early.
-    pub async fn sendfile(
-        &mut self,
-        file: &File,
-        offset: &mut u64,
+    pub fn sendfile<'s>(
+        &'s mut self,
+        file: &'s File,
+        offset: &'s mut u64,
         count: usize,
-    ) -> io::Result<usize> {
-        let socket = self.socket()?;
-        let count = self.allowance(count, false).await;
-        let n = self
-            .write_io(count, || {
-                Ok(rustix::fs::sendfile(
-                    socket,
-                    file,
-                    Some(&mut *offset),
-                    count,
-                )?)
-            })
-            .await?;
-        self.sent += n as u64;
-        self.spent(n);
-        Ok(n)
+    ) -> impl Future<Output = io::Result<usize>> + use<'a, 's> {
+        let mut granted = None;
+        let mut waiting = None;
+        std::future::poll_fn(move |cx| {
+            let socket = self.socket()?;
+            let count = std::task::ready!(self.poll_allowance(cx, &mut granted, count, false));
+            let send = |cx: &mut Context<'_>| {
+                poll_write(socket, cx, count, || {
+                    Ok(rustix::fs::sendfile(
+                        socket,
+                        file,
+                        Some(&mut *offset),
+                        count,
+                    )?)
+                })
+            };
+            let n = std::task::ready!(self.send_timeout.poll(cx, &mut waiting, send))?;
+            self.sent += n as u64;
+            self.spent(n);
+            Poll::Ready(Ok(n))
+        })
     }
 
     /// As [`Output::sendfile`], with the sendfile(2) call made on the blocking pool
@@ -334,7 +393,9 @@ impl<'a> Output<'a> {
         threads: &crate::io::cold_threads::ColdThreads,
     ) -> io::Result<usize> {
         let stream = self.socket()?;
-        let count = self.allowance(count, false).await;
+        let mut granted = None;
+        let count =
+            std::future::poll_fn(|cx| self.poll_allowance(cx, &mut granted, count, false)).await;
         let socket = match &self.pool_socket {
             Some(socket) => Arc::clone(socket),
             None => {
@@ -367,21 +428,15 @@ impl<'a> Output<'a> {
                 // socket's readiness may predate that, so ask the kernel: writable now,
                 // or (readiness cleared) wait for the next writability event, which no
                 // event before this poll can stand in for.
-                Err(rustix::io::Errno::AGAIN) => self.io(|| self.poll_writable()).await?,
+                Err(rustix::io::Errno::AGAIN) => {
+                    let mut waiting = None;
+                    let writable =
+                        |cx: &mut Context<'_>| poll_io(stream, cx, || poll_writable(stream));
+                    std::future::poll_fn(|cx| self.send_timeout.poll(cx, &mut waiting, writable))
+                        .await?
+                }
                 Err(error) => return Err(error.into()),
             }
-        }
-    }
-
-    /// Whether the socket has room now (`poll` with no wait), as `WouldBlock` if not.
-    fn poll_writable(&self) -> io::Result<()> {
-        use rustix::event::{poll, PollFd, PollFlags, Timespec};
-        let mut fds = [PollFd::new(self.socket()?, PollFlags::OUT)];
-        // An error or hang-up counts as ready: the next sendfile reports it.
-        poll(&mut fds, Some(&Timespec::default()))?;
-        match fds[0].revents().is_empty() {
-            true => Err(io::ErrorKind::WouldBlock.into()),
-            false => Ok(()),
         }
     }
 
@@ -390,72 +445,6 @@ impl<'a> Output<'a> {
     fn clear_pending(&mut self) {
         self.pending = Vec::new();
         self.pending_sent = 0;
-    }
-
-    /// Runs a non-blocking socket operation, waiting for writability on `EAGAIN`, for at
-    /// most the send timeout.
-    ///
-    /// The wait is tokio's `poll_write_ready`, whose waker lives in the socket's
-    /// registration (one writer per connection), not `async_io`, which keeps a waiter
-    /// node in its future: this future is part of every response in flight, and most
-    /// of them wait here.
-    async fn io<R>(&self, mut f: impl FnMut() -> io::Result<R>) -> io::Result<R> {
-        let socket = self.socket()?;
-        let attempt = std::future::poll_fn(|cx| loop {
-            if let Err(error) = std::task::ready!(socket.poll_write_ready(cx)) {
-                return std::task::Poll::Ready(Err(error));
-            }
-            match socket.try_io(Interest::WRITABLE, &mut f) {
-                // tokio cleared the readiness: the next poll waits for the next event.
-                Err(error) if error.kind() == io::ErrorKind::WouldBlock => {}
-                done => return std::task::Poll::Ready(done),
-            }
-        });
-        tokio::time::timeout(self.send_timeout, attempt)
-            .await
-            .unwrap_or_else(|_elapsed| Err(send_timed_out()))
-    }
-
-    /// As [`Output::io`], for a write `f` that is offered `offered` bytes and returns
-    /// how many it took. One that took fewer (but some) filled the socket's buffer:
-    /// tokio is told so, as its own `poll_write` does after a short write, and the next
-    /// write waits for epoll's word of room instead of first failing with `EAGAIN`.
-    ///
-    /// The telling is `try_io`'s: `f`'s result counts as `WouldBlock`, which makes tokio
-    /// clear the readiness it saw before the call, never an event that came in during
-    /// it (on the multi-thread runtime the driver runs beside this task); the count is
-    /// kept aside and returned.
-    async fn write_io(
-        &self,
-        offered: usize,
-        mut f: impl FnMut() -> io::Result<usize>,
-    ) -> io::Result<usize> {
-        let socket = self.socket()?;
-        let mut short = None;
-        let attempt = std::future::poll_fn(|cx| loop {
-            if let Err(error) = std::task::ready!(socket.poll_write_ready(cx)) {
-                return std::task::Poll::Ready(Err(error));
-            }
-            let result = socket.try_io(Interest::WRITABLE, || {
-                let n = f()?;
-                if 0 < n && n < offered {
-                    short = Some(n);
-                    return Err(io::ErrorKind::WouldBlock.into());
-                }
-                Ok(n)
-            });
-            match result {
-                Err(error) if error.kind() == io::ErrorKind::WouldBlock => {
-                    if let Some(n) = short.take() {
-                        return std::task::Poll::Ready(Ok(n));
-                    }
-                }
-                done => return std::task::Poll::Ready(done),
-            }
-        });
-        tokio::time::timeout(self.send_timeout, attempt)
-            .await
-            .unwrap_or_else(|_elapsed| Err(send_timed_out()))
     }
 
     /// Counts `n` bytes written from the queued head onwards (the head's bytes first,
@@ -489,7 +478,12 @@ impl<'a> Output<'a> {
         let mut data_sent = 0;
         while self.pending_sent < self.pending.len() || data_sent < data.len() {
             let head_waiting = self.pending_sent < self.pending.len();
-            let allowed = self.allowance(data.len() - data_sent, head_waiting).await;
+            let mut granted = None;
+            let want = data.len() - data_sent;
+            let allowed = std::future::poll_fn(|cx| {
+                self.poll_allowance(cx, &mut granted, want, head_waiting)
+            })
+            .await;
             let pending = &self.pending[self.pending_sent..];
             let Sink::Stream(stream) = &mut self.sink else {
                 return Err(io::ErrorKind::Unsupported.into());
@@ -498,7 +492,8 @@ impl<'a> Output<'a> {
                 io::IoSlice::new(pending),
                 io::IoSlice::new(&data[data_sent..data_sent + allowed]),
             ];
-            let written = tokio::time::timeout(self.send_timeout, stream.write_vectored(&bufs));
+            let written =
+                tokio::time::timeout(self.send_timeout.limit, stream.write_vectored(&bufs));
             let n = match written
                 .await
                 .unwrap_or_else(|_elapsed| Err(send_timed_out()))?
@@ -512,9 +507,123 @@ impl<'a> Output<'a> {
         let Sink::Stream(stream) = &mut self.sink else {
             return Ok(());
         };
-        tokio::time::timeout(self.send_timeout, stream.flush())
+        tokio::time::timeout(self.send_timeout.limit, stream.flush())
             .await
             .unwrap_or_else(|_elapsed| Err(send_timed_out()))
+    }
+}
+
+/// Whether `socket` has room now (`poll` with no wait), as `WouldBlock` if not.
+fn poll_writable(socket: &TcpStream) -> io::Result<()> {
+    use rustix::event::{poll, PollFd, PollFlags, Timespec};
+    let mut fds = [PollFd::new(socket, PollFlags::OUT)];
+    // An error or hang-up counts as ready: the next sendfile reports it.
+    poll(&mut fds, Some(&Timespec::default()))?;
+    match fds[0].revents().is_empty() {
+        true => Err(io::ErrorKind::WouldBlock.into()),
+        false => Ok(()),
+    }
+}
+
+/// A response's send timeout: each wait for room in the socket lasts at most `limit`.
+///
+/// One timer serves every wait of the response: made at its first wait, moved to the
+/// new deadline at each later one. A timer in each wait's future (`tokio::time::timeout`)
+/// took 112 bytes of every response in flight, in every future that awaits a write,
+/// where most responses never wait at all.
+#[derive(Debug)]
+struct SendTimeout {
+    limit: Duration,
+    timer: Option<Pin<Box<Sleep>>>,
+}
+
+impl SendTimeout {
+    /// Polls `attempt`; while it is pending, the send timeout runs from the first poll
+    /// that found it so (`waiting` keeps that wait's deadline, for the caller's future
+    /// to hold between polls), and once it has passed, the error.
+    fn poll<R>(
+        &mut self,
+        cx: &mut Context<'_>,
+        waiting: &mut Option<Instant>,
+        attempt: impl FnOnce(&mut Context<'_>) -> Poll<io::Result<R>>,
+    ) -> Poll<io::Result<R>> {
+        if let Poll::Ready(done) = attempt(cx) {
+            *waiting = None;
+            return Poll::Ready(done);
+        }
+        let deadline = *waiting.get_or_insert_with(|| Instant::now() + self.limit);
+        let timer = match &mut self.timer {
+            Some(timer) => {
+                if timer.deadline() != deadline {
+                    timer.as_mut().reset(deadline);
+                }
+                timer
+            }
+            None => self
+                .timer
+                .insert(Box::pin(tokio::time::sleep_until(deadline))),
+        };
+        match timer.as_mut().poll(cx) {
+            Poll::Ready(()) => Poll::Ready(Err(send_timed_out())),
+            Poll::Pending => Poll::Pending,
+        }
+    }
+}
+
+/// Runs a non-blocking operation on `socket` once it is writable, waiting for the next
+/// writability event on `EAGAIN`.
+///
+/// The wait is tokio's `poll_write_ready`, whose waker lives in the socket's
+/// registration (one writer per connection), not `async_io`, which keeps a waiter node
+/// in its future: this state is part of every response in flight, and most of them
+/// wait here.
+fn poll_io<R>(
+    socket: &TcpStream,
+    cx: &mut Context<'_>,
+    mut f: impl FnMut() -> io::Result<R>,
+) -> Poll<io::Result<R>> {
+    loop {
+        std::task::ready!(socket.poll_write_ready(cx))?;
+        match socket.try_io(Interest::WRITABLE, &mut f) {
+            // tokio cleared the readiness: the next poll waits for the next event.
+            Err(error) if error.kind() == io::ErrorKind::WouldBlock => {}
+            done => return Poll::Ready(done),
+        }
+    }
+}
+
+/// As [`poll_io`], for a write `f` that is offered `offered` bytes and returns how many
+/// it took. One that took fewer (but some) filled the socket's buffer: tokio is told
+/// so, as its own `poll_write` does after a short write, and the next write waits for
+/// epoll's word of room instead of first failing with `EAGAIN`.
+///
+/// The telling is `try_io`'s: `f`'s result counts as `WouldBlock`, which makes tokio
+/// clear the readiness it saw before the call, never an event that came in during it
+/// (on the multi-thread runtime the driver runs beside this task); the count is kept
+/// aside and returned.
+fn poll_write(
+    socket: &TcpStream,
+    cx: &mut Context<'_>,
+    offered: usize,
+    mut f: impl FnMut() -> io::Result<usize>,
+) -> Poll<io::Result<usize>> {
+    loop {
+        std::task::ready!(socket.poll_write_ready(cx))?;
+        let mut short = None;
+        let result = socket.try_io(Interest::WRITABLE, || {
+            let n = f()?;
+            if 0 < n && n < offered {
+                short = Some(n);
+                return Err(io::ErrorKind::WouldBlock.into());
+            }
+            Ok(n)
+        });
+        match (result, short) {
+            (Err(_), Some(n)) => return Poll::Ready(Ok(n)),
+            // tokio cleared the readiness: the next poll waits for the next event.
+            (Err(error), None) if error.kind() == io::ErrorKind::WouldBlock => {}
+            (done, _) => return Poll::Ready(done),
+        }
     }
 }
 

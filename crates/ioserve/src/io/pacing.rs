@@ -9,9 +9,12 @@
 //! The bucket refills at the rate and holds at most an eighth of a second's worth, so a
 //! keep-alive connection that idles does not save up a burst.
 
+use std::future::Future as _;
+use std::pin::Pin;
+use std::task::{Context, Poll};
 use std::time::Duration;
 
-use tokio::time::Instant;
+use tokio::time::{Instant, Sleep};
 
 /// The most a full bucket holds, as a fraction of the rate: an eighth of a second.
 const BURST_DIVISOR: u64 = 8;
@@ -40,6 +43,10 @@ pub struct Pacer {
     refilled: Instant,
     /// Time this connection has spent waiting for tokens, over all its responses.
     waited: Duration,
+    /// The pause under way, if one is: how long it lasts.
+    pause: Option<Duration>,
+    /// The timer of the pauses, made at the first.
+    timer: Option<Pin<Box<Sleep>>>,
 }
 
 impl Pacer {
@@ -51,7 +58,21 @@ impl Pacer {
             tokens: burst(limits.rate) as f64,
             refilled: Instant::now(),
             waited: Duration::ZERO,
+            pause: None,
+            timer: None,
         }
+    }
+
+    /// The pacer of a connection's next response under `limits`: the connection's own,
+    /// made at its first response with a rate and kept across the later ones (the
+    /// bucket and `after` are the connection's), or none while no rate applies.
+    pub fn for_response(pacer: &mut Option<Box<Pacer>>, limits: PaceLimits) -> Option<&mut Pacer> {
+        match pacer {
+            Some(pacer) => pacer.set_limits(limits),
+            None if limits.rate > 0 => *pacer = Some(Box::new(Pacer::new(limits))),
+            None => {}
+        }
+        pacer.as_deref_mut().filter(|pacer| pacer.limits.rate > 0)
     }
 
     /// Applies the settings of the moment to the responses that follow.
@@ -84,19 +105,38 @@ impl Pacer {
     /// How many of `want` (at least 1) body bytes may go now, waiting on the timer until
     /// the bucket holds enough for a useful send: `want`, or a full bucket if less.
     pub async fn allowed(&mut self, want: usize) -> usize {
-        if self.limits.rate == 0 || self.sent < self.limits.after {
-            return self.allowed_now(want);
+        std::future::poll_fn(|cx| self.poll_allowed(cx, want)).await
+    }
+
+    /// [`Pacer::allowed`] as a poll function: a pause it starts is kept here (its timer
+    /// too, made at the first pause and moved for each later one), so that the
+    /// futures of the writes it paces hold nothing of it. A pause whose future is
+    /// dropped is still owed: the next call waits for its end.
+    pub fn poll_allowed(&mut self, cx: &mut Context<'_>, want: usize) -> Poll<usize> {
+        loop {
+            if let (Some(pause), Some(timer)) = (self.pause, self.timer.as_mut()) {
+                std::task::ready!(timer.as_mut().poll(cx));
+                self.pause = None;
+                self.waited += pause;
+                return Poll::Ready(self.allowed_now(want).max(1));
+            }
+            if self.limits.rate == 0 || self.sent < self.limits.after {
+                return Poll::Ready(self.allowed_now(want));
+            }
+            let now = self.allowed_now(want);
+            let enough = want.min(usize::try_from(burst(self.limits.rate)).unwrap_or(usize::MAX));
+            if now >= enough {
+                return Poll::Ready(now);
+            }
+            let missing = (enough as f64 - self.tokens).max(0.0);
+            let pause = Duration::from_secs_f64(missing / self.limits.rate as f64);
+            let until = Instant::now() + pause;
+            match &mut self.timer {
+                Some(timer) => timer.as_mut().reset(until),
+                None => self.timer = Some(Box::pin(tokio::time::sleep_until(until))),
+            }
+            self.pause = Some(pause);
         }
-        let now = self.allowed_now(want);
-        let enough = want.min(usize::try_from(burst(self.limits.rate)).unwrap_or(usize::MAX));
-        if now >= enough {
-            return now;
-        }
-        let missing = (enough as f64 - self.tokens).max(0.0);
-        let wait = Duration::from_secs_f64(missing / self.limits.rate as f64);
-        tokio::time::sleep(wait).await;
-        self.waited += wait;
-        self.allowed_now(want).max(1)
     }
 
     /// Records `n` body bytes sent (at most what was allowed).

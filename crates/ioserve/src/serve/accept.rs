@@ -207,7 +207,7 @@ fn chose_h2(session: &rustls::ServerConnection) -> bool {
 /// Serves a connection after its handshake (HTTP/2 where `h2`, else HTTP/1.1), or
 /// refuses it with 503 when it is not admitted.
 async fn answer<S: Transport + 'static>(
-    stream: S,
+    mut stream: S,
     peer: SocketAddr,
     shared: &Arc<Shared>,
     admission: Admission,
@@ -229,9 +229,9 @@ async fn answer<S: Transport + 'static>(
             let busy = || Reply::error(503);
             http2::refuse_connection(stream, peer, Arc::clone(shared), &slot, busy).await;
         }
-        (true, true) => conn::serve(stream, peer, shared, &slot).await,
-        (true, false) => conn::refuse_with(stream, peer, shared, id, per_ip_busy()).await,
-        (false, _) => conn::refuse(stream, peer, shared, id, 503).await,
+        (true, true) => conn::serve(&mut stream, &peer, shared, &slot).await,
+        (true, false) => conn::refuse_with(&mut stream, &peer, shared, id, per_ip_busy()).await,
+        (false, _) => conn::refuse(&mut stream, &peer, shared, id, 503).await,
     }
 }
 
@@ -269,7 +269,7 @@ fn spawn_connection(
     connections: &TaskTracker,
     shared: &Arc<Shared>,
     id: usize,
-    stream: TcpStream,
+    mut stream: TcpStream,
     peer: SocketAddr,
 ) {
     let (slot, admitted) = ConnectionSlot::acquire(shared, id);
@@ -278,46 +278,57 @@ fn spawn_connection(
     if admitted && !peer_admitted {
         shared.metrics.refused_per_ip(id);
     }
-    let metrics = Arc::clone(&shared.metrics);
     let shared = Arc::clone(shared);
     let _ = stream.set_nodelay(true);
     // HTTPS as the settings of this moment say (SIGHUP may load a new certificate).
     let tls = shared.live().tls.clone();
+    // The task owns the stream, the peer's address and both slots; what it runs borrows
+    // them, so that none is held twice in the task. The slots give their places back
+    // when the task ends, however it ends.
+    //
+    // A panic is a bug; it ends this connection only (the panic hook has logged it).
+    // It is caught around each way of serving, inside the task: a combinator around the
+    // task would hold the peer's address a second time in every task.
     let connection = async move {
-        // The address's place is given back when the task ends, however it ends.
-        let _peer_slot = peer_slot;
-        match (tls, admitted, peer_admitted) {
+        let _peer_slot = &peer_slot;
+        let served = if let Some(tls) = tls {
+            let admission = Admission {
+                slot,
+                admitted,
+                peer_admitted,
+            };
+            let tls = TlsAcceptor::from(tls);
             // Boxed: a plain connection's task keeps its size, without the handshake.
-            (Some(tls), _, _) => {
-                let admission = Admission {
-                    slot,
-                    admitted,
-                    peer_admitted,
-                };
-                let tls = TlsAcceptor::from(tls);
-                Box::pin(answer_tls(tls, stream, peer, &shared, admission)).await;
-            }
-            (None, true, true) => conn::serve(stream, peer, &shared, &slot).await,
+            let answering = Box::pin(answer_tls(tls, stream, peer, &shared, admission));
+            AssertUnwindSafe(answering).catch_unwind().await
+        } else if admitted && peer_admitted {
+            let serving = conn::serve(&mut stream, &peer, &shared, &slot);
+            AssertUnwindSafe(serving).catch_unwind().await
+        } else {
             // Boxed too: refusals are rare, and their futures (a reply being written)
             // are larger than a served connection's.
-            (None, true, false) => {
-                Box::pin(conn::refuse_with(stream, peer, &shared, id, per_ip_busy())).await;
-            }
-            (None, false, _) => Box::pin(conn::refuse(stream, peer, &shared, id, 503)).await,
+            let refusal = match admitted {
+                true => Box::pin(conn::refuse_with(
+                    &mut stream,
+                    &peer,
+                    &shared,
+                    id,
+                    per_ip_busy(),
+                )),
+                false => Box::pin(conn::refuse_with(
+                    &mut stream,
+                    &peer,
+                    &shared,
+                    id,
+                    Reply::error(503),
+                )),
+            };
+            AssertUnwindSafe(refusal).catch_unwind().await
+        };
+        if served.is_err() {
+            shared.metrics.panic(id);
+            tracing::debug!(%peer, worker = id, "connection ended by a panic");
         }
     };
-    // A panic is a bug; it ends this connection only (the panic hook has logged it),
-    // and the slot's drop gives its place back. (Combinators, not an async block: a
-    // block would hold the connection's future twice, before and while it is awaited,
-    // doubling every connection's task.)
-    connections.spawn(
-        AssertUnwindSafe(connection)
-            .catch_unwind()
-            .map(move |outcome| {
-                if outcome.is_err() {
-                    metrics.panic(id);
-                    tracing::debug!(%peer, worker = id, "connection ended by a panic");
-                }
-            }),
-    );
+    connections.spawn(connection);
 }

@@ -27,19 +27,21 @@ use crate::http::request::{self, Parsed, RequestError, MAX_HEAD_BYTES};
 use crate::http::response::{Body, Reply};
 use crate::io::pacing::Pacer;
 use crate::ops::access_log::{Outcome, Record};
-use crate::serve::exchange::{self, Decision};
+use crate::serve::exchange::{self, Decided, Decision};
 use crate::serve::linger;
-use crate::serve::shared::{ConnectionSlot, Live, Shared};
+use crate::serve::shared::{ConnectionSlot, Shared};
 use crate::serve::transport::Transport;
 
 /// Serves one accepted, admitted connection to its end.
 ///
 /// Memory per connection stays small, because a server holds thousands of slow or idle
 /// clients: the read buffer is allocated only when bytes arrive, and released while a
-/// body is sent and while the connection waits for its next request.
+/// body is sent and while the connection waits for its next request. The stream and the
+/// peer are borrowed from the connection's task, which owns them: taken by value, they
+/// would be held twice in every task (as this future's arguments and as its locals).
 pub(crate) async fn serve<S: Transport>(
-    mut stream: S,
-    peer: SocketAddr,
+    stream: &mut S,
+    peer: &SocketAddr,
     shared: &Shared,
     slot: &ConnectionSlot,
 ) {
@@ -51,61 +53,52 @@ pub(crate) async fn serve<S: Transport>(
     let mut close: Option<Arc<Notify>> = None;
     // Requests answered on this connection.
     let mut served = 0u64;
-    // `--limit-rate` applies to the connection as a whole, across its responses.
-    let mut pacer = Pacer::new(limits().pace);
+    // `--limit-rate` applies to the connection as a whole, across its responses; made
+    // at the first response that has a rate.
+    let mut pacer: Option<Box<Pacer>> = None;
     // The first request must arrive within the header timeout of the accept.
     let mut deadline = Instant::now() + limits().header_timeout;
     loop {
         // Parsing and deciding are synchronous and leave nothing that borrows the
-        // buffer, so the parsed request is not part of the task while it waits.
-        match next_step(shared, peer, worker, &buf) {
-            Step::Partial => {}
+        // buffer. The decision is boxed: what a match holds (its scrutinee) keeps its
+        // place in this future, and so in every connection's task, across an await
+        // inside it, and a decision is 192 bytes.
+        let sent = match next_step(shared, *peer, worker, &buf) {
+            Step::Partial => None,
             Step::Respond { decision, len } => {
                 buf.drain(..len);
                 if buf.is_empty() {
                     // Nothing pipelined: give the buffer back while the body goes out.
                     buf = Vec::new();
                 }
-                pacer.set_limits(decision.live.limits.pace);
-                let started = decision.started;
-                // Boxed, as the sending below: most requests wait for nothing here.
-                let (live, log, prepared) = Box::pin(prepare::<S>(shared, worker, decision)).await;
-                // Boxed: only a connection with a response in flight holds its sending.
-                let sending = send(
-                    &mut stream,
-                    shared,
-                    &live,
-                    worker,
-                    prepared,
-                    log,
-                    &mut pacer,
-                );
-                let sent = Box::pin(sending).await;
-                shared.metrics.duration(worker, started.elapsed());
-                let keep_alive = match sent {
-                    Ok(keep_alive) => keep_alive,
-                    Err(error) => {
-                        tracing::debug!(%peer, %error, "response cut short");
-                        return;
-                    }
-                };
-                if !keep_alive {
-                    return Box::pin(linger::close(stream)).await;
-                }
-                served += 1;
-                // Nothing pipelined: the client may idle; else its head is on its way.
-                let limits = limits();
-                let wait = if buf.is_empty() {
-                    limits.idle_timeout
-                } else {
-                    limits.header_timeout
-                };
-                deadline = Instant::now() + wait;
-                continue;
+                // Boxed: only a connection with a response in flight holds it.
+                Some(Box::pin(respond(stream, shared, worker, decision, &mut pacer)).await)
             }
             Step::Refuse(status) => {
                 return Box::pin(refuse(stream, peer, shared, worker, status)).await;
             }
+        };
+        if let Some(sent) = sent {
+            let keep_alive = match sent {
+                Ok(keep_alive) => keep_alive,
+                Err(error) => {
+                    tracing::debug!(%peer, %error, "response cut short");
+                    return;
+                }
+            };
+            if !keep_alive {
+                return Box::pin(linger::close(stream)).await;
+            }
+            served += 1;
+            // Nothing pipelined: the client may idle; else its head is on its way.
+            let limits = limits();
+            let wait = if buf.is_empty() {
+                limits.idle_timeout
+            } else {
+                limits.header_timeout
+            };
+            deadline = Instant::now() + wait;
+            continue;
         }
         if buf.len() >= MAX_HEAD_BYTES {
             return Box::pin(refuse(stream, peer, shared, worker, 431)).await;
@@ -124,7 +117,7 @@ pub(crate) async fn serve<S: Transport>(
         // Boxed: a connection holds the wait's futures only while it waits, not while a
         // response of its own is in flight.
         let close = close.map(|close| &**close);
-        let waiting = wait_for_bytes(&mut stream, &mut buf, shared, close, idle, deadline);
+        let waiting = wait_for_bytes(stream, &mut buf, shared, close, idle, deadline);
         let Some(read) = Box::pin(waiting).await else {
             return;
         };
@@ -162,7 +155,7 @@ enum Step {
     /// The head is not complete yet.
     Partial,
     /// A complete request of `len` bytes, decided.
-    Respond { decision: Decision, len: usize },
+    Respond { decision: Box<Decision>, len: usize },
     /// A head that cannot be answered: this status, then close.
     Refuse(u16),
 }
@@ -181,80 +174,55 @@ fn next_step(shared: &Shared, peer: SocketAddr, worker: usize, buf: &[u8]) -> St
             });
         }
     };
-    let decision = exchange::decide(shared, peer, worker, &request);
+    let decision = Box::new(exchange::decide(shared, peer, worker, &request));
     Step::Respond { decision, len }
 }
 
-/// Completes a decision into a reply ready to go out (`exchange::complete`: what may
-/// wait for the disk runs on the blocking pool), with the settings it was decided with
-/// and its access-log record. Apart from the sending, which the caller boxes: a
-/// download then holds only what sending needs, not the decision it came from.
-async fn prepare<S: Transport>(
-    shared: &Shared,
-    worker: usize,
-    decision: Decision,
-) -> (Arc<Live>, Option<Box<Record>>, Prepared) {
-    let Decision {
-        live,
-        started: _,
-        answer,
-        unverified,
-        keep_alive,
-        http10,
-        log,
-    } = decision;
-    let reply = exchange::complete(shared, worker, &live, answer, unverified, S::ENCRYPTED).await;
-    let head = reply.finish_head(keep_alive, http10);
-    let prepared = Prepared {
-        status: reply.status,
-        head,
-        body: reply.body,
-        keep_alive,
-    };
-    (live, log, prepared)
-}
-
-/// A reply ready to go out.
-struct Prepared {
-    status: u16,
-    head: Vec<u8>,
-    body: Body,
-    keep_alive: bool,
-}
-
-/// Sends one reply; returns whether the connection stays open.
-async fn send<S: Transport>(
+/// Answers one decided request: completes its reply (what may wait for the disk runs on
+/// the blocking pool: `exchange::complete`), sends it with the settings it was decided
+/// with, and counts it. Returns whether the connection stays open.
+async fn respond<S: Transport>(
     stream: &mut S,
     shared: &Shared,
-    live: &Live,
     worker: usize,
-    prepared: Prepared,
-    log: Option<Box<Record>>,
-    pacer: &mut Pacer,
+    decision: Box<Decision>,
+    pacer: &mut Option<Box<Pacer>>,
 ) -> io::Result<bool> {
-    let Prepared {
-        status,
-        head,
-        body,
-        keep_alive,
-    } = prepared;
+    // Bound by patterns and in a block, so that nothing moved or borrowed here keeps
+    // room in this future while the body goes out.
+    let (
+        completing,
+        Decided {
+            live,
+            started,
+            keep_alive,
+            http10,
+            log,
+        },
+    ) = decision.start_completing(shared, worker, S::ENCRYPTED);
+    let reply = completing.await;
     let mut out = stream.output(live.limits.send_timeout);
-    if live.limits.pace.rate > 0 {
+    if let Some(pacer) = Pacer::for_response(pacer, live.limits.pace) {
         out = out.paced_by(pacer);
     }
-    out.queue(&head);
-    let head_len = head.len() as u64;
-    drop(head);
+    let (status, head_len, body) = {
+        let (status, head, body) = reply.into_parts(keep_alive, http10);
+        let head_len = head.len() as u64;
+        out.queue_owned(head);
+        (status, head_len, body)
+    };
     let log = log.as_deref();
-    let result = exchange::deliver(shared, live, worker, &mut out, status, head_len, body, log);
-    result.await.map(|()| keep_alive)
+    let sent = exchange::deliver(shared, &live, worker, &mut out, status, head_len, body, log);
+    let sent = sent.await;
+    shared.metrics.duration(worker, started.elapsed());
+    sent.map(|()| keep_alive)
 }
 
 /// Sends an error status that ends the connection (the request stream cannot be
 /// trusted any more), then closes.
 pub(crate) async fn refuse<S: Transport>(
-    stream: S,
-    peer: SocketAddr,
+    stream: &mut S,
+    peer: &SocketAddr,
     shared: &Shared,
     worker: usize,
     status: u16,
@@ -264,8 +232,8 @@ pub(crate) async fn refuse<S: Transport>(
 
 /// As [`refuse`], with `reply` (an error status with headers of its own).
 pub(crate) async fn refuse_with<S: Transport>(
-    mut stream: S,
-    peer: SocketAddr,
+    stream: &mut S,
+    peer: &SocketAddr,
     shared: &Shared,
     worker: usize,
     reply: Reply,
@@ -283,7 +251,7 @@ pub(crate) async fn refuse_with<S: Transport>(
     shared.metrics.request(worker, status, sent_bytes);
     if let Some(access_log) = &live.access_log {
         access_log.write(
-            &Record::refused(peer),
+            &Record::refused(*peer),
             Outcome {
                 status,
                 bytes: sent_bytes.saturating_sub(head.len() as u64),

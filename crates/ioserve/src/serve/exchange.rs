@@ -5,8 +5,10 @@
 //! body sent through an [`Output`] by the strategy, with the metrics and the access-log
 //! line of the response.
 
+use std::future::Future;
 use std::io;
 use std::net::SocketAddr;
+use std::pin::Pin;
 use std::sync::Arc;
 use std::time::Instant;
 
@@ -14,7 +16,7 @@ use crate::http::auth::{Check, Pending};
 use crate::http::reply::{self, Answer, Blocking};
 use crate::http::request::{Method, Request, Version};
 use crate::http::resolve::Resolved;
-use crate::http::response::{Body, Reply};
+use crate::http::response::{Body, Multipart, Reply};
 use crate::http::site::Site;
 use crate::http::tar;
 use crate::io::output::Output;
@@ -35,6 +37,56 @@ pub(super) struct Decision {
     /// HTTP/1.x: whether the connection stays open after the response.
     pub keep_alive: bool,
     /// HTTP/1.0: keep-alive must be said in the response.
+    pub http10: bool,
+    pub log: Option<Box<Record>>,
+}
+
+impl Decision {
+    /// Starts completing this decision ([`complete`]) on the heap, where the answer and
+    /// the pool's hand-offs stay only until the reply is ready; returns that and what the
+    /// response needs after it. The decision's own box is freed here, not held to the end
+    /// of the response.
+    // Boxed on purpose: the decision travels in its box (it is 192 bytes, and a
+    // connection's future would otherwise keep room for it), and the box ends here.
+    #[allow(clippy::boxed_local)]
+    pub(super) fn start_completing<'a>(
+        self: Box<Self>,
+        shared: &'a Shared,
+        worker: usize,
+        encrypted: bool,
+    ) -> (Completing<'a>, Decided) {
+        let Decision {
+            live,
+            started,
+            answer,
+            unverified,
+            keep_alive,
+            http10,
+            log,
+        } = *self;
+        let settings = Arc::clone(&live);
+        let completing = Box::pin(async move {
+            complete(shared, worker, &settings, answer, unverified, encrypted).await
+        });
+        let decided = Decided {
+            live,
+            started,
+            keep_alive,
+            http10,
+            log,
+        };
+        (completing, decided)
+    }
+}
+
+/// A reply being completed.
+pub(super) type Completing<'a> = Pin<Box<dyn Future<Output = Reply> + Send + 'a>>;
+
+/// What a decided response needs once its reply is complete (see [`Decision`]).
+pub(super) struct Decided {
+    pub live: Arc<Live>,
+    pub started: Instant,
+    pub keep_alive: bool,
     pub http10: bool,
     pub log: Option<Box<Record>>,
 }
@@ -180,10 +232,7 @@ pub(super) async fn deliver(
     body: Body,
     log: Option<&Record>,
 ) -> io::Result<()> {
-    let is_download = matches!(
-        body,
-        Body::File { .. } | Body::Multipart { .. } | Body::Tar(_)
-    );
+    let is_download = matches!(body, Body::File { .. } | Body::Multipart(_) | Body::Tar(_));
     if is_download {
         shared.metrics.download(worker, 1);
     }
@@ -238,28 +287,33 @@ pub(super) fn account(
     }
 }
 
-async fn send_body(out: &mut Output<'_>, live: &Live, body: Body) -> io::Result<()> {
+/// The sending of `body` through `out`, on the heap: the response's future then holds
+/// only the kind of body it has, not room for the largest kind, and none of it twice.
+fn send_body<'a>(out: &'a mut Output<'_>, live: &'a Live, body: Body) -> Sending<'a> {
     match body {
-        // Boxed, as the strategy's sending is: the future of a download in flight
-        // keeps no room for the writes of the other kinds of body.
-        Body::Empty => Box::pin(out.flush(false)).await,
-        Body::Bytes(bytes) => Box::pin(out.write(&bytes)).await,
-        // Boxed: only the strategy in use takes room, and only while it sends.
-        Body::File { file, range } => Box::pin(live.strategy.send(out, &file, range)).await,
-        Body::Multipart {
-            file,
-            parts,
-            closing,
-        } => {
-            for (part_head, range) in &parts {
-                out.queue(part_head);
-                Box::pin(live.strategy.send(out, &file, *range)).await?;
-            }
-            out.queue(&closing);
-            out.flush(false).await
+        Body::Empty => Box::pin(out.flush(false)),
+        Body::Bytes(bytes) => Box::pin(async move { out.write(&bytes).await }),
+        Body::File { file, range } => {
+            Box::pin(async move { live.strategy.send(out, &file, range).await })
         }
+        Body::Multipart(multipart) => Box::pin(async move {
+            let Multipart {
+                file,
+                parts,
+                closing,
+            } = &*multipart;
+            for (part_head, range) in parts {
+                out.queue(part_head);
+                live.strategy.send(out, file, *range).await?;
+            }
+            out.queue(closing);
+            out.flush(false).await
+        }),
         Body::Tar(plan) => {
-            Box::pin(tar::stream::send(out, &live.strategy, &live.site, &plan)).await
+            Box::pin(async move { tar::stream::send(out, &live.strategy, &live.site, &plan).await })
         }
     }
 }
+
+/// A body being sent.
+type Sending<'a> = Pin<Box<dyn Future<Output = io::Result<()>> + Send + 'a>>;

@@ -142,11 +142,14 @@ impl Strategy {
             }
             kind => kind,
         };
+        // The default strategy's sending in line; the others boxed, so that a download
+        // by sendfile holds no room for their larger futures.
         let sent = match kind {
             StrategyKind::Sendfile => sendfile::send(out, file, range, &mut ahead).await,
-            StrategyKind::Mmap => mmap::send(out, file, range, &mut ahead).await,
-            StrategyKind::Read => read::send(out, file, range, &self.pool, &mut ahead).await,
-            // Boxed: its future is the largest, and it is not the default.
+            StrategyKind::Mmap => Box::pin(mmap::send(out, file, range, &mut ahead)).await,
+            StrategyKind::Read => {
+                Box::pin(read::send(out, file, range, &self.pool, &mut ahead)).await
+            }
             StrategyKind::Buffered => {
                 Box::pin(buffered::send(out, file, range, self.chunk_size)).await
             }

@@ -49,7 +49,9 @@ pub(super) async fn send(
         let read = match cached {
             Some(read) => read,
             None => {
-                ahead.ready_through(range.start, range.end()).await;
+                // Boxed: only a small body that is not cached waits here, and the wait
+                // would take room in every download's future.
+                Box::pin(ahead.ready_through(range.start, range.end())).await;
                 out.queue_from_file(file, range.start, want)?
             }
         };
@@ -70,9 +72,11 @@ pub(super) async fn send(
         };
         let count = (ready - offset).min(most) as usize;
         let sent = match on_pool {
+            // Boxed: only a cold range sends from the pool, and its future holds the
+            // pool's hand-offs.
             true => {
-                out.sendfile_on_pool(ahead.file(), &mut offset, count, ahead.threads())
-                    .await?
+                let file = ahead.file();
+                Box::pin(out.sendfile_on_pool(file, &mut offset, count, ahead.threads())).await?
             }
             false => out.sendfile(file, &mut offset, count).await?,
         };
