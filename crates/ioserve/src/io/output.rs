@@ -121,8 +121,9 @@ impl<'a> Output<'a> {
 
     /// How many of `want` body bytes may go now, waiting for the pacer if it allows
     /// none; with `head_waiting`, queued head bytes can go meanwhile, so no wait. The
-    /// answer is kept in `granted` until the caller takes it (`take`), so that a poll
-    /// after a wait for the socket asks the pacer no twice.
+    /// answer is kept in `granted` until the write it is for has gone (the caller
+    /// clears it then), so that a poll after a wait for the socket does not ask the
+    /// pacer again.
     fn poll_allowance(
         &mut self,
         cx: &mut Context<'_>,

@@ -14,6 +14,7 @@
 //! Errors before a response (malformed head, too large, wrong version) get their status
 //! and a close. Errors after the head went out just close: the client sees a short body.
 
+use std::future::Future;
 use std::io;
 use std::net::SocketAddr;
 use std::sync::Arc;
@@ -181,41 +182,47 @@ fn next_step(shared: &Shared, peer: SocketAddr, worker: usize, buf: &[u8]) -> St
 /// Answers one decided request: completes its reply (what may wait for the disk runs on
 /// the blocking pool: `exchange::complete`), sends it with the settings it was decided
 /// with, and counts it. Returns whether the connection stays open.
-async fn respond<S: Transport>(
-    stream: &mut S,
-    shared: &Shared,
+///
+/// (A function returning an `async` block, not an `async fn`: an `async fn` keeps its
+/// arguments twice, and this future is part of every response in flight.)
+#[allow(clippy::manual_async_fn)]
+fn respond<'a, S: Transport>(
+    stream: &'a mut S,
+    shared: &'a Shared,
     worker: usize,
     decision: Box<Decision>,
-    pacer: &mut Option<Box<Pacer>>,
-) -> io::Result<bool> {
-    // Bound by patterns and in a block, so that nothing moved or borrowed here keeps
-    // room in this future while the body goes out.
-    let (
-        completing,
-        Decided {
-            live,
-            started,
-            keep_alive,
-            http10,
-            log,
-        },
-    ) = decision.start_completing(shared, worker, S::ENCRYPTED);
-    let reply = completing.await;
-    let mut out = stream.output(live.limits.send_timeout);
-    if let Some(pacer) = Pacer::for_response(pacer, live.limits.pace) {
-        out = out.paced_by(pacer);
+    pacer: &'a mut Option<Box<Pacer>>,
+) -> impl Future<Output = io::Result<bool>> + use<'a, S> {
+    async move {
+        // Bound by patterns and in a block, so that nothing moved or borrowed here keeps
+        // room in this future while the body goes out.
+        let (
+            completing,
+            Decided {
+                live,
+                started,
+                keep_alive,
+                http10,
+                log,
+            },
+        ) = decision.start_completing(shared, worker, S::ENCRYPTED);
+        let reply = completing.await;
+        let mut out = stream.output(live.limits.send_timeout);
+        if let Some(pacer) = Pacer::for_response(pacer, live.limits.pace) {
+            out = out.paced_by(pacer);
+        }
+        let (status, head_len, body) = {
+            let (status, head, body) = reply.into_parts(keep_alive, http10);
+            let head_len = head.len() as u64;
+            out.queue_owned(head);
+            (status, head_len, body)
+        };
+        let log = log.as_deref();
+        let sent = exchange::deliver(shared, &live, worker, &mut out, status, head_len, body, log);
+        let sent = sent.await;
+        shared.metrics.duration(worker, started.elapsed());
+        sent.map(|()| keep_alive)
     }
-    let (status, head_len, body) = {
-        let (status, head, body) = reply.into_parts(keep_alive, http10);
-        let head_len = head.len() as u64;
-        out.queue_owned(head);
-        (status, head_len, body)
-    };
-    let log = log.as_deref();
-    let sent = exchange::deliver(shared, &live, worker, &mut out, status, head_len, body, log);
-    let sent = sent.await;
-    shared.metrics.duration(worker, started.elapsed());
-    sent.map(|()| keep_alive)
 }
 
 /// Sends an error status that ends the connection (the request stream cannot be

@@ -221,35 +221,39 @@ fn answer_off_loop(site: &Site, worker: usize, resolved: Resolved) -> Reply {
 
 /// Sends `body` through `out` (after what is queued there: `head_len` bytes of head),
 /// then counts the response of `status` in the metrics and writes its access-log line.
-#[allow(clippy::too_many_arguments)]
-pub(super) async fn deliver(
-    shared: &Shared,
-    live: &Live,
+/// (A function returning an `async` block, not an `async fn`: an `async fn` keeps its
+/// arguments twice, and this future is part of every response in flight.)
+#[allow(clippy::too_many_arguments, clippy::manual_async_fn)]
+pub(super) fn deliver<'a, 'o>(
+    shared: &'a Shared,
+    live: &'a Live,
     worker: usize,
-    out: &mut Output<'_>,
+    out: &'a mut Output<'o>,
     status: u16,
     head_len: u64,
     body: Body,
-    log: Option<&Record>,
-) -> io::Result<()> {
-    let is_download = matches!(body, Body::File { .. } | Body::Multipart(_) | Body::Tar(_));
-    if is_download {
-        shared.metrics.download(worker, 1);
+    log: Option<&'a Record>,
+) -> impl Future<Output = io::Result<()>> + use<'a, 'o> {
+    async move {
+        let is_download = matches!(body, Body::File { .. } | Body::Multipart(_) | Body::Tar(_));
+        if is_download {
+            shared.metrics.download(worker, 1);
+        }
+        let result = send_body(out, live, body).await;
+        if is_download {
+            shared.metrics.download(worker, -1);
+            shared.metrics.cold_windows(worker, out.cold_windows());
+        }
+        shared.metrics.paced(worker, out.paced());
+        let sent = Sent {
+            status,
+            bytes: out.sent(),
+            head_len,
+            complete: result.is_ok(),
+        };
+        account(shared, live, worker, sent, log);
+        result
     }
-    let result = send_body(out, live, body).await;
-    if is_download {
-        shared.metrics.download(worker, -1);
-        shared.metrics.cold_windows(worker, out.cold_windows());
-    }
-    shared.metrics.paced(worker, out.paced());
-    let sent = Sent {
-        status,
-        bytes: out.sent(),
-        head_len,
-        complete: result.is_ok(),
-    };
-    account(shared, live, worker, sent, log);
-    result
 }
 
 /// What went out for one response.
@@ -293,9 +297,7 @@ fn send_body<'a>(out: &'a mut Output<'_>, live: &'a Live, body: Body) -> Sending
     match body {
         Body::Empty => Box::pin(out.flush(false)),
         Body::Bytes(bytes) => Box::pin(async move { out.write(&bytes).await }),
-        Body::File { file, range } => {
-            Box::pin(async move { live.strategy.send(out, &file, range).await })
-        }
+        Body::File { file, range } => Box::pin(live.strategy.send(out, file, range)),
         Body::Multipart(multipart) => Box::pin(async move {
             let Multipart {
                 file,

@@ -26,6 +26,8 @@ mod read;
 mod sendfile;
 mod shrank;
 
+use std::borrow::Borrow;
+use std::future::Future;
 use std::io;
 use std::sync::Arc;
 
@@ -120,41 +122,52 @@ impl Strategy {
     ///
     /// Fails with `UnexpectedEof` when the file turns out shorter than the range (it was
     /// truncated after the response head was made).
-    pub async fn send(
-        &self,
-        out: &mut Output<'_>,
-        file: &Arc<SharedFile>,
+    ///
+    /// `file` is the file or a reference to it: a response in flight hands its own over,
+    /// so that its future holds the file once. (A function returning an `async` block,
+    /// not an `async fn`, for the same reason: an `async fn` keeps its arguments twice.)
+    #[allow(clippy::manual_async_fn)]
+    pub fn send<'s, 'o, F>(
+        &'s self,
+        out: &'s mut Output<'o>,
+        file: F,
         range: ByteRange,
-    ) -> io::Result<()> {
-        if range.len == 0 {
-            return out.flush(false).await;
+    ) -> impl Future<Output = io::Result<()>> + use<'s, 'o, F>
+    where
+        F: Borrow<Arc<SharedFile>> + Send + 's,
+    {
+        async move {
+            let file = file.borrow();
+            if range.len == 0 {
+                return out.flush(false).await;
+            }
+            // buffered reads on the pool already, from a descriptor of its own.
+            let cold = match self.kind {
+                StrategyKind::Buffered => ColdReads::Inline,
+                _ => self.cold,
+            };
+            let mut ahead =
+                cold::ReadAhead::new(file, cold, &self.cold_threads, range.start, range.end());
+            let kind = match self.kind {
+                StrategyKind::Sendfile | StrategyKind::Mmap if out.copies_in_user_space() => {
+                    StrategyKind::Read
+                }
+                kind => kind,
+            };
+            // The default strategy's sending in line; the others boxed, so that a download
+            // by sendfile holds no room for their larger futures.
+            let sent = match kind {
+                StrategyKind::Sendfile => sendfile::send(out, file, range, &mut ahead).await,
+                StrategyKind::Mmap => Box::pin(mmap::send(out, file, range, &mut ahead)).await,
+                StrategyKind::Read => {
+                    Box::pin(read::send(out, file, range, &self.pool, &mut ahead)).await
+                }
+                StrategyKind::Buffered => {
+                    Box::pin(buffered::send(out, file, range, self.chunk_size)).await
+                }
+            };
+            out.count_cold_windows(ahead.cold_windows());
+            sent
         }
-        // buffered reads on the pool already, from a descriptor of its own.
-        let cold = match self.kind {
-            StrategyKind::Buffered => ColdReads::Inline,
-            _ => self.cold,
-        };
-        let mut ahead =
-            cold::ReadAhead::new(file, cold, &self.cold_threads, range.start, range.end());
-        let kind = match self.kind {
-            StrategyKind::Sendfile | StrategyKind::Mmap if out.copies_in_user_space() => {
-                StrategyKind::Read
-            }
-            kind => kind,
-        };
-        // The default strategy's sending in line; the others boxed, so that a download
-        // by sendfile holds no room for their larger futures.
-        let sent = match kind {
-            StrategyKind::Sendfile => sendfile::send(out, file, range, &mut ahead).await,
-            StrategyKind::Mmap => Box::pin(mmap::send(out, file, range, &mut ahead)).await,
-            StrategyKind::Read => {
-                Box::pin(read::send(out, file, range, &self.pool, &mut ahead)).await
-            }
-            StrategyKind::Buffered => {
-                Box::pin(buffered::send(out, file, range, self.chunk_size)).await
-            }
-        };
-        out.count_cold_windows(ahead.cold_windows());
-        sent
     }
 }
