@@ -84,10 +84,15 @@ pub(super) type Completing<'a> = Pin<Box<dyn Future<Output = Reply> + Send + 'a>
 
 /// What a decided response needs once its reply is complete (see [`Decision`]).
 pub(super) struct Decided {
+    /// The settings it was decided with.
     pub live: Arc<Live>,
+    /// When the head was complete.
     pub started: Instant,
+    /// HTTP/1.x: whether the connection stays open after the response.
     pub keep_alive: bool,
+    /// HTTP/1.0: keep-alive must be said in the response.
     pub http10: bool,
+    /// The access-log record, when the access log is on.
     pub log: Option<Box<Record>>,
 }
 
