@@ -8,6 +8,7 @@ pub mod file_digests;
 pub mod open_file_cache;
 pub mod output;
 pub mod pacing;
+pub mod page_cache;
 pub mod root;
 pub mod shared_file;
 pub mod strategy;

@@ -1,6 +1,7 @@
 //! An open file that responses share: its descriptor, one read-only mapping of the
-//! whole file made on first use, and what mincore(2) says about its pages (with the
-//! spans it lately found cached, see [`SharedFile::residency_trusting_recent`]).
+//! whole file made on first use, and which of its pages are in the page cache
+//! (cachestat(2), mincore(2) before Linux 6.5; with the spans lately found cached, see
+//! [`SharedFile::residency_trusting_recent`]).
 
 use std::fs::File;
 use std::io;
@@ -10,6 +11,8 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use memmap2::{MmapOptions, MmapRaw};
+
+use crate::io::page_cache::{self, Cached};
 
 /// An open file that responses share: the descriptor and, made on first use, one
 /// read-only mapping of the whole file (the `mmap` strategy writes from it; every
@@ -31,36 +34,61 @@ pub struct SharedFile {
 
 /// How long a span found resident is taken for resident without asking the kernel
 /// again. Every response that sends a hot file would otherwise probe each of its
-/// windows (a mincore(2) of 512 page-cache lookups and two preadv2(2) calls per 2 MiB);
-/// with this, a window read by a hundred downloads a second is probed ten times a
-/// second. The cost of a verdict gone stale (pages evicted in those 100 ms) is one
+/// windows (a cachestat(2), or mincore(2)'s 512 page-cache lookups, and two preadv2(2)
+/// calls per 2 MiB); with this, a window read by a hundred downloads a second is probed
+/// ten times a second. The cost of a verdict gone stale (pages evicted in those 100 ms) is one
 /// syscall that waits for the disk on the event loop, as `--cold-reads inline` would.
 pub const RESIDENT_TRUSTED_FOR: Duration = Duration::from_millis(100);
 
-/// Spans kept, the oldest replaced first: a hot file's windows, or the ranges of a few.
-const RECENT_SPANS: usize = 8;
+/// The spans whose verdicts are kept apart: the read-ahead's windows (2 MiB, aligned to
+/// multiples of themselves), each of which is probed as one span.
+pub const VERDICT_SPAN: u64 = 2 << 20;
 
-/// The last spans of a file found resident, each with when.
+/// Most verdicts kept per file: its first 64 windows (128 MiB) each have their own,
+/// later ones share them (window `i` takes slot `i % 64`), so that a hundred downloads
+/// of a large file at a hundred places keep theirs. (Eight shared by every window of a
+/// 64 MiB file, 32 windows, were overwritten before they were asked again: mincore
+/// took a fifth of the CPU of such downloads.)
+const VERDICT_SLOTS: u64 = 64;
+
+/// The spans of a file lately found resident, each with when: one slot per window of
+/// the file, up to [`VERDICT_SLOTS`], made at the first verdict.
 #[derive(Debug, Default)]
 struct RecentSpans {
-    spans: [Option<(u64, u64, Instant)>; RECENT_SPANS],
-    /// The slot written next (the oldest).
-    next: usize,
+    slots: Vec<Option<(u64, u64, Instant)>>,
 }
 
 impl RecentSpans {
-    /// Whether `start..end` lies in one span found resident since `since`.
-    fn cover(&self, start: u64, end: u64, since: Instant) -> bool {
-        self.spans
-            .iter()
-            .flatten()
-            .any(|&(from, to, at)| from <= start && end <= to && at >= since)
+    /// The slot of the window that holds `offset`, in a table of `slots` (> 0).
+    fn slot(offset: u64, slots: usize) -> usize {
+        ((offset / VERDICT_SPAN) % slots as u64) as usize
     }
 
-    /// Notes that `start..end` was found resident at `at`.
-    fn record(&mut self, start: u64, end: u64, at: Instant) {
-        self.spans[self.next] = Some((start, end, at));
-        self.next = (self.next + 1) % RECENT_SPANS;
+    /// Whether `start..end` lies in the span found resident since `since` that the
+    /// slot of its window holds.
+    fn cover(&self, start: u64, end: u64, since: Instant) -> bool {
+        if self.slots.is_empty() {
+            return false;
+        }
+        matches!(
+            self.slots[Self::slot(start, self.slots.len())],
+            Some((from, to, at)) if from <= start && end <= to && at >= since
+        )
+    }
+
+    /// Notes that `start..end` was found resident at `at`, in the slot of the window
+    /// that holds `start`; the first call sizes the table for a file of `file_len()`
+    /// bytes.
+    fn record(&mut self, start: u64, end: u64, at: Instant, file_len: impl FnOnce() -> u64) {
+        if self.slots.is_empty() {
+            let windows = file_len()
+                .max(end)
+                .div_ceil(VERDICT_SPAN)
+                .clamp(1, VERDICT_SLOTS);
+            self.slots = vec![None; windows as usize];
+        }
+        let slot = Self::slot(start, self.slots.len());
+        self.slots[slot] = Some((start, end, at));
     }
 }
 
@@ -84,8 +112,8 @@ pub enum Residency {
     /// Some page is not cached, or still being read (a page the kernel's own
     /// read-ahead inserted is present before its data is).
     Cold,
-    /// This process cannot tell: mincore(2) hides residency of files it neither owns
-    /// nor may write, or the file cannot be mapped.
+    /// This process cannot tell: cachestat(2) and mincore(2) hide the residency of
+    /// files it neither owns nor may write, or (mincore) the file cannot be mapped.
     Unknown,
 }
 
@@ -123,11 +151,12 @@ impl SharedFile {
         self.with_mapping(len, |mapping| Arc::clone(&mapping.map))
     }
 
-    /// Whether `file[start..start + len]` is in the page cache: one mincore(2) per 512
-    /// pages on the shared mapping (no fault), then a one-byte `preadv2(RWF_NOWAIT)`
-    /// of the first and the last page, because mincore counts a page that is present
-    /// but whose read is still in flight. Read-ahead fills a span in order, so the
-    /// last page read in means the span is.
+    /// Whether `file[start..start + len]` is in the page cache: one cachestat(2)
+    /// ([`page_cache::all_cached`]), or before Linux 6.5 one mincore(2) per 512 pages
+    /// on the shared mapping (no fault); then a one-byte `preadv2(RWF_NOWAIT)` of the
+    /// first and the last page, because both count a page that is present but whose
+    /// read is still in flight. Read-ahead fills a span in order, so the last page read
+    /// in means the span is.
     pub fn residency(&self, start: u64, len: u64) -> Residency {
         if len == 0 {
             return Residency::Resident;
@@ -135,18 +164,30 @@ impl SharedFile {
         let Some(end) = start.checked_add(len) else {
             return Residency::Unknown;
         };
-        let probed = self.with_mapping(end, |mapping| {
+        let cached = match page_cache::all_cached(&self.file, start, len) {
+            Cached::All(all) => Some(all),
+            Cached::Hidden => None,
+            Cached::Unanswered => self.all_cached_by_mincore(start, end),
+        };
+        match cached {
+            Some(true) if self.read_in(start) && self.read_in(end - 1) => Residency::Resident,
+            Some(_) => Residency::Cold,
+            None => Residency::Unknown,
+        }
+    }
+
+    /// Whether every page of `file[start..end]` is in the page cache by mincore(2) on
+    /// the shared mapping; `None` where mincore cannot tell (it would lie, or the file
+    /// cannot be mapped).
+    fn all_cached_by_mincore(&self, start: u64, end: u64) -> Option<bool> {
+        self.with_mapping(end, |mapping| {
             mapping
                 .residency_visible
                 .then(|| all_resident(&mapping.map, start as usize, end as usize))
-        });
-        match probed {
-            Ok(Some(Ok(true))) if self.read_in(start) && self.read_in(end - 1) => {
-                Residency::Resident
-            }
-            Ok(Some(Ok(_))) => Residency::Cold,
-            _ => Residency::Unknown,
-        }
+        })
+        .ok()
+        .flatten()
+        .and_then(Result::ok)
     }
 
     /// As [`SharedFile::residency`], but a span that lies inside one found resident in
@@ -163,7 +204,8 @@ impl SharedFile {
         }
         let residency = self.residency(start, len);
         if residency == Residency::Resident {
-            lock().record(start, end, now);
+            let file_len = || self.file.metadata().map_or(end, |m| m.len());
+            lock().record(start, end, now, file_len);
         }
         residency
     }
@@ -258,12 +300,13 @@ mod tests {
     use std::os::fd::AsFd as _;
 
     #[test]
-    fn recent_spans_cover_what_they_hold_while_fresh_and_drop_the_oldest() {
+    fn recent_spans_cover_what_they_hold_while_fresh_one_per_window() {
         let t0 = Instant::now();
         let later = t0 + Duration::from_millis(50);
         let mut recent = RecentSpans::default();
         assert!(!recent.cover(0, 1, t0), "nothing recorded");
-        recent.record(0, 100, later);
+        recent.record(0, 100, later, || 10 * VERDICT_SPAN);
+        assert_eq!(recent.slots.len(), 10, "one slot per window of the file");
         assert!(recent.cover(0, 100, t0));
         assert!(recent.cover(10, 20, later));
         assert!(!recent.cover(50, 101, t0), "reaches past the span");
@@ -271,11 +314,35 @@ mod tests {
             !recent.cover(0, 100, later + Duration::from_nanos(1)),
             "too old"
         );
-        for i in 1..=RECENT_SPANS as u64 {
-            recent.record(i * 1000, i * 1000 + 10, later);
+        // Every other window has a slot of its own: the first window's verdict stays.
+        for window in 1..10 {
+            let start = window * VERDICT_SPAN;
+            recent.record(start, start + VERDICT_SPAN, later, || unreachable!());
         }
-        assert!(!recent.cover(0, 100, t0), "the oldest span was replaced");
-        assert!(recent.cover(1000, 1010, t0) && recent.cover(8000, 8010, t0));
+        assert!(recent.cover(0, 100, t0), "kept beside nine other windows");
+        assert!(recent.cover(9 * VERDICT_SPAN + 5, 10 * VERDICT_SPAN, t0));
+        assert!(
+            !recent.cover(VERDICT_SPAN - 1, VERDICT_SPAN + 1, t0),
+            "spans two windows"
+        );
+    }
+
+    #[test]
+    fn a_large_file_shares_slots_between_far_windows() {
+        let t0 = Instant::now();
+        let mut recent = RecentSpans::default();
+        recent.record(0, VERDICT_SPAN, t0, || 1000 * VERDICT_SPAN);
+        assert_eq!(recent.slots.len(), VERDICT_SLOTS as usize);
+        let far = VERDICT_SLOTS * VERDICT_SPAN;
+        recent.record(far, far + VERDICT_SPAN, t0, || unreachable!());
+        assert!(recent.cover(far, far + 1, t0));
+        assert!(
+            !recent.cover(0, 1, t0),
+            "the window 64 windows on took its slot"
+        );
+        let mut small = RecentSpans::default();
+        small.record(0, 4096, t0, || 4096);
+        assert_eq!(small.slots.len(), 1, "a small file keeps one verdict");
     }
 
     #[test]
@@ -311,5 +378,38 @@ mod tests {
             recent.cover(4096, 8192, before),
             "remembered as of the probe"
         );
+    }
+
+    #[test]
+    fn cachestat_and_mincore_agree() {
+        let mut temp = tempfile::NamedTempFile::new().unwrap();
+        std::io::Write::write_all(&mut temp, &vec![3u8; 1 << 20]).unwrap();
+        temp.as_file().sync_all().unwrap();
+        let shared = SharedFile::new(File::open(temp.path()).unwrap());
+        // All dropped (a part of a large folio cannot be), then the first half read
+        // back with the kernel's read-ahead off.
+        rustix::fs::fadvise(shared.as_fd(), 0, None, rustix::fs::Advice::DontNeed).unwrap();
+        rustix::fs::fadvise(shared.as_fd(), 0, None, rustix::fs::Advice::Random).unwrap();
+        let mut scratch = vec![0u8; 1 << 19];
+        rustix::io::pread(&*shared, &mut scratch, 0).unwrap();
+        let spans = [
+            (0, 1 << 19),
+            (4096, 100),
+            (0, 1 << 20),
+            ((1 << 19) + 1, 4096),
+        ];
+        for (start, len) in spans {
+            let by_mincore = shared.all_cached_by_mincore(start, start + len);
+            match page_cache::all_cached(&shared, start, len) {
+                Cached::All(all) => assert_eq!(Some(all), by_mincore, "{start}+{len}"),
+                Cached::Hidden | Cached::Unanswered => {
+                    eprintln!("skipped: no cachestat(2) here");
+                    return;
+                }
+            }
+        }
+        if shared.all_cached_by_mincore(0, 1 << 20) == Some(true) {
+            eprintln!("skipped: the temporary directory keeps files in memory (tmpfs)");
+        }
     }
 }

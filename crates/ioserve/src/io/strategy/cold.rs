@@ -33,7 +33,7 @@ use crate::io::shared_file::{Residency, SharedFile};
 
 /// Largest span probed and brought in at once, aligned to multiples of itself in the
 /// file: 2 MiB, a large folio of the page cache and the `mmap` strategy's window.
-pub const WINDOW: u64 = 2 << 20;
+pub const WINDOW: u64 = crate::io::shared_file::VERDICT_SPAN;
 
 /// Where a strategy waits for file data that is not in the page cache
 /// (`--cold-reads`).
