@@ -11,8 +11,10 @@
 //! cache and drops its references: no copy). While one window is sent, the next one is
 //! read, so a cold download streams at disk speed.
 //!
-//! Once a range has had a cold window, its sendfile(2) calls into the socket run on the
-//! pool too ([`crate::io::output::Output::sendfile_on_pool`]). [`ColdThreads`] bounds both
+//! The sendfile(2) calls into the socket of a window that was brought in run on the pool
+//! too ([`crate::io::output::Output::sendfile_on_pool`]); once the read-ahead finds a
+//! window cached again, the range goes back to the loop's own calls (a hot file with a
+//! few pages evicted takes the pool for those windows only). [`ColdThreads`] bounds both
 //! kinds of pool work: a pool thread per cold download would leave the event loops one
 //! runnable thread among many.
 //!
@@ -73,6 +75,9 @@ pub(super) struct ReadAhead<'a> {
     reading: Option<(u64, JoinHandle<()>)>,
     /// Windows that were not cached and went to the pool.
     cold_windows: u32,
+    /// Whether `[.., ready)` ends in a window that was brought in on the pool (not
+    /// found cached).
+    brought_in: bool,
 }
 
 impl<'a> ReadAhead<'a> {
@@ -95,6 +100,7 @@ impl<'a> ReadAhead<'a> {
             ready: start,
             reading: None,
             cold_windows: 0,
+            brought_in: false,
         }
     }
 
@@ -115,6 +121,7 @@ impl<'a> ReadAhead<'a> {
             Some((end, task)) if end == this_end => {
                 // The window being read is this one: wait for it.
                 let _ = task.await;
+                self.brought_in = true;
             }
             other => {
                 // Nothing for this window yet (a new range, or a jump): a read of another
@@ -123,7 +130,8 @@ impl<'a> ReadAhead<'a> {
                 if let Some((_, task)) = other {
                     task.abort();
                 }
-                if !self.resident(offset, this_end) {
+                self.brought_in = !self.resident(offset, this_end);
+                if self.brought_in {
                     let _ = self.bring_in(offset, this_end).await;
                 }
             }
@@ -172,6 +180,14 @@ impl<'a> ReadAhead<'a> {
     /// Windows of this range that were not cached and were read on the pool.
     pub(super) fn cold_windows(&self) -> u32 {
         self.cold_windows
+    }
+
+    /// Whether the data that [`ReadAhead::ready`] last made ready was read from the
+    /// disk on the pool just now (the window it ends in was not found cached): its
+    /// sending runs on the pool too. A window found cached, later in the same range,
+    /// goes back to the event loop's own calls.
+    pub(super) fn brought_in(&self) -> bool {
+        self.brought_in
     }
 
     /// Reads `file[start..end]` into the page cache on the blocking pool, once a read
@@ -291,6 +307,7 @@ mod tests {
         let threads = ColdThreads::new(1);
         let mut ahead = ReadAhead::new(&file, ColdReads::Pool, &threads, 10, len as u64);
         assert_eq!(ahead.ready(10).await, WINDOW);
+        assert!(ahead.brought_in(), "the first window came from the disk");
         assert_eq!(file.residency(10, WINDOW - 10), Residency::Resident);
         assert_eq!(
             ahead.ready(WINDOW - 1).await,
@@ -315,6 +332,24 @@ mod tests {
             "the next window, cached, is ready too"
         );
         assert_eq!(again.cold_windows(), 0);
+        assert!(!again.brought_in());
+
+        // A cold window between cached ones: its sending alone goes to the pool.
+        let (_temp, gap_file) = cold_file(len);
+        gap_file.own_read_ahead(); // The kernel's read-ahead off: the gap stays cold.
+        let mut scratch = vec![0u8; WINDOW as usize];
+        rustix::io::pread(&**gap_file, &mut scratch, 0).unwrap();
+        rustix::io::pread(&**gap_file, &mut scratch, 2 * WINDOW).unwrap();
+        if gap_file.residency(WINDOW, WINDOW) == Residency::Cold {
+            let mut gap = ReadAhead::new(&gap_file, ColdReads::Pool, &threads, 0, 3 * WINDOW);
+            assert_eq!(gap.ready(0).await, WINDOW, "the next window is being read");
+            assert!(!gap.brought_in());
+            assert_eq!(gap.ready(WINDOW).await, 3 * WINDOW);
+            assert!(gap.brought_in(), "the second window came from the disk");
+            assert_eq!(gap.cold_windows(), 1);
+        } else {
+            eprintln!("skipped the gap: the second window did not stay cold");
+        }
 
         // Inline: never probes, never reads ahead.
         let (_temp, cold_file) = cold_file(len);

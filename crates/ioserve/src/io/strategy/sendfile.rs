@@ -23,8 +23,8 @@ use crate::io::shared_file::SharedFile;
 /// made 8.5 and 4 (`cargo xtask loadtest`'s syscall table).
 const MAX_PER_CALL: u64 = 2 << 20;
 
-/// Largest count of one sendfile(2) call on the blocking pool, for a range that had a
-/// cold window: a pool thread holds one of the few `--cold-threads` permits for the
+/// Largest count of one sendfile(2) call on the blocking pool, for a window that was
+/// brought in from the disk: a pool thread holds one of the few `--cold-threads` permits for the
 /// call, which other cold downloads wait for. (Chosen when these calls still ran on the
 /// loop: with cold downloads beside hot requests, 256 KiB and a yield after each call
 /// took the hot p99 from 87 ms to 37 ms in one quick run of `cargo xtask loadtest
@@ -64,7 +64,7 @@ pub(super) async fn send(
     let mut offset = range.start;
     while offset < range.end() {
         let ready = ahead.ready(offset).await;
-        let on_pool = ahead.cold_windows() > 0;
+        let on_pool = ahead.brought_in();
         let most = if on_pool {
             MAX_PER_POOL_CALL
         } else {
