@@ -8,8 +8,8 @@
 
 use std::fs::File;
 use std::io;
-use std::os::fd::AsRawFd as _;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::os::fd::{AsFd, AsRawFd as _};
+use std::sync::OnceLock;
 
 /// cachestat's number. Syscalls added since Linux 5.1 have one number on every
 /// architecture (the generic table's), x86_64 and aarch64 included; the libc crate
@@ -34,8 +34,45 @@ struct Cachestat {
     nr_recently_evicted: u64,
 }
 
-/// Set once the kernel answered `ENOSYS`: every later call goes straight to the fallback.
-static MISSING: AtomicBool = AtomicBool::new(false);
+/// Whether cachestat answers this process at all, found once (see [`usable`]).
+static USABLE: OnceLock<bool> = OnceLock::new();
+
+/// Whether cachestat answers about a file this process owns (an empty memfd). Not on a
+/// kernel before 6.5 (`ENOSYS`), nor under a seccomp filter older than the syscall:
+/// systemd's `SystemCallFilter=@system-service` (ioserve's unit) on systemd 252,
+/// Debian 12's, refuses it with `EPERM`, which a later call could not tell from the
+/// kernel hiding one file; so the question is settled here, on a file never hidden.
+fn usable() -> bool {
+    *USABLE.get_or_init(|| {
+        let flags = rustix::fs::MemfdFlags::CLOEXEC;
+        match rustix::fs::memfd_create("ioserve-cachestat", flags) {
+            Ok(probe) => cachestat(&probe, 0, 1).is_ok(),
+            Err(_) => false,
+        }
+    })
+}
+
+/// cachestat(2) of `fd[start..start + len]`.
+fn cachestat(fd: &impl AsFd, start: u64, len: u64) -> io::Result<Cachestat> {
+    let range = CachestatRange { off: start, len };
+    let mut stat = Cachestat::default();
+    // SAFETY: cachestat(2) reads `range` and writes one `struct cachestat` to `stat`;
+    // both are live, properly aligned `repr(C)` values with the kernel's layout (five
+    // and two `__u64`), and the descriptor is open for as long as `fd` is borrowed.
+    let rc = unsafe {
+        libc::syscall(
+            SYS_CACHESTAT,
+            fd.as_fd().as_raw_fd(),
+            &range as *const CachestatRange,
+            &mut stat as *mut Cachestat,
+            0u32,
+        )
+    };
+    match rc {
+        0 => Ok(stat),
+        _ => Err(io::Error::last_os_error()),
+    }
+}
 
 /// What cachestat(2) says about a span.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -46,49 +83,30 @@ pub enum Cached {
     /// The kernel hides the page cache of this file from this process (Linux 6.14's
     /// side-channel rule, mincore's since 5.0: a file it neither owns nor may write).
     Hidden,
-    /// No cachestat here (a kernel before 6.5, or a file system it refuses): ask
-    /// mincore.
+    /// No cachestat here (a kernel before 6.5, a seccomp filter that refuses it, or a
+    /// file system it refuses): ask mincore.
     Unanswered,
 }
 
 /// Whether every page of `file[start..start + len]` (`len` > 0) is in the page cache.
 pub fn all_cached(file: &File, start: u64, len: u64) -> Cached {
-    if MISSING.load(Ordering::Relaxed) {
+    if !usable() {
         return Cached::Unanswered;
     }
-    let range = CachestatRange { off: start, len };
-    let mut stat = Cachestat::default();
-    // SAFETY: cachestat(2) reads `range` and writes one `struct cachestat` to `stat`;
-    // both are live, properly aligned `repr(C)` values with the kernel's layout (five
-    // and two `__u64`), and the descriptor is open for as long as `file` is borrowed.
-    let rc = unsafe {
-        libc::syscall(
-            SYS_CACHESTAT,
-            file.as_raw_fd(),
-            &range as *const CachestatRange,
-            &mut stat as *mut Cachestat,
-            0u32,
-        )
-    };
-    if rc == 0 {
-        let page = rustix::param::page_size() as u64;
-        let pages = (start + len).div_ceil(page) - start / page;
-        return Cached::All(stat.nr_cache >= pages);
-    }
-    match io::Error::last_os_error().raw_os_error() {
-        Some(libc::ENOSYS) => {
-            MISSING.store(true, Ordering::Relaxed);
-            Cached::Unanswered
+    match cachestat(file, start, len) {
+        Ok(stat) => {
+            let page = rustix::param::page_size() as u64;
+            let pages = (start + len).div_ceil(page) - start / page;
+            Cached::All(stat.nr_cache >= pages)
         }
-        Some(libc::EPERM) => Cached::Hidden,
-        _ => Cached::Unanswered,
+        Err(error) if error.raw_os_error() == Some(libc::EPERM) => Cached::Hidden,
+        Err(_) => Cached::Unanswered,
     }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
-    use std::os::fd::AsFd as _;
 
     #[test]
     fn counts_a_span_read_in_and_one_dropped() {
