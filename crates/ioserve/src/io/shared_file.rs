@@ -36,8 +36,9 @@ pub struct SharedFile {
 /// again. Every response that sends a hot file would otherwise probe each of its
 /// windows (a cachestat(2), or mincore(2)'s 512 page-cache lookups, and two preadv2(2)
 /// calls per 2 MiB); with this, a window read by a hundred downloads a second is probed
-/// ten times a second. The cost of a verdict gone stale (pages evicted in those 100 ms) is one
-/// syscall that waits for the disk on the event loop, as `--cold-reads inline` would.
+/// ten times a second. The cost of a verdict gone stale (pages evicted in those 100 ms)
+/// is one syscall that waits for the disk on the event loop, as `--cold-reads inline`
+/// would.
 pub const RESIDENT_TRUSTED_FOR: Duration = Duration::from_millis(100);
 
 /// The spans whose verdicts are kept apart: the read-ahead's windows (2 MiB, aligned to
