@@ -24,11 +24,11 @@ use crate::io::shared_file::SharedFile;
 const MAX_PER_CALL: u64 = 2 << 20;
 
 /// Largest count of one sendfile(2) call on the blocking pool, for a window that was
-/// brought in from the disk: a pool thread holds one of the few `--cold-threads` permits for the
-/// call, which other cold downloads wait for. (Chosen when these calls still ran on the
-/// loop: with cold downloads beside hot requests, 256 KiB and a yield after each call
-/// took the hot p99 from 87 ms to 37 ms in one quick run of `cargo xtask loadtest
-/// --cold`.)
+/// brought in from the disk: a pool thread holds one of the few `--cold-threads`
+/// permits for the call, which other cold downloads wait for. (Chosen when these calls
+/// still ran on the loop: with cold downloads beside hot requests, 256 KiB and a yield
+/// after each call took the hot p99 from 87 ms to 37 ms in one quick run of `cargo
+/// xtask loadtest --cold`.)
 const MAX_PER_POOL_CALL: u64 = 256 << 10;
 
 /// Largest body sent by copy instead of sendfile(2).
