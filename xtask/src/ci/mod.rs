@@ -15,7 +15,7 @@ pub(crate) mod workflows;
 use std::env;
 use std::path::PathBuf;
 use std::process::Command;
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 use anyhow::{Context as _, Result};
 
@@ -89,35 +89,38 @@ pub(crate) fn install_packages() -> Result<()> {
     ensure_packages(SYSTEM_PACKAGES)
 }
 
-/// Runs every check; the closing line sums the tests of every test run.
+/// Runs every check; the closing lines list the time each stage took and sum the tests
+/// of every test run.
 pub(crate) fn run() -> Result<()> {
-    let started = Instant::now();
-    install_packages()?;
-    ensure_rustup_components(&["rustfmt", "clippy"])?;
-    step("cargo fmt", cargo(&["fmt", "--all", "--", "--check"]))?;
-    workflows::lint()?;
-    step(
-        "cargo clippy",
-        cargo(&[
-            "clippy",
-            "--workspace",
-            "--all-targets",
-            "--",
-            "-D",
-            "warnings",
-        ]),
-    )?;
-    modules::run()?;
-    publishable()?;
-    bpf::run(&bpf::Options { check: true })?;
+    let mut stages = Stages::default();
+    stages.time("packages", install_packages)?;
+    stages.time("fmt and lints", || {
+        ensure_rustup_components(&["rustfmt", "clippy"])?;
+        step("cargo fmt", cargo(&["fmt", "--all", "--", "--check"]))?;
+        workflows::lint()?;
+        step(
+            "cargo clippy",
+            cargo(&[
+                "clippy",
+                "--workspace",
+                "--all-targets",
+                "--",
+                "-D",
+                "warnings",
+            ]),
+        )?;
+        modules::run()
+    })?;
+    stages.time("publishable libraries", publishable)?;
+    stages.time("bpf objects", || bpf::run(&bpf::Options { check: true }))?;
     // The release build first: the checks that serve (numa-vm, the browser, h2spec,
     // testssl.sh, tls-vm) run the packaged ioserve instead of building a debug one
     // each, whose dependencies' features resolve differently from `cargo test`'s.
-    let packaged = crate::release::dist::ci()?;
+    let packaged = stages.time("packages built and installed", crate::release::dist::ci)?;
     let ioserve = IoserveBinary::at(&packaged.join("ioserve"));
     // Before cargo test fills target/debug, so that a binary looked for there instead
     // of where cargo put it is missing, not found by accident.
-    numa_vm_elsewhere(&ioserve)?;
+    stages.time("numa-vm", || numa_vm_elsewhere(&ioserve))?;
     // probe's tests load BPF programs: as root they must run, not skip.
     let probe_env: &[(&str, &str)] = if is_root() {
         &[("PROBE_TESTS_REQUIRE_ROOT", "1")]
@@ -125,26 +128,72 @@ pub(crate) fn run() -> Result<()> {
         eprintln!("xtask: not root: probe's BPF tests will skip themselves");
         &[]
     };
-    let mut totals = cargo_test(&["test", "--workspace"], probe_env)?;
-    totals.add(&simd_for_this_cpu()?);
-    hash_quality::ci_embedding_checks()?;
-    crate::browser::ci(&packaged.join("ioserve"))?;
-    h2spec::run(&ioserve)?;
-    testssl::run(&ioserve)?;
-    clock_vm::run()?;
-    tls_vm::run(&ioserve)?;
+    let mut totals = stages.time("cargo test", || {
+        cargo_test(&["test", "--workspace"], probe_env)
+    })?;
+    totals.add(&stages.time("simd for this CPU", simd_for_this_cpu)?);
+    stages.time("hash quality", hash_quality::ci_embedding_checks)?;
+    stages.time("browser", || crate::browser::ci(&packaged.join("ioserve")))?;
+    stages.time("h2spec", || h2spec::run(&ioserve))?;
+    stages.time("testssl.sh", || testssl::run(&ioserve))?;
+    stages.time("clock-vm", clock_vm::run)?;
+    stages.time("tls-vm", || tls_vm::run(&ioserve))?;
     // Every build script's first run for aarch64 (probe's, which makes the skeletons
     // of the committed BPF objects, and libbpf-sys's C build) is in this check.
-    arm64_vm::check_workspace(&tools_that_fail(&["clang", "clang-14", "bpftool"])?)?;
-    totals.add(&arm64_vm::run()?);
-    totals.add(&miri()?);
-    eprintln!("xtask ci: all checks passed in {:.0?}", started.elapsed());
+    stages.time("aarch64 check", || {
+        arm64_vm::check_workspace(&tools_that_fail(&["clang", "clang-14", "bpftool"])?)
+    })?;
+    totals.add(&stages.time("arm64-vm", arm64_vm::run)?);
+    totals.add(&stages.time("miri", miri)?);
+    stages.report();
     // The closing line: the sum over every test binary and doc-test run.
     println!(
         "tests: {} passed, {} failed, {} skipped",
         totals.passed, totals.failed, totals.ignored
     );
     Ok(())
+}
+
+/// How long each stage of [`run`] took, in order: CI's budget is its wall time, and
+/// these lines say where it went.
+#[derive(Default)]
+struct Stages {
+    started: Option<Instant>,
+    took: Vec<(&'static str, Duration)>,
+}
+
+impl Stages {
+    /// Runs `stage`, named `name`, and keeps its time (also when it fails, printed
+    /// with the error).
+    fn time<T>(&mut self, name: &'static str, stage: impl FnOnce() -> Result<T>) -> Result<T> {
+        let started = Instant::now();
+        self.started.get_or_insert(started);
+        let result = stage();
+        let took = started.elapsed();
+        self.took.push((name, took));
+        eprintln!(
+            "xtask ci: stage {name} {} after {:.1?}",
+            if result.is_ok() { "done" } else { "failed" },
+            took
+        );
+        result
+    }
+
+    /// Prints each stage's time and the total.
+    fn report(&self) {
+        let total = self
+            .started
+            .map_or(Duration::ZERO, |started| started.elapsed());
+        eprintln!("xtask ci: time per stage");
+        for (name, took) in &self.took {
+            eprintln!(
+                "  {name:<28} {:>7.1} s  {:>3.0} %",
+                took.as_secs_f64(),
+                100.0 * took.as_secs_f64() / total.as_secs_f64().max(f64::EPSILON)
+            );
+        }
+        eprintln!("xtask ci: all checks passed in {total:.0?}");
+    }
 }
 
 /// A directory of programs named `names` that fail when run, saying so: first on PATH,
