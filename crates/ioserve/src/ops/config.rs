@@ -22,6 +22,9 @@ use crate::ops::placement::{self, PlacementError, WorkerPlace};
 /// Smallest and largest `--chunk-size`.
 const CHUNK_SIZE_RANGE: (u64, u64) = (4 * 1024, 64 * 1024 * 1024);
 
+/// Smallest and largest `--send-buffer` (the kernel's SO_SNDBUF takes an int).
+const SEND_BUFFER_RANGE: (u64, u64) = (4 * 1024, 1024 * 1024 * 1024);
+
 /// Why a configuration is refused.
 #[derive(Debug, thiserror::Error)]
 pub enum ConfigError {
@@ -243,6 +246,21 @@ settings! {
             CHUNK_SIZE_RANGE.0..=CHUNK_SIZE_RANGE.1,
             "allowed: 4K to 64M",
         )? as usize;
+        /// Send buffer of every connection (SO_SNDBUF on the listeners, as nginx's `listen
+        /// ... sndbuf=`): the kernel doubles it, caps it at net.core.wmem_max and stops
+        /// autotuning it; a client that reads slowly can hold this much page cache in its
+        /// socket; 4K to 1G [default: the kernel's autotuning, up to tcp_wmem's maximum]
+        #[arg(long, value_name = "SIZE")]
+        send_buffer: ByteSize, NeedsRestart => send_buffer: Option<usize> = given
+            .send_buffer
+            .map(|size| within(
+                "--send-buffer",
+                size.0,
+                SEND_BUFFER_RANGE.0..=SEND_BUFFER_RANGE.1,
+                "allowed: 4K to 1G",
+            ))
+            .transpose()?
+            .map(|size| size as usize);
         /// Where file data that is not in the page cache is waited for: pool (read ahead on
         /// a thread pool, as nginx's `aio threads`; the event loop never waits for the disk)
         /// or inline (on the worker thread) [default: pool]
@@ -678,6 +696,7 @@ mod tests {
         ("open-file-cache", "7", "7"),
         ("open-file-cache-valid", "5s", "\"5s\""),
         ("chunk-size", "1M", "\"1M\""),
+        ("send-buffer", "4M", "\"4M\""),
         ("cold-reads", "inline", "\"inline\""),
         ("cold-threads", "1023", "1023"),
         ("metrics-listen", "127.0.0.1:9998", "\"127.0.0.1:9998\""),

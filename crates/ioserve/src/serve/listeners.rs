@@ -1,6 +1,6 @@
 //! The listening sockets: those systemd passed (socket activation), else one per
 //! per-core worker on the same address with SO_REUSEPORT (one for `--runtime multi`),
-//! and the metrics endpoint's own.
+//! with `--send-buffer` set on them, and the metrics endpoint's own.
 
 use std::io;
 use std::net::SocketAddr;
@@ -15,13 +15,13 @@ use crate::serve::error::ServerError;
 pub(super) fn bind(
     config: &Config,
 ) -> Result<(SocketAddr, Vec<std::net::TcpListener>), ServerError> {
-    match inherited_listeners()? {
+    let (local_addr, listeners) = match inherited_listeners()? {
         Some(inherited) => {
             tracing::info!(
                 sockets = inherited.len(),
                 "socket activation: serving the listeners passed in LISTEN_FDS (--listen is not used)"
             );
-            share_inherited(inherited, config)
+            share_inherited(inherited, config)?
         }
         None => {
             // With port 0 the kernel picks a port: every worker binds that one.
@@ -33,10 +33,48 @@ pub(super) fn bind(
             let listeners = (0..sockets)
                 .map(|_| bind_reuseport(local_addr).map_err(listen_error(local_addr)))
                 .collect::<Result<Vec<_>, _>>()?;
-            Ok((local_addr, listeners))
+            (local_addr, listeners)
         }
+    };
+    if let Some(asked) = config.send_buffer {
+        set_send_buffer(&listeners, asked).map_err(listen_error(local_addr))?;
     }
+    Ok((local_addr, listeners))
 }
+
+/// Sets SO_SNDBUF to `asked` bytes on `listeners`, whose connections inherit it (as
+/// nginx's `listen ... sndbuf=` does), and says what the kernel gave: it doubles the
+/// size for its bookkeeping and caps it at net.core.wmem_max, silently.
+fn set_send_buffer(listeners: &[std::net::TcpListener], asked: usize) -> io::Result<()> {
+    let mut given = 0;
+    for listener in listeners {
+        let socket = socket2::SockRef::from(listener);
+        socket.set_send_buffer_size(asked)?;
+        given = socket.send_buffer_size()?;
+    }
+    if given < asked.saturating_mul(2) {
+        let cap = std::fs::read_to_string(WMEM_MAX)
+            .map_or_else(|_| "unreadable".into(), |text| text.trim().to_string());
+        tracing::warn!(
+            asked,
+            given,
+            "--send-buffer {asked} is above net.core.wmem_max ({cap}), which caps it: each \
+             connection gets {} (SO_SNDBUF reads {given}, doubled for the kernel's \
+             bookkeeping); `sysctl -w net.core.wmem_max={asked}` allows the full size",
+            given / 2
+        );
+    } else {
+        tracing::info!(
+            asked,
+            given,
+            "send buffer per connection: {given} bytes (SO_SNDBUF)"
+        );
+    }
+    Ok(())
+}
+
+/// The cap on SO_SNDBUF for processes without CAP_NET_ADMIN's SO_SNDBUFFORCE.
+const WMEM_MAX: &str = "/proc/sys/net/core/wmem_max";
 
 /// The metrics endpoint's listener, when `--metrics-listen` asks for one.
 pub(super) fn bind_metrics(config: &Config) -> Result<Option<std::net::TcpListener>, ServerError> {

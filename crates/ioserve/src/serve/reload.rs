@@ -199,6 +199,7 @@ mod tests {
                 "pin",
                 "numa",
                 "numa-nodes",
+                "send-buffer",
                 "metrics-listen",
                 "shutdown-timeout",
                 "max-connections",

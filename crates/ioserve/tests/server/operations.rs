@@ -691,3 +691,65 @@ fn metrics_pass_promtool_and_health_answers() {
     assert!(refused >= 1, "{text}");
     testdata::assert_promtool_accepts(&text);
 }
+
+/// `--send-buffer`: every connection's socket gets the size (`ss -tm` shows the
+/// kernel's doubled figure as `tb`, fixed while the client stalls), under every
+/// strategy; a size above net.core.wmem_max is capped by the kernel, and the server
+/// says so, naming the sysctl.
+#[test]
+fn send_buffer_sets_every_connections_socket_and_names_the_cap() {
+    let ss = testdata::require("ss", "iproute2");
+    let (dir, _) = tree();
+    let wmem_max: usize = std::fs::read_to_string("/proc/sys/net/core/wmem_max")
+        .unwrap()
+        .trim()
+        .parse()
+        .unwrap();
+    let fits = wmem_max.min(128 << 10);
+    let mut cases = STRATEGIES
+        .map(|strategy| (strategy, fits, 2 * fits))
+        .to_vec();
+    // Above the cap (while --send-buffer still allows it): each connection gets the cap.
+    if 2 * wmem_max <= 1 << 30 {
+        cases.push(("sendfile", 2 * wmem_max, 2 * wmem_max));
+    }
+    for (strategy, asked, sndbuf) in cases {
+        let asked_flag = asked.to_string();
+        let mut server =
+            Server::start_with(strategy, dir.path(), &["--send-buffer", &asked_flag], true);
+        // A 32 MiB download the client does not read: the server fills the buffer.
+        let (download, _) = start_download(&server, "/big.bin");
+        wait_until_stalled(download.get_ref());
+        let filter = format!("( sport = :{} )", server.addr.port());
+        let shown = Command::new(&ss)
+            .args(["-tmnH", "state", "established", &filter])
+            .output()
+            .unwrap();
+        let text = String::from_utf8_lossy(&shown.stdout);
+        let tb = text
+            .split(|c: char| c == ',' || c == '(' || c.is_whitespace())
+            .find_map(|field| field.strip_prefix("tb"))
+            .unwrap_or_else(|| panic!("{strategy}: no tb in ss's output: {text}"));
+        assert_eq!(
+            tb,
+            sndbuf.to_string(),
+            "{strategy}, --send-buffer {asked}: {text}"
+        );
+        // Closed first: SIGTERM would wait --shutdown-timeout for the download.
+        drop(download);
+        let log = server.stop_and_read_log();
+        if sndbuf < 2 * asked {
+            assert!(
+                log.contains(&format!(
+                    "--send-buffer {asked} is above net.core.wmem_max ({wmem_max})"
+                )) && log.contains(&format!("each connection gets {wmem_max}")),
+                "{log}"
+            );
+        } else {
+            assert!(
+                log.contains(&format!("send buffer per connection: {sndbuf} bytes")),
+                "{log}"
+            );
+        }
+    }
+}

@@ -653,6 +653,7 @@ mod tests {
             disk_mbps,
             client_copy: false,
             syscalls: false,
+            send_buffer: None,
         }
     }
 

@@ -64,6 +64,8 @@ pub struct Options {
     pub client_copy: bool,
     /// Whether to count syscalls per request with probe after the rounds.
     pub syscalls: bool,
+    /// SO_SNDBUF of every connection of every server, in bytes (else autotuning).
+    pub send_buffer: Option<u64>,
 }
 
 /// The command line of `cargo xtask loadtest`; [`Args::resolve`] applies `--quick`.
@@ -111,6 +113,33 @@ pub struct Args {
     /// kernel's BTF); the report then says they were skipped
     #[arg(long)]
     no_syscalls: bool,
+    /// Every server's connections get this send buffer (SO_SNDBUF: ioserve's
+    /// --send-buffer, nginx's `listen ... sndbuf=`) instead of the kernel's autotuning;
+    /// bytes, or with K or M (1024-based), e.g. 4M
+    #[arg(long, value_name = "SIZE", value_parser = parse_send_buffer, conflicts_with_all = ["cold", "tls"])]
+    send_buffer: Option<u64>,
+}
+
+/// A `--send-buffer` size: bytes, or a number with K or M (1024-based), 4K to 1G as
+/// ioserve allows.
+fn parse_send_buffer(text: &str) -> Result<u64, String> {
+    let (digits, scale) = match text.trim().strip_suffix(['K', 'k']) {
+        Some(digits) => (digits, 1 << 10),
+        None => match text.trim().strip_suffix(['M', 'm']) {
+            Some(digits) => (digits, 1 << 20),
+            None => (text.trim(), 1),
+        },
+    };
+    let bytes = digits
+        .parse::<u64>()
+        .ok()
+        .and_then(|n| n.checked_mul(scale))
+        .ok_or_else(|| format!("'{text}' is not a size; use e.g. 4194304, 512K or 4M"))?;
+    if (4 << 10..=1 << 30).contains(&bytes) {
+        Ok(bytes)
+    } else {
+        Err(format!("'{text}' is outside 4K to 1G"))
+    }
 }
 
 impl Args {
@@ -129,6 +158,7 @@ impl Args {
             disk_mbps: self.disk_mbps.unwrap_or(200),
             client_copy: self.client_copy,
             syscalls: !self.no_syscalls,
+            send_buffer: self.send_buffer,
         }
     }
 }
@@ -235,6 +265,8 @@ struct Report<'a> {
     syscalls: &'a [syscalls::SyscallCounts],
     /// Why the syscalls were not counted, if they were not.
     syscalls_skipped: Option<&'a str>,
+    /// Every server's SO_SNDBUF in bytes, when `--send-buffer` set one.
+    send_buffer: Option<u64>,
 }
 
 /// Runs the load test and writes target/loadtest/{report.md,results.json,chart.svg}.
@@ -274,7 +306,10 @@ pub fn run(options: &Options) -> Result<()> {
         .arg(out.join("go-fileserver"));
     step("build the Go FileServer peer", build_go)?;
 
-    let specs = select(servers(), &options.only)?;
+    let specs: Vec<ServerSpec> = select(servers(), &options.only)?
+        .into_iter()
+        .map(|spec| spec.with_send_buffer(options.send_buffer))
+        .collect();
     let mut running = Vec::new();
     for spec in &specs {
         running.push(start(spec, &www, &out)?);
@@ -383,6 +418,7 @@ fn write_report(
         memory,
         syscalls: syscalls.as_deref().unwrap_or_default(),
         syscalls_skipped: syscalls.as_ref().err().copied(),
+        send_buffer: options.send_buffer,
     };
     fs::write(
         out.join("results.json"),
@@ -518,5 +554,26 @@ mod tests {
         assert_eq!((o.duration, o.rounds, o.connections), (10, 5, 10_000));
         let error = parse(&["--duration", "0"]).unwrap_err().to_string();
         assert!(error.contains("'0' for '--duration"), "{error}");
+        assert_eq!(
+            parse(&[]).unwrap().send_buffer,
+            None,
+            "autotuning by default"
+        );
+        for (given, bytes) in [("4M", 4 << 20), ("512k", 512 << 10), ("65536", 65536)] {
+            let o = parse(&["--send-buffer", given]).unwrap();
+            assert_eq!(o.send_buffer, Some(bytes), "{given}");
+        }
+        for (given, why) in [
+            ("2K", "outside 4K to 1G"),
+            ("2048M", "outside"),
+            ("4X", "not a size"),
+        ] {
+            let error = parse(&["--send-buffer", given]).unwrap_err().to_string();
+            assert!(error.contains(why), "{given}: {error}");
+        }
+        assert!(
+            parse(&["--send-buffer", "4M", "--cold"]).is_err(),
+            "the hot workloads only"
+        );
     }
 }

@@ -74,6 +74,12 @@ pub(super) fn render_table(
         options.duration,
         std::thread::available_parallelism().map_or(1, |n| n.get())
     );
+    if let Some(bytes) = options.send_buffer {
+        let _ = writeln!(
+            text,
+            "Every server's connections have a send buffer of {bytes} bytes (SO_SNDBUF: ioserve --send-buffer, nginx `listen ... sndbuf=`; the kernel doubles it), not the kernel's autotuning.\n"
+        );
+    }
     for workload in workloads {
         let _ = writeln!(text, "({}) {}\n", workload.key, workload.title);
         let _ = writeln!(

@@ -32,6 +32,20 @@ pub(crate) struct ServerSpec {
     kind: Kind,
     /// Served over HTTPS with this certificate (user-space TLS), else plain HTTP.
     tls: Option<CertificatePair>,
+    /// SO_SNDBUF of every connection in bytes (ioserve's `--send-buffer`, nginx's
+    /// `listen ... sndbuf=`), else the kernel's autotuning.
+    send_buffer: Option<u64>,
+}
+
+impl ServerSpec {
+    /// This server with every connection's send buffer set to `bytes` (`None`:
+    /// autotuning).
+    pub(super) fn with_send_buffer(self, bytes: Option<u64>) -> ServerSpec {
+        ServerSpec {
+            send_buffer: bytes,
+            ..self
+        }
+    }
 }
 
 pub(super) fn servers() -> Vec<ServerSpec> {
@@ -40,11 +54,13 @@ pub(super) fn servers() -> Vec<ServerSpec> {
             name: "nginx".into(),
             kind: Kind::Nginx { aio_threads: false },
             tls: None,
+            send_buffer: None,
         },
         ServerSpec {
             name: "go-fileserver".into(),
             kind: Kind::Go,
             tls: None,
+            send_buffer: None,
         },
     ];
     for strategy in ["sendfile", "mmap", "read", "buffered"] {
@@ -56,6 +72,7 @@ pub(super) fn servers() -> Vec<ServerSpec> {
                 cold_reads: "pool",
             },
             tls: None,
+            send_buffer: None,
         });
     }
     // The hot path with the cold-read pool's residency checks left out, for comparison.
@@ -67,6 +84,7 @@ pub(super) fn servers() -> Vec<ServerSpec> {
             cold_reads: "inline",
         },
         tls: None,
+        send_buffer: None,
     });
     specs.push(ServerSpec {
         name: "ioserve-sendfile-multi".into(),
@@ -76,6 +94,7 @@ pub(super) fn servers() -> Vec<ServerSpec> {
             cold_reads: "pool",
         },
         tls: None,
+        send_buffer: None,
     });
     specs
 }
@@ -91,11 +110,13 @@ pub(super) fn cold_servers() -> Vec<ServerSpec> {
             cold_reads,
         },
         tls: None,
+        send_buffer: None,
     };
     let nginx = |name: &str, aio_threads| ServerSpec {
         name: name.into(),
         kind: Kind::Nginx { aio_threads },
         tls: None,
+        send_buffer: None,
     };
     vec![
         ioserve("ioserve-sendfile", "pool"),
@@ -113,6 +134,7 @@ pub(super) fn tls_servers(pair: &CertificatePair) -> Vec<ServerSpec> {
             name: "nginx".into(),
             kind: Kind::Nginx { aio_threads: false },
             tls: Some(pair.clone()),
+            send_buffer: None,
         },
         ServerSpec {
             name: "ioserve-sendfile".into(),
@@ -122,6 +144,7 @@ pub(super) fn tls_servers(pair: &CertificatePair) -> Vec<ServerSpec> {
                 cold_reads: "pool",
             },
             tls: Some(pair.clone()),
+            send_buffer: None,
         },
     ]
 }
@@ -210,13 +233,26 @@ pub(super) fn start_built(
             let conf = dir.join("nginx.conf");
             fs::write(
                 &conf,
-                nginx_conf(&dir, www, addr, *aio_threads, spec.tls.as_ref()),
+                nginx_conf(
+                    &dir,
+                    www,
+                    addr,
+                    *aio_threads,
+                    spec.tls.as_ref(),
+                    spec.send_buffer,
+                ),
             )?;
             let mut command = Command::new("nginx");
             command.arg("-c").arg(&conf).arg("-p").arg(&dir);
             command
         }
         Kind::Go => {
+            if spec.send_buffer.is_some() {
+                bail!(
+                    "--send-buffer: the Go FileServer peer cannot set its sockets' send \
+                     buffer; leave it out (--only nginx,ioserve)"
+                );
+            }
             let mut command = Command::new(out.join("go-fileserver"));
             command
                 .arg("-root")
@@ -243,6 +279,9 @@ pub(super) fn start_built(
                 "--cold-reads",
                 cold_reads,
             ]);
+            if let Some(bytes) = spec.send_buffer {
+                command.args(["--send-buffer", &bytes.to_string()]);
+            }
             if let Some(pair) = &spec.tls {
                 command
                     .arg("--tls-cert")
@@ -281,21 +320,24 @@ pub(super) fn start_built(
 /// nginx as the issue asks: sendfile on, tcp_nopush on, access_log off, 2 workers;
 /// with `aio_threads`, `aio threads` (the default pool of 32 threads); with `tls`,
 /// HTTPS with that certificate, TLS 1.3 only, and HTTP/2 by ALPN (`listen ... ssl
-/// http2`, which nginx 1.22, Debian 12's, needs; `http2 on` came in 1.25.1).
+/// http2`, which nginx 1.22, Debian 12's, needs; `http2 on` came in 1.25.1); with
+/// `sndbuf`, that SO_SNDBUF on the listener (`listen ... sndbuf=`).
 fn nginx_conf(
     dir: &Path,
     www: &Path,
     addr: SocketAddr,
     aio_threads: bool,
     tls: Option<&CertificatePair>,
+    sndbuf: Option<u64>,
 ) -> String {
     let aio = if aio_threads { "  aio threads;\n" } else { "" };
+    let sndbuf = sndbuf.map_or_else(String::new, |bytes| format!(" sndbuf={bytes}"));
     let tmp = dir.join("tmp");
     let tmp = tmp.display();
     let server = match tls {
-        None => format!("listen {addr} reuseport; root {};", www.display()),
+        None => format!("listen {addr} reuseport{sndbuf}; root {};", www.display()),
         Some(pair) => format!(
-            "listen {addr} ssl http2 reuseport; root {};\n    ssl_certificate {};\n    \
+            "listen {addr} ssl http2 reuseport{sndbuf}; root {};\n    ssl_certificate {};\n    \
              ssl_certificate_key {};\n    ssl_protocols TLSv1.3;\n  ",
             www.display(),
             pair.cert.display(),
@@ -381,7 +423,7 @@ mod tests {
         };
         let addr = SocketAddr::from(([127, 0, 0, 1], 8443));
         let (dir, www) = (Path::new("/d"), Path::new("/www"));
-        let conf = nginx_conf(dir, www, addr, false, Some(&pair));
+        let conf = nginx_conf(dir, www, addr, false, Some(&pair), None);
         for line in [
             "listen 127.0.0.1:8443 ssl http2 reuseport; root /www;",
             "ssl_certificate /c/cert.pem;",
@@ -391,12 +433,17 @@ mod tests {
         ] {
             assert!(conf.contains(line), "{line}: {conf}");
         }
-        let plain = nginx_conf(dir, www, addr, false, None);
+        let plain = nginx_conf(dir, www, addr, false, None, None);
         assert!(
             plain.contains("server { listen 127.0.0.1:8443 reuseport; root /www; }"),
             "{plain}"
         );
         assert!(!plain.contains("ssl"), "{plain}");
+        let sized = nginx_conf(dir, www, addr, false, None, Some(4 << 20));
+        assert!(
+            sized.contains("listen 127.0.0.1:8443 reuseport sndbuf=4194304; root /www;"),
+            "{sized}"
+        );
         let names: Vec<String> = tls_servers(&pair).into_iter().map(|s| s.name).collect();
         assert_eq!(names, ["nginx", "ioserve-sendfile"]);
     }
