@@ -248,8 +248,8 @@ settings! {
         )? as usize;
         /// Send buffer of every connection (SO_SNDBUF on the listeners, as nginx's `listen
         /// ... sndbuf=`): the kernel doubles it, caps it at net.core.wmem_max and stops
-        /// autotuning it; a client that reads slowly can hold this much page cache in its
-        /// socket; 4K to 1G [default: the kernel's autotuning, up to tcp_wmem's maximum]
+        /// autotuning it; a client that reads slowly can hold twice this much page cache in
+        /// its socket; 4K to 1G [default: the kernel's autotuning, up to tcp_wmem's maximum]
         #[arg(long, value_name = "SIZE")]
         send_buffer: ByteSize, NeedsRestart => send_buffer: Option<usize> = given
             .send_buffer
