@@ -168,7 +168,8 @@ pub struct ClockArgs {
     /// How long to watch --pid.
     #[arg(short, long, value_name = "S", default_value = "5", value_parser = parse_seconds)]
     pub duration: Duration,
-    /// Calls per clock id and path for the in-process measurement.
+    /// Calls per clock id and path for the in-process measurement (made twice: once
+    /// counted, once timed).
     #[arg(long, value_name = "N", default_value_t = 100_000,
           value_parser = clap::value_parser!(u32).range(100..=100_000_000))]
     pub calls: u32,
