@@ -91,8 +91,9 @@ pub(crate) fn run() -> Result<TestTotals> {
     }
     shape.add_commands(&mut script);
     clock_vm::add_probe_commands(&mut script);
-    script.run("clock", "probe clock --json --calls 20000");
-    script.run("clock-table", "probe clock --calls 20000");
+    let calls = clock_vm::GUEST_CLOCK_CALLS;
+    script.run("clock", &format!("probe clock --json --calls {calls}"));
+    script.run("clock-table", &format!("probe clock --calls {calls}"));
     script.run("doctor-text", "probe doctor");
     add_serving_commands(&mut script);
 
