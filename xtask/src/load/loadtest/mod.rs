@@ -120,21 +120,13 @@ pub struct Args {
     send_buffer: Option<u64>,
 }
 
-/// A `--send-buffer` size: bytes, or a number with K or M (1024-based), 4K to 1G as
-/// ioserve allows.
+/// A `--send-buffer` size: bytes, or with K or M as powers of 1024 (parse-size, as
+/// ioserve reads its own `--send-buffer`), 4K to 1G as ioserve allows.
 fn parse_send_buffer(text: &str) -> Result<u64, String> {
-    let (digits, scale) = match text.trim().strip_suffix(['K', 'k']) {
-        Some(digits) => (digits, 1 << 10),
-        None => match text.trim().strip_suffix(['M', 'm']) {
-            Some(digits) => (digits, 1 << 20),
-            None => (text.trim(), 1),
-        },
-    };
-    let bytes = digits
-        .parse::<u64>()
-        .ok()
-        .and_then(|n| n.checked_mul(scale))
-        .ok_or_else(|| format!("'{text}' is not a size; use e.g. 4194304, 512K or 4M"))?;
+    let bytes = parse_size::Config::new()
+        .with_binary()
+        .parse_size(text.trim())
+        .map_err(|_| format!("'{text}' is not a size; use e.g. 4194304, 512K or 4M"))?;
     if (4 << 10..=1 << 30).contains(&bytes) {
         Ok(bytes)
     } else {
@@ -299,6 +291,10 @@ pub fn run(options: &Options) -> Result<()> {
     if options.tls {
         return tls::run(options, &www, &out);
     }
+    let specs = select(servers(), &options.only)?
+        .into_iter()
+        .map(|spec| spec.with_send_buffer(options.send_buffer))
+        .collect::<Result<Vec<ServerSpec>>>()?;
     let mut build_go = Command::new(find_go()?);
     build_go
         .current_dir(project_root().join("benches/peers/go-fileserver"))
@@ -306,10 +302,6 @@ pub fn run(options: &Options) -> Result<()> {
         .arg(out.join("go-fileserver"));
     step("build the Go FileServer peer", build_go)?;
 
-    let specs: Vec<ServerSpec> = select(servers(), &options.only)?
-        .into_iter()
-        .map(|spec| spec.with_send_buffer(options.send_buffer))
-        .collect();
     let mut running = Vec::new();
     for spec in &specs {
         running.push(start(spec, &www, &out)?);

@@ -39,12 +39,18 @@ pub(crate) struct ServerSpec {
 
 impl ServerSpec {
     /// This server with every connection's send buffer set to `bytes` (`None`:
-    /// autotuning).
-    pub(super) fn with_send_buffer(self, bytes: Option<u64>) -> ServerSpec {
-        ServerSpec {
+    /// autotuning); refused for the Go FileServer peer, which cannot set it.
+    pub(super) fn with_send_buffer(self, bytes: Option<u64>) -> Result<ServerSpec> {
+        if bytes.is_some() && matches!(self.kind, Kind::Go) {
+            bail!(
+                "--send-buffer: the Go FileServer peer cannot set its sockets' send buffer; \
+                 leave it out (--only nginx,ioserve)"
+            );
+        }
+        Ok(ServerSpec {
             send_buffer: bytes,
             ..self
-        }
+        })
     }
 }
 
@@ -247,12 +253,6 @@ pub(super) fn start_built(
             command
         }
         Kind::Go => {
-            if spec.send_buffer.is_some() {
-                bail!(
-                    "--send-buffer: the Go FileServer peer cannot set its sockets' send \
-                     buffer; leave it out (--only nginx,ioserve)"
-                );
-            }
             let mut command = Command::new(out.join("go-fileserver"));
             command
                 .arg("-root")
@@ -446,6 +446,37 @@ mod tests {
         );
         let names: Vec<String> = tls_servers(&pair).into_iter().map(|s| s.name).collect();
         assert_eq!(names, ["nginx", "ioserve-sendfile"]);
+    }
+
+    #[test]
+    fn a_send_buffer_goes_to_every_server_but_the_go_peer_which_cannot_set_one() {
+        let mut sized = Vec::new();
+        for spec in servers() {
+            let name = spec.name.clone();
+            match spec.with_send_buffer(Some(4 << 20)) {
+                Ok(spec) => sized.push((name, spec.send_buffer)),
+                Err(error) => {
+                    assert_eq!(name, "go-fileserver");
+                    assert!(
+                        error.to_string().contains("--only nginx,ioserve"),
+                        "{error}"
+                    );
+                }
+            }
+        }
+        assert!(
+            sized.iter().all(|(_, bytes)| *bytes == Some(4 << 20)),
+            "{sized:?}"
+        );
+        assert!(sized.iter().any(|(name, _)| name == "nginx"), "{sized:?}");
+        let go = servers()
+            .into_iter()
+            .find(|s| s.name == "go-fileserver")
+            .unwrap();
+        assert!(
+            go.with_send_buffer(None).is_ok(),
+            "autotuning is every server's"
+        );
     }
 
     #[test]
