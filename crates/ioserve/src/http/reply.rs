@@ -510,6 +510,7 @@ mod tests {
             workers: 1,
             capacity: 4,
             validity: Duration::from_secs(1),
+            kept_bytes: 1 << 20,
         };
         Site::new(Root::open(dir, false).unwrap(), Some(100), false, cache)
     }

@@ -37,6 +37,9 @@ pub struct CacheSettings {
     pub capacity: usize,
     /// How long a cached path is trusted before it is resolved again.
     pub validity: Duration,
+    /// Bytes the cached small files may keep in memory, all workers together; 0 keeps
+    /// none.
+    pub kept_bytes: usize,
 }
 
 impl Site {
@@ -54,7 +57,12 @@ impl Site {
             hidden,
             precompressed: false,
             boundary: format!("ioserve-{random:016x}"),
-            files: OpenFileCache::new(cache.workers, cache.capacity, cache.validity),
+            files: OpenFileCache::new(
+                cache.workers,
+                cache.capacity,
+                cache.validity,
+                cache.kept_bytes,
+            ),
             digests: None,
         }
     }

@@ -14,6 +14,9 @@
 //!   mappings) of files deleted or replaced since they were opened (no links left), so
 //!   their disk space is returned within about twice the validity even if nobody asks
 //!   for them again.
+//! - A cached file of at most [`SMALL_BODY`] bytes may keep its bytes in memory, within
+//!   a budget shared by the workers (`--small-file-cache`); each hit's `fstat` tells
+//!   them which version the response describes ([`crate::io::kept_contents`]).
 
 use std::fs::{File, Metadata};
 use std::io;
@@ -25,8 +28,10 @@ use std::time::{Duration, Instant};
 
 use lru::LruCache;
 
+use crate::io::kept_contents::ContentBudget;
 use crate::io::root::Root;
 use crate::io::shared_file::SharedFile;
+use crate::io::strategy::SMALL_BODY;
 
 /// What a path opened to.
 #[derive(Debug)]
@@ -60,19 +65,32 @@ type Shard = Mutex<LruCache<PathBuf, Entry>>;
 pub struct OpenFileCache {
     shards: Box<[Shard]>,
     validity: Duration,
+    /// What the cached small files may keep in memory; `None` where they keep nothing.
+    kept: Option<Arc<ContentBudget>>,
 }
 
 impl OpenFileCache {
     /// A cache of at most `capacity` files per worker (0 disables it), each path
-    /// resolved again after `validity`.
-    pub fn new(workers: usize, capacity: usize, validity: Duration) -> OpenFileCache {
-        let shards = match NonZeroUsize::new(capacity) {
+    /// resolved again after `validity`, whose small files keep at most `kept_bytes` in
+    /// memory, all workers together (0: none).
+    pub fn new(
+        workers: usize,
+        capacity: usize,
+        validity: Duration,
+        kept_bytes: usize,
+    ) -> OpenFileCache {
+        let shards: Box<[Shard]> = match NonZeroUsize::new(capacity) {
             Some(capacity) => (0..workers.max(1))
                 .map(|_| Mutex::new(LruCache::new(capacity)))
                 .collect(),
             None => Box::default(),
         };
-        OpenFileCache { shards, validity }
+        let kept = (!shards.is_empty() && kept_bytes > 0).then(|| ContentBudget::new(kept_bytes));
+        OpenFileCache {
+            shards,
+            validity,
+            kept,
+        }
     }
 
     /// How often [`OpenFileCache::sweep`] should run: the validity period.
@@ -105,7 +123,7 @@ impl OpenFileCache {
     /// for the disk. `None` where [`OpenFileCache::open`] would walk the path.
     pub fn lookup(&self, worker: usize, relative: &Path) -> Option<io::Result<OpenFile>> {
         match self.entry(worker, relative, Instant::now())? {
-            (file, true) => Some(file.metadata().map(|meta| OpenFile { file, meta })),
+            (file, true) => Some(file.fstat().map(|meta| OpenFile { file, meta })),
             (_, false) => None,
         }
     }
@@ -128,18 +146,18 @@ impl OpenFileCache {
     /// Opens `relative` under `root`, from the cache when possible.
     pub fn open(&self, worker: usize, root: &Root, relative: &Path) -> io::Result<Opened> {
         if self.shards.is_empty() {
-            return Self::open_uncached(root, relative);
+            return Self::open_uncached(root, relative, None);
         }
         let shard = &self.shards[worker % self.shards.len()];
         let now = Instant::now();
         let cached = match self.entry(worker, relative, now) {
             Some((file, true)) => {
-                let meta = file.metadata()?;
+                let meta = file.fstat()?;
                 return Ok(Opened::File(OpenFile { file, meta }));
             }
             stale => stale.map(|(file, _)| file),
         };
-        let opened = Self::open_uncached(root, relative)?;
+        let opened = Self::open_uncached(root, relative, self.kept.as_ref())?;
         let Opened::File(mut open) = opened else {
             shard
                 .lock()
@@ -150,7 +168,7 @@ impl OpenFileCache {
         // The path still names the cached inode: keep the cached descriptor and its
         // mapping, and drop the new descriptor.
         if let Some(file) = cached {
-            let same = file.metadata()?;
+            let same = file.fstat()?;
             if (same.dev(), same.ino()) == (open.meta.dev(), open.meta.ino()) {
                 open = OpenFile { file, meta: same };
             }
@@ -166,17 +184,32 @@ impl OpenFileCache {
         Ok(Opened::File(open))
     }
 
-    fn open_uncached(root: &Root, relative: &Path) -> io::Result<Opened> {
+    /// Opens `relative` under `root`; a small regular file may keep its bytes within
+    /// `kept`.
+    fn open_uncached(
+        root: &Root,
+        relative: &Path,
+        kept: Option<&Arc<ContentBudget>>,
+    ) -> io::Result<Opened> {
         let file = root.open_file(relative)?;
         let meta = file.metadata()?;
-        Ok(if meta.is_file() {
-            Opened::File(OpenFile {
-                file: Arc::new(SharedFile::new(file)),
-                meta,
-            })
-        } else {
-            Opened::Other(file, meta)
-        })
+        if !meta.is_file() {
+            return Ok(Opened::Other(file, meta));
+        }
+        let file = match kept {
+            Some(budget) if meta.len() <= SMALL_BODY => {
+                let file = SharedFile::with_kept_contents(file, Arc::clone(budget));
+                if let Some(kept) = file.kept() {
+                    kept.observe(&meta);
+                }
+                file
+            }
+            _ => SharedFile::new(file),
+        };
+        Ok(Opened::File(OpenFile {
+            file: Arc::new(file),
+            meta,
+        }))
     }
 
     /// Entries held by a worker's shard.
@@ -214,7 +247,7 @@ mod tests {
         const VALIDITY: Duration = Duration::from_millis(200);
         let dir = tempfile::tempdir().unwrap();
         let root = Root::open(dir.path(), false).unwrap();
-        let cache = OpenFileCache::new(1, 64, VALIDITY);
+        let cache = OpenFileCache::new(1, 64, VALIDITY, 0);
         // The stale hit is only owed while the entry is valid: a run the scheduler
         // stretches past the validity proves nothing, so it is tried again, on a path
         // of its own (a loaded host may stall a thread for longer than 200 ms).
@@ -254,7 +287,7 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         std::fs::write(dir.path().join("a"), b"same").unwrap();
         let root = Root::open(dir.path(), false).unwrap();
-        let cache = OpenFileCache::new(1, 8, Duration::from_millis(50));
+        let cache = OpenFileCache::new(1, 8, Duration::from_millis(50), 0);
         let first = file(cache.open(0, &root, Path::new("a")));
         let mapped = first.file.mapping(4).unwrap();
         std::thread::sleep(Duration::from_millis(80));
@@ -274,7 +307,7 @@ mod tests {
         }
         std::fs::create_dir(dir.path().join("d")).unwrap();
         let root = Root::open(dir.path(), false).unwrap();
-        let cache = OpenFileCache::new(2, 3, Duration::from_secs(60));
+        let cache = OpenFileCache::new(2, 3, Duration::from_secs(60), 0);
         for i in 0..5 {
             file(cache.open(1, &root, Path::new(&i.to_string())));
         }
@@ -288,7 +321,7 @@ mod tests {
         let missing = cache.open(1, &root, Path::new("missing")).unwrap_err();
         assert_eq!(missing.kind(), io::ErrorKind::NotFound);
 
-        let off = OpenFileCache::new(1, 0, Duration::from_secs(60));
+        let off = OpenFileCache::new(1, 0, Duration::from_secs(60), 0);
         file(off.open(0, &root, Path::new("0")));
         assert_eq!(off.len(0), 0);
     }
@@ -300,7 +333,7 @@ mod tests {
             std::fs::write(dir.path().join(name), name).unwrap();
         }
         let root = Root::open(dir.path(), false).unwrap();
-        let cache = OpenFileCache::new(1, 2, Duration::from_secs(60));
+        let cache = OpenFileCache::new(1, 2, Duration::from_secs(60), 0);
         let a = file(cache.open(0, &root, Path::new("a")));
         file(cache.open(0, &root, Path::new("b")));
         // a is used again, so b is the least recently used when c comes.
@@ -318,7 +351,7 @@ mod tests {
             std::fs::write(dir.path().join(name), name).unwrap();
         }
         let root = Root::open(dir.path(), false).unwrap();
-        let cache = OpenFileCache::new(2, 8, Duration::from_secs(60));
+        let cache = OpenFileCache::new(2, 8, Duration::from_secs(60), 0);
         let opened: Vec<OpenFile> = ["kept", "deleted", "replaced"]
             .iter()
             .enumerate()

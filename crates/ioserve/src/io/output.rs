@@ -59,6 +59,7 @@ pub struct Output<'a> {
     send_timeout: SendTimeout,
     sent: u64,
     cold_windows: u32,
+    kept_bodies: u32,
     /// A duplicate of the socket's descriptor for sendfile calls on the blocking pool,
     /// made at the first one: if this response is dropped mid-call, the pool thread
     /// still holds the socket it writes to, never a number since reused.
@@ -95,6 +96,7 @@ impl<'a> Output<'a> {
             },
             sent: 0,
             cold_windows: 0,
+            kept_bodies: 0,
             pool_socket: None,
             pacer: None,
             paced: Duration::ZERO,
@@ -167,6 +169,22 @@ impl<'a> Output<'a> {
     /// Adds to [`Output::cold_windows`].
     pub(crate) fn count_cold_windows(&mut self, windows: u32) {
         self.cold_windows += windows;
+    }
+
+    /// Bodies (or multipart parts) of this response written from a small file's bytes
+    /// kept in memory (see [`crate::io::kept_contents`]).
+    pub fn kept_bodies(&self) -> u32 {
+        self.kept_bodies
+    }
+
+    /// Adds one to [`Output::kept_bodies`].
+    pub(crate) fn count_kept_body(&mut self) {
+        self.kept_bodies += 1;
+    }
+
+    /// The last `len` bytes queued (what [`Output::queue_from_file`] just read).
+    pub(crate) fn queued_tail(&self, len: usize) -> &[u8] {
+        &self.pending[self.pending.len() - len..]
     }
 
     /// Queues bytes to go out before the next body bytes.

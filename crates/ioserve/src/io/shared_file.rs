@@ -3,7 +3,7 @@
 //! (cachestat(2), mincore(2) before Linux 6.5; with the spans lately found cached, see
 //! [`SharedFile::residency_trusting_recent`]).
 
-use std::fs::File;
+use std::fs::{File, Metadata};
 use std::io;
 use std::ops::Deref;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -12,6 +12,7 @@ use std::time::{Duration, Instant};
 
 use memmap2::{MmapOptions, MmapRaw};
 
+use crate::io::kept_contents::{ContentBudget, KeptContents};
 use crate::io::page_cache::{self, Cached};
 
 /// An open file that responses share: the descriptor and, made on first use, one
@@ -30,6 +31,8 @@ pub struct SharedFile {
     own_read_ahead: AtomicBool,
     /// Spans lately found resident (see [`SharedFile::residency_trusting_recent`]).
     recent: Mutex<RecentSpans>,
+    /// The file's bytes kept in memory, for a small file of the open-file cache.
+    kept: Option<KeptContents>,
 }
 
 /// How long a span found resident is taken for resident without asking the kernel
@@ -126,7 +129,32 @@ impl SharedFile {
             mapping: Mutex::new(None),
             own_read_ahead: AtomicBool::new(false),
             recent: Mutex::new(RecentSpans::default()),
+            kept: None,
         }
+    }
+
+    /// Wraps an open file whose bytes may be kept in memory, counted against `budget`
+    /// (see [`KeptContents`]).
+    pub fn with_kept_contents(file: File, budget: Arc<ContentBudget>) -> SharedFile {
+        SharedFile {
+            kept: Some(KeptContents::new(budget)),
+            ..SharedFile::new(file)
+        }
+    }
+
+    /// The file's metadata now (`fstat`), for a response about to describe it: kept
+    /// bytes of another version than the one it shows are dropped.
+    pub fn fstat(&self) -> io::Result<Metadata> {
+        let meta = self.file.metadata()?;
+        if let Some(kept) = &self.kept {
+            kept.observe(&meta);
+        }
+        Ok(meta)
+    }
+
+    /// Where this file's bytes may be kept in memory, if they may.
+    pub fn kept(&self) -> Option<&KeptContents> {
+        self.kept.as_ref()
     }
 
     /// Turns the kernel's read-ahead off for this descriptor (`POSIX_FADV_RANDOM`), once:

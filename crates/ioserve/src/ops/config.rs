@@ -22,6 +22,9 @@ use crate::ops::placement::{self, PlacementError, WorkerPlace};
 /// Smallest and largest `--chunk-size`.
 const CHUNK_SIZE_RANGE: (u64, u64) = (4 * 1024, 64 * 1024 * 1024);
 
+/// Largest `--small-file-cache`.
+const SMALL_FILE_CACHE_MAX: u64 = 1024 * 1024 * 1024;
+
 /// Smallest and largest `--send-buffer` (the kernel's SO_SNDBUF takes an int).
 const SEND_BUFFER_RANGE: (u64, u64) = (4 * 1024, 1024 * 1024 * 1024);
 
@@ -238,6 +241,16 @@ settings! {
         #[arg(long, value_name = "DURATION")]
         open_file_cache_valid: Seconds, Applied => open_file_cache_valid: Duration =
             given.open_file_cache_valid.map_or(Duration::from_secs(1), |s| s.0);
+        /// Memory for the bytes of the open-file cache's small files (16 KiB or less),
+        /// all workers together: the sendfile strategy sends them from memory instead of
+        /// reading the file for each request; 0 to 1G, 0 turns it off [default: 16M]
+        #[arg(long, value_name = "SIZE")]
+        small_file_cache: ByteSize, Applied => small_file_cache: usize = within(
+            "--small-file-cache",
+            given.small_file_cache.map_or(16 * 1024 * 1024, |s| s.0),
+            0..=SMALL_FILE_CACHE_MAX,
+            "allowed: 0 to 1G",
+        )? as usize;
         /// Read buffer size of the read and buffered strategies [default: 128K]
         #[arg(long, value_name = "SIZE")]
         chunk_size: ByteSize, Applied => chunk_size: usize = within(
@@ -695,6 +708,7 @@ mod tests {
         ("numa-nodes", "0", "\"0\""),
         ("open-file-cache", "7", "7"),
         ("open-file-cache-valid", "5s", "\"5s\""),
+        ("small-file-cache", "1M", "\"1M\""),
         ("chunk-size", "1M", "\"1M\""),
         ("send-buffer", "4M", "\"4M\""),
         ("cold-reads", "inline", "\"inline\""),

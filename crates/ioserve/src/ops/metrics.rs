@@ -39,6 +39,7 @@ struct Shard {
     refused: AtomicU64,
     offloaded_opens: AtomicU64,
     cold_windows: AtomicU64,
+    kept_bodies: AtomicU64,
     /// Requests refused with 401, by [`Failure::ALL`] order.
     auth_failures: [AtomicU64; Failure::ALL.len()],
     /// Completed TLS handshakes, by [`TlsMode::ALL`], [`TlsVersion::ALL`] and
@@ -133,6 +134,16 @@ impl Metrics {
             self.shard(worker)
                 .cold_windows
                 .fetch_add(u64::from(windows), Relaxed);
+        }
+    }
+
+    /// Counts bodies (and multipart parts) written from small files' bytes kept in
+    /// memory (`--small-file-cache`).
+    pub fn kept_bodies(&self, worker: usize, bodies: u32) {
+        if bodies > 0 {
+            self.shard(worker)
+                .kept_bodies
+                .fetch_add(u64::from(bodies), Relaxed);
         }
     }
 
@@ -304,6 +315,11 @@ impl Collector for MetricsCollector {
                 "ioserve_cold_windows",
                 "Windows of file data (up to 2 MiB) not in the page cache, read on the blocking pool before sending.",
                 metrics.sum(|s| &s.cold_windows),
+            ),
+            (
+                "ioserve_small_file_cache_hits",
+                "File bodies (and multipart parts) of small files sent from their bytes kept in memory (--small-file-cache).",
+                metrics.sum(|s| &s.kept_bodies),
             ),
             (
                 "ioserve_connections_refused_per_ip",

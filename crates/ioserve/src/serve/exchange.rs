@@ -248,6 +248,7 @@ pub(super) fn deliver<'a, 'o>(
         if is_download {
             shared.metrics.download(worker, -1);
             shared.metrics.cold_windows(worker, out.cold_windows());
+            shared.metrics.kept_bodies(worker, out.kept_bodies());
         }
         shared.metrics.paced(worker, out.paced());
         let sent = Sent {

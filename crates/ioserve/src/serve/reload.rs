@@ -74,6 +74,7 @@ pub(crate) fn build(config: &Config, descriptor_limit: u64) -> Result<Built, Ser
             workers: config.workers,
             capacity: fitted.open_file_cache,
             validity: config.open_file_cache_valid,
+            kept_bytes: config.small_file_cache,
         },
     )
     .with_precompressed(config.precompressed)

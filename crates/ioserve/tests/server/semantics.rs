@@ -270,6 +270,76 @@ fn rewritten_file_gets_a_new_etag() {
     assert_ne!(response.header("ETag").unwrap(), before);
 }
 
+/// A small file of the open-file cache is sent from its bytes kept in memory by the
+/// sendfile strategy (full bodies and ranges alike), and read again at once when it is
+/// rewritten in place with its size and mtime restored: the ctime tells.
+#[test]
+fn small_files_are_sent_from_memory_until_they_change() {
+    let (dir, _) = fixture();
+    let cases: Vec<_> = protocols_and_strategies()
+        .map(|case| (case, None))
+        .chain([((Protocol::Http1, "sendfile"), Some("0"))])
+        .collect();
+    let data = random_bytes(4096, 7);
+    for i in 0..cases.len() {
+        std::fs::write(dir.path().join(format!("small-{i}.bin")), &data).unwrap();
+    }
+    // Kept only once the last change is 3 s old (coarse file-system clocks).
+    std::thread::sleep(std::time::Duration::from_millis(3200));
+    let other = random_bytes(4096, 8);
+    for (i, ((protocol, strategy), budget)) in cases.into_iter().enumerate() {
+        let mut extra = vec!["--workers", "1", "--metrics-listen", "127.0.0.1:0"];
+        if let Some(budget) = budget {
+            extra.extend(["--small-file-cache", budget]);
+        }
+        let server = Server::start_over(protocol, strategy, dir.path(), &extra);
+        let path = format!("/small-{i}.bin");
+        let case = format!("{protocol:?} {strategy} budget {budget:?}");
+        for _ in 0..2 {
+            let response = server.get(&path, &[]);
+            assert_eq!(response.status, 200, "{case}");
+            assert!(response.body == data, "{case}: body differs");
+        }
+        let range = server.get(&path, &[("Range", "bytes=100-1099")]);
+        assert_eq!(range.status, 206, "{case}");
+        assert!(range.body == data[100..1100], "{case}: range differs");
+        // The first response read the file and kept it; the next two were written from
+        // memory.
+        let kept = strategy == "sendfile" && budget.is_none();
+        let hits = if kept { 2 } else { 0 };
+        let metric = "ioserve_small_file_cache_hits_total";
+        wait_for_metric(&server, "ioserve_requests_total{status=\"206\"}", |n| {
+            n == 1
+        });
+        assert_eq!(
+            metric_in(&scrape(server.metrics.unwrap()), metric),
+            hits,
+            "{case}"
+        );
+        // Rewritten in place: the same size, the same mtime, other bytes.
+        let file_path = dir.path().join(format!("small-{i}.bin"));
+        let mtime = std::fs::metadata(&file_path).unwrap().modified().unwrap();
+        let mut file = std::fs::OpenOptions::new()
+            .write(true)
+            .open(&file_path)
+            .unwrap();
+        file.write_all(&other).unwrap();
+        file.set_modified(mtime).unwrap();
+        drop(file);
+        let response = server.get(&path, &[]);
+        assert_eq!(response.status, 200, "{case}");
+        assert!(response.body == other, "{case}: the old bytes were sent");
+        wait_for_metric(&server, "ioserve_requests_total{status=\"200\"}", |n| {
+            n == 3
+        });
+        assert_eq!(
+            metric_in(&scrape(server.metrics.unwrap()), metric),
+            hits,
+            "{case}"
+        );
+    }
+}
+
 #[test]
 fn methods_and_missing_files() {
     let (dir, _) = fixture();

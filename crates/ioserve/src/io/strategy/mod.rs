@@ -6,14 +6,19 @@
 //!
 //! | strategy | how | copies in user space |
 //! |---|---|---|
-//! | `sendfile` | sendfile(2) from the page cache to the socket; bodies and parts of at most 16 KiB are pread into the head's buffer and sent with it in one write | none (above 16 KiB) |
+//! | `sendfile` | sendfile(2) from the page cache to the socket; bodies and parts of at most 16 KiB are pread into the head's buffer and sent with it in one write (or from the file's bytes kept in memory) | none (above 16 KiB) |
 //! | `mmap` | writev(2)s from one shared read-only mapping of the file (madvise WILLNEED on the range) | none (the kernel copies from the mapping) |
 //! | `read` | pread(2) into a pooled, page-aligned buffer of `--chunk-size`, then writev(2) | one |
 //! | `buffered` | tokio::fs + a BufReader (reads on tokio's blocking pool) | two (the baseline of most Rust servers) |
 //!
 //! Over a stream that encrypts in user space (TLS), the kernel can take neither file
 //! pages nor mappings: `sendfile` and `mmap` then send as `read` does (pread into a
-//! pooled buffer, written through the stream), `read` and `buffered` as always.
+//! pooled buffer, written through the stream), `read` and `buffered` as always;
+//! `sendfile`'s small bodies, copied on a plain socket too, go as they go there.
+//!
+//! `sendfile` keeps the bytes of small files of the open-file cache in memory
+//! (`--small-file-cache`, see [`crate::io::kept_contents`]) and writes their bodies
+//! from there.
 //!
 //! `sendfile`, `mmap` and `read` block their thread while the disk reads a page that is
 //! not cached; with `--cold-reads pool` (the default) they first bring such pages in on
@@ -149,6 +154,8 @@ impl Strategy {
             let mut ahead =
                 cold::ReadAhead::new(file, cold, &self.cold_threads, range.start, range.end());
             let kind = match self.kind {
+                // sendfile copies small bodies anyway, the same over any stream.
+                StrategyKind::Sendfile if range.len <= SMALL_BODY => StrategyKind::Sendfile,
                 StrategyKind::Sendfile | StrategyKind::Mmap if out.copies_in_user_space() => {
                     StrategyKind::Read
                 }
