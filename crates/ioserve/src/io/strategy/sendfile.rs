@@ -44,46 +44,8 @@ pub(super) async fn send(
     ahead: &mut ReadAhead<'_>,
 ) -> io::Result<()> {
     if range.len <= SMALL_BODY {
-        let kept = file.kept();
-        if let Some(bytes) = kept.and_then(KeptContents::bytes) {
-            // Absent only where the range is past the kept version's end: it is read,
-            // and found short.
-            if let Some(body) = bytes.get(range.start as usize..range.end() as usize) {
-                out.count_kept_body();
-                return out.write(body).await;
-            }
-        }
-        let want = range.len as usize;
-        // The ticket is taken before the read, and nothing is awaited between the two
-        // and the keeping: bytes of the whole file that no other version's fstat has
-        // come between.
-        let whole = range.start == 0;
-        let ticket = || kept.filter(|_| whole).and_then(KeptContents::ticket);
-        let cached = match ahead.pooled() {
-            true => {
-                let ticket = ticket();
-                out.queue_from_cache(file, range.start, want)?
-                    .map(|read| (read, ticket))
-            }
-            false => None,
-        };
-        let (read, ticket) = match cached {
-            Some(read) => read,
-            None => {
-                // Boxed: only a small body that is not cached waits here, and the wait
-                // would take room in every download's future.
-                Box::pin(ahead.ready_through(range.start, range.end())).await;
-                let ticket = ticket();
-                (out.queue_from_file(file, range.start, want)?, ticket)
-            }
-        };
-        if read < want {
-            return Err(file_shrank());
-        }
-        if let (Some(kept), Some(ticket)) = (kept, ticket) {
-            kept.keep(ticket, out.queued_tail(read));
-        }
-        return out.flush(false).await;
+        // Boxed: a download holds no room for the small body's futures.
+        return Box::pin(send_small(out, file, range, ahead)).await;
     }
     out.flush(true).await?;
     let mut offset = range.start;
@@ -116,4 +78,53 @@ pub(super) async fn send(
         }
     }
     Ok(())
+}
+
+/// Writes the queued head and a body of at most [`SMALL_BODY`] bytes in one write: from
+/// the file's bytes kept in memory, else read into the head's buffer (and kept, where
+/// they may be).
+async fn send_small(
+    out: &mut Output<'_>,
+    file: &SharedFile,
+    range: ByteRange,
+    ahead: &mut ReadAhead<'_>,
+) -> io::Result<()> {
+    let kept = file.kept();
+    if let Some(bytes) = kept.and_then(KeptContents::bytes) {
+        // Absent only where the range is past the kept version's end: it is read,
+        // and found short.
+        if let Some(body) = bytes.get(range.start as usize..range.end() as usize) {
+            out.count_kept_body();
+            return out.write(body).await;
+        }
+    }
+    let want = range.len as usize;
+    // The ticket is taken before the read, and nothing is awaited between the two
+    // and the keeping: bytes of the whole file that no other version's fstat has
+    // come between.
+    let whole = range.start == 0;
+    let ticket = || kept.filter(|_| whole).and_then(KeptContents::ticket);
+    let cached = match ahead.pooled() {
+        true => {
+            let ticket = ticket();
+            out.queue_from_cache(file, range.start, want)?
+                .map(|read| (read, ticket))
+        }
+        false => None,
+    };
+    let (read, ticket) = match cached {
+        Some(read) => read,
+        None => {
+            ahead.ready_through(range.start, range.end()).await;
+            let ticket = ticket();
+            (out.queue_from_file(file, range.start, want)?, ticket)
+        }
+    };
+    if read < want {
+        return Err(file_shrank());
+    }
+    if let (Some(kept), Some(ticket)) = (kept, ticket) {
+        kept.keep(ticket, out.queued_tail(read));
+    }
+    out.flush(false).await
 }
