@@ -51,9 +51,10 @@ impl Validators {
         self
     }
 
-    /// `Last-Modified` as an IMF-fixdate, when the time has one.
-    pub fn last_modified_header(&self) -> Option<String> {
-        self.last_modified.map(httpdate::fmt_http_date)
+    /// `Last-Modified` as an IMF-fixdate, when the time has one (its `Display`, written
+    /// straight into the head).
+    pub fn last_modified_header(&self) -> Option<httpdate::HttpDate> {
+        self.last_modified.map(httpdate::HttpDate::from)
     }
 }
 
@@ -282,7 +283,10 @@ mod tests {
     fn validators_from_stat() {
         let v = validators();
         assert_eq!(v.etag, "\"6553f100.1dcd6500-3e8\"");
-        assert_eq!(v.last_modified_header().unwrap().as_bytes(), MODIFIED);
+        assert_eq!(
+            v.last_modified_header().unwrap().to_string().as_bytes(),
+            MODIFIED
+        );
     }
 
     #[test]
@@ -298,7 +302,8 @@ mod tests {
             (i64::MAX, None),
         ] {
             let v = Validators::new(7, secs, 0);
-            assert_eq!(v.last_modified_header().as_deref(), header, "{secs}");
+            let written = v.last_modified_header().map(|date| date.to_string());
+            assert_eq!(written.as_deref(), header, "{secs}");
         }
         assert_eq!(Validators::new(7, -5, 1).etag, "\"-5.1-7\"");
         assert_eq!(

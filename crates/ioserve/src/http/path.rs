@@ -7,8 +7,9 @@
 //! 2. [`Root::open_file`](crate::io::root::Root::open_file) opens it beneath the root's
 //!    directory descriptor, race-free (see [`crate::io::root`]).
 
-use std::ffi::OsStr;
-use std::os::unix::ffi::OsStrExt;
+use std::borrow::Cow;
+use std::ffi::OsString;
+use std::os::unix::ffi::OsStringExt;
 use std::path::PathBuf;
 
 /// Why a request path cannot be served.
@@ -57,7 +58,7 @@ pub fn sanitize(target: &str) -> Result<SafePath, PathError> {
     let mut hidden = false;
     for raw in path.split('/') {
         let segment = percent_decode(raw.as_bytes())?;
-        match segment.as_slice() {
+        match &*segment {
             b"" | b"." => continue,
             b".." => return Err(PathError::Forbidden("..")),
             _ => {}
@@ -77,13 +78,17 @@ pub fn sanitize(target: &str) -> Result<SafePath, PathError> {
         relative.extend_from_slice(&segment);
     }
     Ok(SafePath {
-        relative: PathBuf::from(OsStr::from_bytes(&relative)),
+        relative: PathBuf::from(OsString::from_vec(relative)),
         trailing_slash: path.ends_with('/'),
         hidden,
     })
 }
 
-fn percent_decode(raw: &[u8]) -> Result<Vec<u8>, PathError> {
+/// `raw` with its percent-escapes decoded; itself where it has none.
+fn percent_decode(raw: &[u8]) -> Result<Cow<'_, [u8]>, PathError> {
+    if !raw.contains(&b'%') {
+        return Ok(Cow::Borrowed(raw));
+    }
     let mut out = Vec::with_capacity(raw.len());
     let mut bytes = raw.iter();
     while let Some(&b) = bytes.next() {
@@ -98,7 +103,7 @@ fn percent_decode(raw: &[u8]) -> Result<Vec<u8>, PathError> {
             out.push(b);
         }
     }
-    Ok(out)
+    Ok(Cow::Owned(out))
 }
 
 #[cfg(test)]
