@@ -198,11 +198,7 @@ impl OpenFileCache {
         }
         let file = match kept {
             Some(budget) if meta.len() <= SMALL_BODY => {
-                let file = SharedFile::with_kept_contents(file, Arc::clone(budget));
-                if let Some(kept) = file.kept() {
-                    kept.observe(&meta);
-                }
-                file
+                SharedFile::with_kept_contents(file, &meta, Arc::clone(budget))
             }
             _ => SharedFile::new(file),
         };

@@ -134,10 +134,16 @@ impl SharedFile {
     }
 
     /// Wraps an open file whose bytes may be kept in memory, counted against `budget`
-    /// (see [`KeptContents`]).
-    pub fn with_kept_contents(file: File, budget: Arc<ContentBudget>) -> SharedFile {
+    /// (see [`KeptContents`]); `meta` is its fstat, which tells their version.
+    pub fn with_kept_contents(
+        file: File,
+        meta: &Metadata,
+        budget: Arc<ContentBudget>,
+    ) -> SharedFile {
+        let kept = KeptContents::new(budget);
+        kept.observe(meta);
         SharedFile {
-            kept: Some(KeptContents::new(budget)),
+            kept: Some(kept),
             ..SharedFile::new(file)
         }
     }
