@@ -305,24 +305,13 @@ fn spawn_connection(
             let serving = conn::serve(&mut stream, &peer, &shared, &slot);
             AssertUnwindSafe(serving).catch_unwind().await
         } else {
+            let reply = match admitted {
+                true => per_ip_busy(),
+                false => Reply::error(503),
+            };
             // Boxed too: refusals are rare, and their futures (a reply being written)
             // are larger than a served connection's.
-            let refusal = match admitted {
-                true => Box::pin(conn::refuse_with(
-                    &mut stream,
-                    &peer,
-                    &shared,
-                    id,
-                    per_ip_busy(),
-                )),
-                false => Box::pin(conn::refuse_with(
-                    &mut stream,
-                    &peer,
-                    &shared,
-                    id,
-                    Reply::error(503),
-                )),
-            };
+            let refusal = Box::pin(conn::refuse_with(&mut stream, &peer, &shared, id, reply));
             AssertUnwindSafe(refusal).catch_unwind().await
         };
         if served.is_err() {
