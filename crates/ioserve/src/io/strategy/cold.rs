@@ -113,8 +113,8 @@ impl<'a> ReadAhead<'a> {
     /// Once less than a window of the ready span is left, the window after it is looked
     /// at too, so that a syscall need not stop at the span's end: a sendfile call that
     /// came back short a few KiB before it would otherwise send those KiB alone, after
-    /// a wait for room in the socket that could have sent megabytes (two calls of about
-    /// 3 KB in every 8 MiB download).
+    /// a wait for room in the socket that could have sent megabytes (strace found such a
+    /// call in about one 8 MiB download of four).
     pub(super) async fn ready(&mut self, offset: u64) -> u64 {
         if !self.on {
             return self.end;
