@@ -73,17 +73,21 @@ impl OperatorSignals {
         })
     }
 
-    /// The next signal to arrive (one already pending returns at once).
+    /// The next signal to arrive (one already pending returns at once). Of several
+    /// pending at once, SIGHUP, SIGUSR1 and SIGUSR2 come before SIGTERM and SIGINT: a
+    /// reload or reopen sent just before a stop is acted on (or logged) first, instead
+    /// of being lost when the stop wins a random choice.
     pub async fn recv(&mut self) -> OperatorSignal {
         // `recv` yields None only once the runtime's signal driver is gone, and then
         // for good: that branch is disabled and the others still wait (all of them
         // disabled: nothing can arrive any more).
         tokio::select! {
-            Some(()) = self.terminate.recv() => OperatorSignal::Terminate,
-            Some(()) = self.interrupt.recv() => OperatorSignal::Interrupt,
+            biased;
             Some(()) = self.hangup.recv() => OperatorSignal::Hangup,
             Some(()) = self.user1.recv() => OperatorSignal::User1,
             Some(()) = self.user2.recv() => OperatorSignal::User2,
+            Some(()) = self.terminate.recv() => OperatorSignal::Terminate,
+            Some(()) = self.interrupt.recv() => OperatorSignal::Interrupt,
             else => std::future::pending().await,
         }
     }
