@@ -44,6 +44,71 @@ fn truncation_mid_download_cuts_the_connection_not_the_server() {
 }
 
 #[test]
+fn truncation_before_a_later_part_of_a_multipart_body_cuts_the_connection() {
+    // The first part outgrows every socket buffer, so the file shrinks while it is
+    // sent, and the second part starts past the new end: its first chunk (sent by the
+    // size the response's fstat gave, without another) must fail, not wait.
+    const MIB: usize = 1 << 20;
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::write(dir.path().join("alive.txt"), b"alive").unwrap();
+    let data = random_bytes(80 * MIB, 11);
+    let ranges = format!("bytes=0-{},{}-{}", 48 * MIB - 1, 64 * MIB, 72 * MIB - 1);
+    let request = request_bytes("GET", "/parts.bin", &[("Range", &ranges)]);
+    for strategy in STRATEGIES {
+        let path = dir.path().join("parts.bin");
+        std::fs::write(&path, &data).unwrap();
+        let mut server = Server::start(strategy, dir.path(), &[]);
+        let mut whole = Vec::new();
+        let mut stream = connect(server.addr);
+        stream.write_all(request.as_bytes()).unwrap();
+        stream.read_to_end(&mut whole).unwrap();
+        let split = whole.windows(4).position(|w| w == b"\r\n\r\n").unwrap() + 4;
+        let (head, expected) = whole.split_at(split);
+        assert!(
+            String::from_utf8_lossy(head).starts_with("HTTP/1.1 206 "),
+            "{strategy}: {}",
+            String::from_utf8_lossy(head)
+        );
+        // Where the first part's bytes end in the body.
+        let part_one = expected.windows(4).position(|w| w == b"\r\n\r\n").unwrap() + 4;
+        let part_one_end = part_one + 48 * MIB;
+        assert!(expected[part_one..part_one_end] == data[..48 * MIB]);
+
+        let mut stream = connect(server.addr);
+        stream.write_all(request.as_bytes()).unwrap();
+        let mut reader = BufReader::new(stream);
+        let mut received = vec![0u8; head.len() + MIB];
+        reader.read_exact(&mut received).unwrap();
+        assert!(received[..head.len()] == *head, "{strategy}: the same head");
+        // Page-aligned, between the parts.
+        std::fs::OpenOptions::new()
+            .write(true)
+            .open(&path)
+            .unwrap()
+            .set_len(56 * MIB as u64)
+            .unwrap();
+        reader
+            .read_to_end(&mut received)
+            .unwrap_or_else(|e| panic!("{strategy}: the cut body must end, not stall: {e}"));
+        let body = &received[head.len()..];
+        assert!(
+            body.len() < expected.len(),
+            "{strategy}: the body must be cut short"
+        );
+        assert!(
+            body.len() >= part_one_end,
+            "{strategy}: the first part whole, {} of {part_one_end} bytes",
+            body.len()
+        );
+        assert!(
+            *body == expected[..body.len()],
+            "{strategy}: wrong bytes before the cut"
+        );
+        assert_alive(&mut server);
+    }
+}
+
+#[test]
 fn rename_mid_download_keeps_sending_the_old_file() {
     let dir = tempfile::tempdir().unwrap();
     std::fs::write(dir.path().join("alive.txt"), b"alive").unwrap();

@@ -4,9 +4,11 @@
 //! it hands the mapping's addresses to writev(2) ([`Output::write_mapped`]), and the
 //! kernel copies from them. A page beyond the end of a file truncated
 //! meanwhile then makes writev fail with `EFAULT` instead of raising SIGBUS in the
-//! server. Before each chunk after the first (whose size the response's own fstat has
-//! just given) the file's size is checked again, so a truncation stops the body at the
-//! chunk boundary; only a truncation inside the chunk being written races.
+//! server. Before each chunk after a range's first the file's size is checked again, so
+//! a truncation stops the body at a chunk boundary. A range's first chunk goes without
+//! the check, as the response's own fstat has just given the size; a truncation since
+//! (during a multipart body's earlier parts, or inside a chunk being written) is caught
+//! by that `EFAULT`, at the first page wholly past the new end.
 //!
 //! The mapping is made once per open file and shared by all its responses through the
 //! open-file cache ([`SharedFile::mapping`]).
@@ -43,8 +45,8 @@ pub(super) async fn send(
         // of the files served.
         let ready = ahead.ready(done as u64).await as usize;
         let next = (done + 1).next_multiple_of(FAULT_SPAN).min(end).min(ready);
-        // The first chunk's size is the response's: a small file's body is one
-        // write, without a second fstat.
+        // A range's first chunk goes by the response's fstat: a small file's body is
+        // one write, without a second fstat.
         if done != start && file.metadata()?.len() < next as u64 {
             return Err(file_shrank());
         }
