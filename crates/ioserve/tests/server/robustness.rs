@@ -77,9 +77,23 @@ fn truncation_before_a_later_part_of_a_multipart_body_cuts_the_connection() {
         let mut stream = connect(server.addr);
         stream.write_all(request.as_bytes()).unwrap();
         let mut reader = BufReader::new(stream);
-        let mut received = vec![0u8; head.len() + MIB];
+        // The same head but for its Date, which may have turned a second.
+        let mut second_head = Vec::new();
+        while !second_head.ends_with(b"\r\n\r\n") {
+            let mut byte = [0u8];
+            reader.read_exact(&mut byte).unwrap();
+            second_head.push(byte[0]);
+        }
+        let without_date = |head: &[u8]| -> Vec<String> {
+            String::from_utf8_lossy(head)
+                .lines()
+                .filter(|line| !line.starts_with("Date:"))
+                .map(str::to_owned)
+                .collect()
+        };
+        assert_eq!(without_date(&second_head), without_date(head), "{strategy}");
+        let mut received = vec![0u8; MIB];
         reader.read_exact(&mut received).unwrap();
-        assert!(received[..head.len()] == *head, "{strategy}: the same head");
         // Page-aligned, between the parts.
         std::fs::OpenOptions::new()
             .write(true)
@@ -90,7 +104,7 @@ fn truncation_before_a_later_part_of_a_multipart_body_cuts_the_connection() {
         reader
             .read_to_end(&mut received)
             .unwrap_or_else(|e| panic!("{strategy}: the cut body must end, not stall: {e}"));
-        let body = &received[head.len()..];
+        let body = &received[..];
         assert!(
             body.len() < expected.len(),
             "{strategy}: the body must be cut short"
