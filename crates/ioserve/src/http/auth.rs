@@ -16,6 +16,7 @@ use std::path::Path;
 use std::sync::{Arc, Mutex};
 
 use ioserve_simd::base64::STANDARD;
+use ioserve_simd::hash::RandomState;
 use sha2::{Digest as _, Sha256};
 use subtle::ConstantTimeEq as _;
 
@@ -67,7 +68,7 @@ pub struct Auth {
     /// The key of the cached digests, random for each [`Auth`].
     key: [u8; 16],
     /// Per user, the keyed digest of the last password that verified.
-    verified: Mutex<HashMap<Vec<u8>, [u8; 32]>>,
+    verified: Mutex<HashMap<Vec<u8>, [u8; 32], RandomState>>,
 }
 
 impl Auth {
@@ -92,7 +93,7 @@ impl Auth {
             users,
             challenge: format!("Basic realm=\"{realm}\", charset=\"UTF-8\""),
             key,
-            verified: Mutex::new(HashMap::new()),
+            verified: Mutex::new(HashMap::with_hasher(RandomState::new())),
         }
     }
 

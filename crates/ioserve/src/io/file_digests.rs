@@ -19,6 +19,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::mpsc::{self, Receiver, Sender};
 use std::sync::{Arc, Mutex, PoisonError};
 
+use ioserve_simd::hash::RandomState;
 use lru::LruCache;
 use sha2::{Digest as _, Sha256, Sha512};
 
@@ -93,8 +94,8 @@ struct State {
 /// The cached digests and the versions being hashed.
 #[derive(Debug)]
 struct Cache {
-    ready: LruCache<VersionKey, Digests>,
-    pending: HashSet<VersionKey>,
+    ready: LruCache<VersionKey, Digests, RandomState>,
+    pending: HashSet<VersionKey, RandomState>,
 }
 
 /// A file to hash, as the version `key`.
@@ -108,8 +109,11 @@ impl FileDigests {
     pub fn new() -> io::Result<FileDigests> {
         let state = Arc::new(State {
             cache: Mutex::new(Cache {
-                ready: LruCache::new(NonZeroUsize::new(CACHE_ENTRIES).expect("non-zero")),
-                pending: HashSet::new(),
+                ready: LruCache::with_hasher(
+                    NonZeroUsize::new(CACHE_ENTRIES).expect("non-zero"),
+                    RandomState::new(),
+                ),
+                pending: HashSet::with_hasher(RandomState::new()),
             }),
             persistence_refused: AtomicBool::new(false),
         });

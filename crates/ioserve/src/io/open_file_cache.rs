@@ -26,6 +26,7 @@ use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
+use ioserve_simd::hash::RandomState;
 use lru::LruCache;
 
 use crate::io::kept_contents::ContentBudget;
@@ -57,8 +58,9 @@ struct Entry {
     resolved: Instant,
 }
 
-/// One worker's entries, least recently used last.
-type Shard = Mutex<LruCache<PathBuf, Entry>>;
+/// One worker's entries, least recently used last, keyed by the workspace's AES hash
+/// (random keys per shard).
+type Shard = Mutex<LruCache<PathBuf, Entry, RandomState>>;
 
 /// The cache, one shard per worker; no shards when it is disabled.
 #[derive(Debug)]
@@ -81,7 +83,7 @@ impl OpenFileCache {
     ) -> OpenFileCache {
         let shards: Box<[Shard]> = match NonZeroUsize::new(capacity) {
             Some(capacity) => (0..workers.max(1))
-                .map(|_| Mutex::new(LruCache::new(capacity)))
+                .map(|_| Mutex::new(LruCache::with_hasher(capacity, RandomState::new())))
                 .collect(),
             None => Box::default(),
         };
