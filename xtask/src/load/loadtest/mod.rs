@@ -241,6 +241,11 @@ struct Median {
     errors: u64,
     /// The headline figure (MB/s or requests/s) over nginx's.
     ratio_to_nginx: Option<f64>,
+    /// CPU seconds per GB over nginx's.
+    cpu_ratio_to_nginx: Option<f64>,
+    /// Per round, the headline figure over nginx's in the same round (the servers run
+    /// one after the other within a round): the spread behind `ratio_to_nginx`.
+    round_ratios: Vec<f64>,
 }
 
 #[derive(Serialize)]

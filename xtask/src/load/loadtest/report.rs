@@ -24,17 +24,43 @@ pub(super) fn medians(
             )
             .unwrap_or(f64::NAN)
         };
-        let headline = |server: &str| {
-            if workload.bulk {
-                of(server, |s| s.figures.mb_per_s)
-            } else {
-                of(server, |s| s.figures.requests_per_s)
-            }
+        let headline_of = |sample: &Sample| match workload.bulk {
+            true => sample.figures.mb_per_s,
+            false => sample.figures.requests_per_s,
         };
-        let nginx = specs
-            .iter()
-            .any(|s| s.name == "nginx")
-            .then(|| headline("nginx"));
+        let headline = |server: &str| {
+            median(
+                samples
+                    .iter()
+                    .filter(|s| s.server == server && s.workload == workload.key)
+                    .map(headline_of),
+            )
+            .unwrap_or(f64::NAN)
+        };
+        let has_nginx = specs.iter().any(|s| s.name == "nginx");
+        let nginx = has_nginx.then(|| headline("nginx"));
+        let nginx_cpu = has_nginx.then(|| of("nginx", |s| s.figures.cpu_s_per_gb));
+        let round_ratios = |server: &str| -> Vec<f64> {
+            if !has_nginx {
+                return Vec::new();
+            }
+            let mut ratios: Vec<(usize, f64)> = samples
+                .iter()
+                .filter(|s| s.server == server && s.workload == workload.key)
+                .filter_map(|ours| {
+                    samples
+                        .iter()
+                        .find(|n| {
+                            n.server == "nginx"
+                                && n.workload == workload.key
+                                && n.round == ours.round
+                        })
+                        .map(|theirs| (ours.round, headline_of(ours) / headline_of(theirs)))
+                })
+                .collect();
+            ratios.sort_by_key(|&(round, _)| round);
+            ratios.into_iter().map(|(_, ratio)| ratio).collect()
+        };
         for spec in specs {
             let name = spec.name.as_str();
             out.push(Median {
@@ -54,6 +80,8 @@ pub(super) fn medians(
                     .map(|s| s.errors)
                     .sum(),
                 ratio_to_nginx: nginx.map(|n| headline(name) / n),
+                cpu_ratio_to_nginx: nginx_cpu.map(|n| of(name, |s| s.figures.cpu_s_per_gb) / n),
+                round_ratios: round_ratios(name),
             });
         }
     }
@@ -69,7 +97,7 @@ pub(super) fn render_table(
     let mut text = String::new();
     let _ = writeln!(
         text,
-        "Medians of {} round(s) of {} s per server and workload; wrk -t2 (h2load -t2 for HTTP/2) on the same {} CPUs; ratio = headline figure / nginx's.\n",
+        "Medians of {} round(s) of {} s per server and workload; wrk -t2 (h2load -t2 for HTTP/2) on the same {} CPUs; ratio = headline figure / nginx's (per round: in the same round, the servers one after the other); CPU vs nginx = CPU s/GB / nginx's.\n",
         options.rounds,
         options.duration,
         std::thread::available_parallelism().map_or(1, |n| n.get())
@@ -84,14 +112,19 @@ pub(super) fn render_table(
         let _ = writeln!(text, "({}) {}\n", workload.key, workload.title);
         let _ = writeln!(
             text,
-            "| server | req/s | MB/s | p50 ms | p99 ms | CPU s/GB | peak RSS MiB | errors | {} vs nginx |",
-            if workload.bulk { "MB/s" } else { "req/s" }
+            "| server | req/s | MB/s | p50 ms | p99 ms | CPU s/GB | peak RSS MiB | errors | {unit} vs nginx | per round | CPU vs nginx |",
+            unit = if workload.bulk { "MB/s" } else { "req/s" }
         );
-        let _ = writeln!(text, "|---|---:|---:|---:|---:|---:|---:|---:|---:|");
+        let _ = writeln!(
+            text,
+            "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|"
+        );
+        let ratio = |r: Option<f64>| r.map_or("-".to_string(), |r| format!("{r:.2}x"));
         for m in medians.iter().filter(|m| m.workload == workload.key) {
+            let rounds: Vec<String> = m.round_ratios.iter().map(|r| format!("{r:.2}")).collect();
             let _ = writeln!(
                 text,
-                "| {} | {:.0} | {:.0} | {:.2} | {:.2} | {:.3} | {:.1} | {} | {} |",
+                "| {} | {:.0} | {:.0} | {:.2} | {:.2} | {:.3} | {:.1} | {} | {} | {} | {} |",
                 m.server,
                 m.figures.requests_per_s,
                 m.figures.mb_per_s,
@@ -100,8 +133,13 @@ pub(super) fn render_table(
                 m.figures.cpu_s_per_gb,
                 m.figures.peak_rss_mib,
                 m.errors,
-                m.ratio_to_nginx
-                    .map_or("-".to_string(), |r| format!("{r:.2}x")),
+                ratio(m.ratio_to_nginx),
+                if rounds.is_empty() {
+                    "-".to_string()
+                } else {
+                    rounds.join(", ")
+                },
+                ratio(m.cpu_ratio_to_nginx),
             );
         }
         text.push('\n');
@@ -157,4 +195,69 @@ pub(super) fn render_chart(medians: &[Median], specs: &[ServerSpec]) -> String {
     let names: Vec<&str> = specs.iter().map(|s| s.name.as_str()).collect();
     svg.legend(plot_right + 10.0, top, &names);
     svg.finish()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::super::servers::{select, servers};
+    use super::*;
+
+    fn sample(server: &str, workload: &'static str, round: usize, rps: f64, cpu: f64) -> Sample {
+        Sample {
+            server: server.into(),
+            workload,
+            round,
+            figures: Figures {
+                requests_per_s: rps,
+                mb_per_s: rps / 256.0,
+                p50_ms: 1.0,
+                p99_ms: 2.0,
+                cpu_s_per_gb: cpu,
+                peak_rss_mib: 10.0,
+            },
+            errors: 0,
+        }
+    }
+
+    #[test]
+    fn the_table_gives_each_rounds_ratio_and_the_cpu_ratio() {
+        let specs = select(servers(), &["nginx".into(), "ioserve-sendfile".into()]).unwrap();
+        let workloads = &WORKLOADS[1..2];
+        // nginx's rounds vary by a third, so the ratio of the medians (1.21x) is not
+        // the median of the rounds' ratios (1.38x).
+        let samples = [
+            sample("nginx", "b", 0, 46291.0, 6.0),
+            sample("ioserve-sendfile", "b", 0, 51599.0, 4.0),
+            sample("ioserve-sendfile", "b", 1, 52350.0, 5.0),
+            sample("nginx", "b", 1, 34721.0, 8.0),
+            sample("ioserve-sendfile", "b", 2, 59918.0, 4.5),
+            sample("nginx", "b", 2, 43372.0, 6.5),
+        ];
+        let medians = medians(&samples, &specs, workloads);
+        let options = Options {
+            duration: 10,
+            rounds: 3,
+            only: Vec::new(),
+            connections: 5000,
+            cold: false,
+            tls: false,
+            disk_mbps: 0,
+            client_copy: false,
+            syscalls: false,
+            send_buffer: None,
+        };
+        let table = render_table(&medians, &options, workloads);
+        assert!(
+            table.contains("| errors | req/s vs nginx | per round | CPU vs nginx |"),
+            "{table}"
+        );
+        assert!(
+            table.contains("| 0 | 1.21x | 1.11, 1.51, 1.38 | 0.69x |"),
+            "{table}"
+        );
+        assert!(
+            table.contains("| 0 | 1.00x | 1.00, 1.00, 1.00 | 1.00x |"),
+            "{table}"
+        );
+    }
 }

@@ -173,6 +173,8 @@ mod tests {
             },
             errors: 0,
             ratio_to_nginx: None,
+            cpu_ratio_to_nginx: None,
+            round_ratios: Vec::new(),
         }
     }
 
