@@ -24,19 +24,11 @@ pub(super) fn medians(
             )
             .unwrap_or(f64::NAN)
         };
-        let headline_of = |sample: &Sample| match workload.bulk {
-            true => sample.figures.mb_per_s,
-            false => sample.figures.requests_per_s,
+        let headline_of: fn(&Sample) -> f64 = match workload.bulk {
+            true => |sample| sample.figures.mb_per_s,
+            false => |sample| sample.figures.requests_per_s,
         };
-        let headline = |server: &str| {
-            median(
-                samples
-                    .iter()
-                    .filter(|s| s.server == server && s.workload == workload.key)
-                    .map(headline_of),
-            )
-            .unwrap_or(f64::NAN)
-        };
+        let headline = |server: &str| of(server, headline_of);
         let has_nginx = specs.iter().any(|s| s.name == "nginx");
         let nginx = has_nginx.then(|| headline("nginx"));
         let nginx_cpu = has_nginx.then(|| of("nginx", |s| s.figures.cpu_s_per_gb));
