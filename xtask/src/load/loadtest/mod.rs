@@ -246,6 +246,8 @@ struct Median {
     /// Per round, the headline figure over nginx's in the same round (the servers run
     /// one after the other within a round): the spread behind `ratio_to_nginx`.
     round_ratios: Vec<f64>,
+    /// Per round, CPU seconds per GB over nginx's in the same round.
+    cpu_round_ratios: Vec<f64>,
 }
 
 #[derive(Serialize)]

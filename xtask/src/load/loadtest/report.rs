@@ -32,10 +32,8 @@ pub(super) fn medians(
         let has_nginx = specs.iter().any(|s| s.name == "nginx");
         let nginx = has_nginx.then(|| headline("nginx"));
         let nginx_cpu = has_nginx.then(|| of("nginx", |s| s.figures.cpu_s_per_gb));
-        let round_ratios = |server: &str| -> Vec<f64> {
-            if !has_nginx {
-                return Vec::new();
-            }
+        // Per round, `f` of the server's sample over `f` of nginx's in the same round.
+        let round_ratios = |server: &str, f: fn(&Sample) -> f64| -> Vec<f64> {
             let mut ratios: Vec<(usize, f64)> = samples
                 .iter()
                 .filter(|s| s.server == server && s.workload == workload.key)
@@ -47,7 +45,7 @@ pub(super) fn medians(
                                 && n.workload == workload.key
                                 && n.round == ours.round
                         })
-                        .map(|theirs| (ours.round, headline_of(ours) / headline_of(theirs)))
+                        .map(|theirs| (ours.round, f(ours) / f(theirs)))
                 })
                 .collect();
             ratios.sort_by_key(|&(round, _)| round);
@@ -73,7 +71,8 @@ pub(super) fn medians(
                     .sum(),
                 ratio_to_nginx: nginx.map(|n| headline(name) / n),
                 cpu_ratio_to_nginx: nginx_cpu.map(|n| of(name, |s| s.figures.cpu_s_per_gb) / n),
-                round_ratios: round_ratios(name),
+                round_ratios: round_ratios(name, headline_of),
+                cpu_round_ratios: round_ratios(name, |s| s.figures.cpu_s_per_gb),
             });
         }
     }
@@ -89,7 +88,7 @@ pub(super) fn render_table(
     let mut text = String::new();
     let _ = writeln!(
         text,
-        "Medians of {} round(s) of {} s per server and workload; wrk -t2 (h2load -t2 for HTTP/2) on the same {} CPUs; ratio = headline figure / nginx's (per round: in the same round, the servers one after the other); CPU vs nginx = CPU s/GB / nginx's.\n",
+        "Medians of {} round(s) of {} s per server and workload; wrk -t2 (h2load -t2 for HTTP/2) on the same {} CPUs; ratio = headline figure / nginx's; CPU vs nginx = CPU s/GB / nginx's; per round: the same ratio in each round, the servers measured one after the other.\n",
         options.rounds,
         options.duration,
         std::thread::available_parallelism().map_or(1, |n| n.get())
@@ -104,19 +103,26 @@ pub(super) fn render_table(
         let _ = writeln!(text, "({}) {}\n", workload.key, workload.title);
         let _ = writeln!(
             text,
-            "| server | req/s | MB/s | p50 ms | p99 ms | CPU s/GB | peak RSS MiB | errors | {unit} vs nginx | per round | CPU vs nginx |",
+            "| server | req/s | MB/s | p50 ms | p99 ms | CPU s/GB | peak RSS MiB | errors | {unit} vs nginx | per round | CPU vs nginx | per round |",
             unit = if workload.bulk { "MB/s" } else { "req/s" }
         );
         let _ = writeln!(
             text,
-            "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|"
+            "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|"
         );
         let ratio = |r: Option<f64>| r.map_or("-".to_string(), |r| format!("{r:.2}x"));
+        let rounds = |ratios: &[f64]| match ratios {
+            [] => "-".to_string(),
+            _ => ratios
+                .iter()
+                .map(|r| format!("{r:.2}"))
+                .collect::<Vec<_>>()
+                .join(", "),
+        };
         for m in medians.iter().filter(|m| m.workload == workload.key) {
-            let rounds: Vec<String> = m.round_ratios.iter().map(|r| format!("{r:.2}")).collect();
             let _ = writeln!(
                 text,
-                "| {} | {:.0} | {:.0} | {:.2} | {:.2} | {:.3} | {:.1} | {} | {} | {} | {} |",
+                "| {} | {:.0} | {:.0} | {:.2} | {:.2} | {:.3} | {:.1} | {} | {} | {} | {} | {} |",
                 m.server,
                 m.figures.requests_per_s,
                 m.figures.mb_per_s,
@@ -126,12 +132,9 @@ pub(super) fn render_table(
                 m.figures.peak_rss_mib,
                 m.errors,
                 ratio(m.ratio_to_nginx),
-                if rounds.is_empty() {
-                    "-".to_string()
-                } else {
-                    rounds.join(", ")
-                },
+                rounds(&m.round_ratios),
                 ratio(m.cpu_ratio_to_nginx),
+                rounds(&m.cpu_round_ratios),
             );
         }
         text.push('\n');
@@ -240,11 +243,11 @@ mod tests {
         };
         let table = render_table(&medians, &options, workloads);
         assert!(
-            table.contains("| errors | req/s vs nginx | per round | CPU vs nginx |"),
+            table.contains("| errors | req/s vs nginx | per round | CPU vs nginx | per round |"),
             "{table}"
         );
         assert!(
-            table.contains("| 0 | 1.21x | 1.11, 1.51, 1.38 | 0.69x |"),
+            table.contains("| 0 | 1.21x | 1.11, 1.51, 1.38 | 0.69x | 0.67, 0.62, 0.69 |"),
             "{table}"
         );
         assert!(

@@ -175,6 +175,7 @@ mod tests {
             ratio_to_nginx: None,
             cpu_ratio_to_nginx: None,
             round_ratios: Vec::new(),
+            cpu_round_ratios: Vec::new(),
         }
     }
 
