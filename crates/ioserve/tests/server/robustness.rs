@@ -78,12 +78,7 @@ fn truncation_before_a_later_part_of_a_multipart_body_cuts_the_connection() {
         stream.write_all(request.as_bytes()).unwrap();
         let mut reader = BufReader::new(stream);
         // The same head but for its Date, which may have turned a second.
-        let mut second_head = Vec::new();
-        while !second_head.ends_with(b"\r\n\r\n") {
-            let mut byte = [0u8];
-            reader.read_exact(&mut byte).unwrap();
-            second_head.push(byte[0]);
-        }
+        let second_head = read_head(&mut reader);
         let without_date = |head: &[u8]| -> Vec<String> {
             String::from_utf8_lossy(head)
                 .lines()

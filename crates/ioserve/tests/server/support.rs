@@ -644,6 +644,17 @@ pub fn wait_for_no_connections(server: &Server) {
     wait_for_metric(server, "ioserve_connections_open", |open| open == 0);
 }
 
+/// Reads a response head, through its blank line, and no byte of the body.
+pub fn read_head(reader: &mut impl Read) -> Vec<u8> {
+    let mut head = Vec::new();
+    while !head.ends_with(b"\r\n\r\n") {
+        let mut byte = [0u8];
+        reader.read_exact(&mut byte).unwrap();
+        head.push(byte[0]);
+    }
+    head
+}
+
 /// Reads a response head from a raw stream, leaving the body unread; returns the
 /// Content-Length.
 pub fn start_download(server: &Server, path: &str) -> (BufReader<TcpStream>, usize) {
@@ -652,13 +663,7 @@ pub fn start_download(server: &Server, path: &str) -> (BufReader<TcpStream>, usi
         .write_all(request_bytes("GET", path, &[]).as_bytes())
         .unwrap();
     let mut reader = BufReader::with_capacity(64 * 1024, stream);
-    let mut head = Vec::new();
-    while !head.ends_with(b"\r\n\r\n") {
-        let mut byte = [0u8];
-        reader.read_exact(&mut byte).unwrap();
-        head.push(byte[0]);
-    }
-    let head = String::from_utf8(head).unwrap();
+    let head = String::from_utf8(read_head(&mut reader)).unwrap();
     assert!(head.starts_with("HTTP/1.1 200 "), "{head}");
     let len = head
         .lines()
