@@ -218,6 +218,21 @@ struct Figures {
     peak_rss_mib: f64,
 }
 
+#[cfg(test)]
+impl Figures {
+    /// The report tests' figures: these throughputs and CPU, fixed latencies and RSS.
+    fn for_test(requests_per_s: f64, mb_per_s: f64, cpu_s_per_gb: f64) -> Figures {
+        Figures {
+            requests_per_s,
+            mb_per_s,
+            p50_ms: 1.0,
+            p99_ms: 2.0,
+            cpu_s_per_gb,
+            peak_rss_mib: 10.0,
+        }
+    }
+}
+
 /// One wrk run against one server.
 #[derive(Clone, Debug, Serialize)]
 struct Sample {

@@ -202,14 +202,7 @@ mod tests {
             server: server.into(),
             workload,
             round,
-            figures: Figures {
-                requests_per_s: rps,
-                mb_per_s: rps / 256.0,
-                p50_ms: 1.0,
-                p99_ms: 2.0,
-                cpu_s_per_gb: cpu,
-                peak_rss_mib: 10.0,
-            },
+            figures: Figures::for_test(rps, rps / 256.0, cpu),
             errors: 0,
         }
     }

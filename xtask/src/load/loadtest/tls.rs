@@ -163,14 +163,7 @@ mod tests {
         Median {
             server: server.into(),
             workload,
-            figures: Figures {
-                requests_per_s: rps,
-                mb_per_s: mb,
-                p50_ms: 1.0,
-                p99_ms: 2.0,
-                cpu_s_per_gb: cpu,
-                peak_rss_mib: 10.0,
-            },
+            figures: Figures::for_test(rps, mb, cpu),
             errors: 0,
             ratio_to_nginx: None,
             cpu_ratio_to_nginx: None,
