@@ -120,6 +120,57 @@ fn the_query_orders_both_forms() {
 }
 
 #[test]
+fn names_go_in_natural_order_without_case_in_both_forms() {
+    let root = tempfile::tempdir().unwrap();
+    for name in [
+        "Zeta notes.txt",
+        "file10",
+        "a.txt",
+        "file2",
+        "B.txt",
+        "File1",
+    ] {
+        std::fs::write(root.path().join(name), b"x").unwrap();
+    }
+    std::fs::create_dir(root.path().join("dir10")).unwrap();
+    std::fs::create_dir(root.path().join("Dir9")).unwrap();
+    let expected = [
+        "Dir9",
+        "dir10",
+        "a.txt",
+        "B.txt",
+        "File1",
+        "file2",
+        "file10",
+        "Zeta%20notes.txt",
+    ];
+    let json = [("Accept", "application/json")];
+    for (protocol, strategy) in protocols_and_strategies() {
+        let server = Server::start_over(protocol, strategy, root.path(), &[]);
+        for (query, expected) in [
+            ("", expected.to_vec()),
+            ("?order=desc", {
+                let mut reversed = expected[2..].to_vec();
+                reversed.reverse();
+                [vec!["dir10", "Dir9"], reversed].concat()
+            }),
+        ] {
+            let listed = server.get(&format!("/{query}"), &json);
+            assert_eq!(json_order(&listed.body), expected, "{strategy} {query}");
+            let html = String::from_utf8(server.get(&format!("/{query}"), &[]).body).unwrap();
+            let with_slashes: Vec<String> = expected
+                .iter()
+                .map(|href| match href.starts_with(['D', 'd']) {
+                    true => format!("{href}/"),
+                    false => href.to_string(),
+                })
+                .collect();
+            assert_eq!(html_order(&html), with_slashes, "{strategy} {query}");
+        }
+    }
+}
+
+#[test]
 fn values_that_are_not_allowed_are_refused_by_name() {
     let root = fixture();
     for (protocol, strategy) in protocols_and_strategies() {

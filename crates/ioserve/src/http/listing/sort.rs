@@ -2,6 +2,11 @@
 //! and `order=asc|desc`. Directories come first in every order; among themselves they
 //! have no size to sort by, so a size order lists them by name.
 //!
+//! Names compare as file managers compare them ([`natural`]): without case, and with
+//! runs of digits by their value, so `a.txt` comes before `Zeta notes.txt` and `file2`
+//! before `file10`; names that differ only there are ordered byte-wise, so the order
+//! is total and the same on every request.
+//!
 //! An unknown value is refused (400) with a message naming the parameter and the
 //! values it allows, where Caddy ignores it: a link with a typo then says so instead
 //! of showing an order that was not asked for. Other query parameters are not ours
@@ -15,7 +20,7 @@ use percent_encoding::percent_decode_str;
 /// What a listing is sorted by.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub enum SortKey {
-    /// The name, bytewise.
+    /// The name, in natural order without case ([`natural`]).
     #[default]
     Name,
     /// The size in bytes (directories: by name).
@@ -147,7 +152,7 @@ impl Sort {
             SortKey::Size => a.size.cmp(&b.size),
             SortKey::Time => a.modified.cmp(&b.modified),
         };
-        let within = by_key.then_with(|| a.name.cmp(b.name));
+        let within = by_key.then_with(|| natural(a.name, b.name));
         let within = match self.direction {
             Direction::Ascending => within,
             Direction::Descending => within.reverse(),
@@ -164,6 +169,89 @@ impl Sort {
             Direction::Ascending
         };
         Sort { key, direction }
+    }
+}
+
+/// Compares two names as people read them: runs of ASCII digits by their value (`2` <
+/// `10`, `02` = `2`), everything else character by
+/// character without case (Unicode's lowercase of each character of valid UTF-8, ASCII
+/// case alone in bytes that are not). Names equal that way compare byte-wise, so two
+/// different names are never equal.
+///
+/// Hand-written rather than a crate's: names are bytes (a directory may hold names
+/// that are not UTF-8), and the natural-order crates compare `str`.
+pub fn natural(a: &[u8], b: &[u8]) -> Ordering {
+    natural_without_tie_break(a, b).then_with(|| a.cmp(b))
+}
+
+fn natural_without_tie_break(mut a: &[u8], mut b: &[u8]) -> Ordering {
+    loop {
+        match (a.first(), b.first()) {
+            (None, None) => return Ordering::Equal,
+            (None, Some(_)) => return Ordering::Less,
+            (Some(_), None) => return Ordering::Greater,
+            (Some(x), Some(y)) if x.is_ascii_digit() && y.is_ascii_digit() => {
+                let (run_a, rest_a) = split_digits(a);
+                let (run_b, rest_b) = split_digits(b);
+                let order = compare_numbers(run_a, run_b);
+                if order != Ordering::Equal {
+                    return order;
+                }
+                (a, b) = (rest_a, rest_b);
+            }
+            (Some(_), Some(_)) => {
+                let (char_a, rest_a) = next_char(a);
+                let (char_b, rest_b) = next_char(b);
+                let order = char_a.cmp(&char_b);
+                if order != Ordering::Equal {
+                    return order;
+                }
+                (a, b) = (rest_a, rest_b);
+            }
+        }
+    }
+}
+
+/// The leading run of ASCII digits of `name` and what follows it.
+fn split_digits(name: &[u8]) -> (&[u8], &[u8]) {
+    let end = name
+        .iter()
+        .position(|b| !b.is_ascii_digit())
+        .unwrap_or(name.len());
+    name.split_at(end)
+}
+
+/// Two runs of digits by value, however long.
+fn compare_numbers(a: &[u8], b: &[u8]) -> Ordering {
+    fn significant(run: &[u8]) -> &[u8] {
+        let zeros = run.iter().take_while(|&&d| d == b'0').count();
+        &run[zeros..]
+    }
+    let (a, b) = (significant(a), significant(b));
+    a.len().cmp(&b.len()).then_with(|| a.cmp(b))
+}
+
+/// A character of `name` folded to lowercase (as a `char`, or a byte that does not
+/// start valid UTF-8 mapped past every `char`), and the bytes after it.
+fn next_char(name: &[u8]) -> (u32, &[u8]) {
+    let width = match name[0] {
+        0x00..=0x7f => 1,
+        0xc0..=0xdf => 2,
+        0xe0..=0xef => 3,
+        0xf0..=0xf7 => 4,
+        _ => 0,
+    };
+    let decoded = name
+        .get(..width)
+        .and_then(|bytes| std::str::from_utf8(bytes).ok())
+        .and_then(|text| text.chars().next());
+    match decoded {
+        // The first character of the lowercase mapping (one for all but a few).
+        Some(c) => (c.to_lowercase().next().unwrap_or(c) as u32, &name[width..]),
+        None => (
+            u32::from(char::MAX) + 1 + u32::from(name[0].to_ascii_lowercase()),
+            &name[1..],
+        ),
     }
 }
 
@@ -279,6 +367,76 @@ mod tests {
             sorted(sort(Time, Descending)),
             ["a-dir", "b-dir", "small", "also-small", "big"]
         );
+    }
+
+    #[test]
+    fn names_sort_without_case_and_digit_runs_by_value() {
+        let mut names: Vec<&[u8]> = vec![
+            b"Zeta notes.txt",
+            b"file10",
+            b"a.txt",
+            b"file2",
+            b"File1",
+            b"file02",
+            b"B.txt",
+            b"file2b",
+            b"\xc3\x89t\xc3\xa9.txt", // Été.txt
+            b"\xc3\xa9t\xc3\xa9.txt", // été.txt
+            b"\xff raw",
+            b"file",
+            b"10",
+            b"9",
+        ];
+        names.sort_by(|a, b| natural(a, b));
+        let shown: Vec<String> = names
+            .iter()
+            .map(|n| String::from_utf8_lossy(n).into_owned())
+            .collect();
+        assert_eq!(
+            shown,
+            [
+                "9",
+                "10",
+                "a.txt",
+                "B.txt",
+                "file",
+                "File1",
+                "file02",
+                "file2",
+                "file2b",
+                "file10",
+                "Zeta notes.txt",
+                "\u{c9}t\u{e9}.txt",
+                "\u{e9}t\u{e9}.txt",
+                "\u{fffd} raw",
+            ]
+        );
+    }
+
+    #[test]
+    fn the_name_order_is_total_and_consistent() {
+        let names: [&[u8]; 9] = [
+            b"a", b"A", b"a1", b"a01", b"a001", b"A1", b"\xff", b"\xfe", b"a\xffb",
+        ];
+        for x in names {
+            assert_eq!(natural(x, x), Ordering::Equal);
+            for y in names {
+                assert_eq!(natural(x, y), natural(y, x).reverse(), "{x:?} {y:?}");
+                if x != y {
+                    assert_ne!(natural(x, y), Ordering::Equal, "{x:?} {y:?}");
+                }
+                for z in names {
+                    if natural(x, y).is_lt() && natural(y, z).is_lt() {
+                        assert!(natural(x, z).is_lt(), "{x:?} {y:?} {z:?}");
+                    }
+                }
+            }
+        }
+        // Very long digit runs compare without overflow.
+        let long_a = [b'9'; 64];
+        let mut long_b = [b'0'; 65];
+        long_b[0] = b'1';
+        assert_eq!(natural(&long_a, &long_b), Ordering::Less);
     }
 
     #[test]
