@@ -24,8 +24,11 @@
 //! ```text
 //! serve ──> ops ──> http ──> io
 //!   └────────┴───────┴──────^
+//! serve ──> acme <── ops
 //! ```
 //!
+//! - [`acme`]: automatic HTTPS: the certificate got and renewed from an ACME CA, its
+//!   state directory, the challenge answers; it imports nothing of the others.
 //! - [`io`]: file IO, knowing nothing of HTTP: the served root, shared open files, the
 //!   open-file cache, the response writer and the IO strategies.
 //! - [`http`]: HTTP semantics: request, path, resolve, reply, response, ranges,
@@ -37,6 +40,7 @@
 //! - [`clock`] (the `Date` header's cache) and [`fuzzing`] (invariants shared with the fuzz
 //!   targets, over [`http`]) stand beside them.
 
+pub mod acme;
 pub mod clock;
 #[doc(hidden)]
 pub mod fuzzing;

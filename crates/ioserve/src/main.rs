@@ -21,6 +21,12 @@ fn main() -> ExitCode {
 fn run() -> anyhow::Result<()> {
     let cli = Settings::parse();
     let config = Config::load(cli.clone())?;
+    if cli.check_config {
+        let report = ioserve::serve::check::report(&config)?;
+        print!("{report}");
+        println!("ioserve: the configuration is valid");
+        return Ok(());
+    }
     // Log lines go to stderr through a background writer, so a slow terminal or pipe
     // never stalls a worker; lines are dropped rather than blocking when it falls behind.
     let (writer, _flush_guard) = tracing_appender::non_blocking(std::io::stderr());
@@ -54,11 +60,7 @@ fn run() -> anyhow::Result<()> {
         stdout,
         "ioserve: serving {} at {}://{}/ (strategy {}, {} worker{})",
         server.root().display(),
-        if config.tls_cert.is_some() {
-            "https"
-        } else {
-            "http"
-        },
+        if config.tls() { "https" } else { "http" },
         server.local_addr(),
         config.strategy.name(),
         config.workers,

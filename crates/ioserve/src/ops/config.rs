@@ -15,6 +15,7 @@ use std::time::Duration;
 use clap::Parser;
 use serde::Deserialize;
 
+use crate::acme::{self, AcmeSettings, ChallengeKind};
 use crate::io::strategy::{ColdReads, StrategyKind};
 pub use crate::ops::access_log::Format as AccessLogFormat;
 use crate::ops::placement::{self, PlacementError, WorkerPlace};
@@ -130,6 +131,12 @@ macro_rules! settings {
             #[arg(long, value_name = "FILE")]
             #[serde(skip)]
             pub config: Option<PathBuf>,
+            /// Check the configuration (the settings, the root, the TLS files, the ACME
+            /// state) and print what would be served, as `nginx -t` does; exit 0 when it
+            /// can serve, 1 when not
+            #[arg(long)]
+            #[serde(skip)]
+            pub check_config: bool,
         }
 
         /// Every declared setting, in the order of `--help`.
@@ -152,6 +159,7 @@ macro_rules! settings {
                 Settings {
                     $($name: self.$name.or(fallback.$name),)*
                     config: self.config,
+                    check_config: self.check_config,
                 }
             }
         }
@@ -201,6 +209,12 @@ settings! {
         #[arg(long, value_name = "ADDR")]
         listen: SocketAddr, NeedsRestart
             => listen: SocketAddr = given.listen.unwrap_or(SocketAddr::from(([127, 0, 0, 1], 8080)));
+        /// Let other processes listen on the same address (SO_REUSEPORT across processes,
+        /// as nginx's `listen ... reuseport`): replicas on one host share the connections
+        /// (and the --redirect-http listener); without it a second server on the address
+        /// is refused [default: false]
+        #[arg(long, num_args = 0..=1, default_missing_value = "true", value_name = "BOOL")]
+        reuse_port: bool, NeedsRestart => reuse_port: bool = given.reuse_port.unwrap_or(false);
         /// How file bytes reach the socket (see below) [default: sendfile]
         #[arg(long, value_enum)]
         strategy: StrategyKind, Applied
@@ -415,7 +429,127 @@ settings! {
         #[arg(long, value_enum, value_name = "WHEN")]
         ktls: KtlsSetting, NeedsRestart
             => ktls: KtlsSetting = given.ktls.unwrap_or(KtlsSetting::Auto);
+        /// Serve HTTPS with a certificate for NAME that ioserve gets and renews itself from
+        /// an ACME CA (Let's Encrypt unless --acme-ca says), instead of --tls-cert and
+        /// --tls-key; repeat it for more names on the same certificate [default: off]
+        #[arg(long, value_name = "NAME")]
+        acme_domain: Vec<String>, NeedsRestart
+            => acme_domains: Vec<String> = acme_domains(given)?;
+        /// Contact address the CA is given, for its notices [default: none]
+        #[arg(long, value_name = "ADDR")]
+        acme_email: String, NeedsRestart => acme_email: Option<String> = given
+            .acme_email
+            .as_deref()
+            .map(|address| checked("--acme-email", address, acme::settings::email))
+            .transpose()?;
+        /// The ACME directory URL of the CA [default: Let's Encrypt's,
+        /// https://acme-v02.api.letsencrypt.org/directory]
+        #[arg(long, value_name = "URL")]
+        acme_ca: String, NeedsRestart => acme_ca: String = checked(
+            "--acme-ca",
+            given.acme_ca.as_deref().unwrap_or(acme::settings::LETS_ENCRYPT),
+            acme::settings::directory,
+        )?;
+        /// A PEM file of root certificates to trust for the CA's own HTTPS, beside the
+        /// system's (a private or test CA) [default: none]
+        #[arg(long, value_name = "PEM")]
+        acme_ca_root: PathBuf, NeedsRestart
+            => acme_ca_root: Option<PathBuf> = given.acme_ca_root.clone();
+        /// Where the ACME account, certificates, locks and challenge answers are kept
+        /// (0700); replicas behind one address may share it [default: /var/lib/ioserve/acme]
+        #[arg(long, value_name = "DIR")]
+        acme_state: PathBuf, NeedsRestart => acme_state: PathBuf = given
+            .acme_state
+            .clone()
+            .unwrap_or_else(|| acme::settings::DEFAULT_STATE_DIR.into());
+        /// How the CA checks that this server answers for the names: tls-alpn-01 on the TLS
+        /// listener (port 443) or http-01 on the --redirect-http listener (port 80)
+        /// [default: tls-alpn-01]
+        #[arg(long, value_enum, value_name = "CHALLENGE")]
+        acme_challenge: ChallengeKind, NeedsRestart
+            => acme_challenge: ChallengeKind = acme_challenge(given)?;
+        /// The CA's certificate profile to ask for (the ACME profiles extension), e.g.
+        /// shortlived for Let's Encrypt's 6-day certificates [default: the CA's default]
+        #[arg(long, value_name = "NAME")]
+        acme_profile: String, NeedsRestart => acme_profile: Option<String> = given
+            .acme_profile
+            .as_deref()
+            .map(|name| checked("--acme-profile", name, acme::settings::profile))
+            .transpose()?;
     }
+}
+
+impl Config {
+    /// Whether the listeners speak TLS: with a certificate from files, or from ACME.
+    pub fn tls(&self) -> bool {
+        self.tls_cert.is_some() || !self.acme_domains.is_empty()
+    }
+
+    /// The ACME settings, when `--acme-domain` names at least one name.
+    pub fn acme(&self) -> Option<AcmeSettings> {
+        (!self.acme_domains.is_empty()).then(|| AcmeSettings {
+            domains: self.acme_domains.clone(),
+            email: self.acme_email.clone(),
+            directory: self.acme_ca.clone(),
+            ca_root: self.acme_ca_root.clone(),
+            state: self.acme_state.clone(),
+            challenge: self.acme_challenge,
+            profile: self.acme_profile.clone(),
+        })
+    }
+}
+
+/// `value` of `key` checked by `check`, or an error naming both and what is allowed.
+fn checked(
+    key: &'static str,
+    value: &str,
+    check: fn(&str) -> Result<String, String>,
+) -> Result<String, ConfigError> {
+    check(value)
+        .map_err(|allowed| invalid(key, format!("{value:?}"), format!("allowed: {allowed}")))
+}
+
+/// The `--acme-domain` names, checked, lowercase, each once; refused beside a
+/// certificate from files.
+fn acme_domains(given: &Settings) -> Result<Vec<String>, ConfigError> {
+    let mut names: Vec<String> = Vec::new();
+    for name in given.acme_domain.iter().flatten() {
+        let name = checked("--acme-domain", name, acme::settings::domain)?;
+        if !names.contains(&name) {
+            names.push(name);
+        }
+    }
+    if let (Some(first), true) = (
+        names.first(),
+        given.tls_cert.is_some() || given.tls_key.is_some(),
+    ) {
+        return Err(invalid(
+            "--acme-domain",
+            first,
+            "not with --tls-cert or --tls-key: with --acme-domain ioserve gets the certificate \
+             itself; serve either the files or ACME's certificate",
+        ));
+    }
+    Ok(names)
+}
+
+/// The challenge, refused where it cannot be answered: HTTP-01 needs the plain
+/// listener.
+fn acme_challenge(given: &Settings) -> Result<ChallengeKind, ConfigError> {
+    let challenge = given.acme_challenge.unwrap_or_default();
+    let acme = given
+        .acme_domain
+        .as_ref()
+        .is_some_and(|names| !names.is_empty());
+    if acme && challenge == ChallengeKind::Http01 && given.redirect_http.is_none() {
+        return Err(invalid(
+            "--acme-challenge",
+            challenge.name(),
+            "needs --redirect-http ADDR, the plain HTTP listener (port 80) where the CA \
+             fetches the answer; or use tls-alpn-01 on the TLS listener",
+        ));
+    }
+    Ok(challenge)
 }
 
 impl Config {
@@ -700,6 +834,7 @@ mod tests {
     const SAMPLES: &[(&str, &str, &str)] = &[
         ("root", "/srv", "\"/srv\""),
         ("listen", "127.0.0.1:9999", "\"127.0.0.1:9999\""),
+        ("reuse-port", "true", "true"),
         ("strategy", "mmap", "\"mmap\""),
         ("workers", "1023", "1023"),
         ("runtime", "multi", "\"multi\""),
@@ -750,6 +885,21 @@ mod tests {
         ("hsts", "31536000", "31536000"),
         ("redirect-http", "127.0.0.1:9997", "\"127.0.0.1:9997\""),
         ("ktls", "off", "\"off\""),
+        ("acme-domain", "example.org", "[\"example.org\"]"),
+        ("acme-email", "admin@example.org", "\"admin@example.org\""),
+        (
+            "acme-ca",
+            "https://acme-staging-v02.api.letsencrypt.org/directory",
+            "\"https://acme-staging-v02.api.letsencrypt.org/directory\"",
+        ),
+        (
+            "acme-ca-root",
+            "/etc/ioserve/ca.pem",
+            "\"/etc/ioserve/ca.pem\"",
+        ),
+        ("acme-state", "/srv/acme", "\"/srv/acme\""),
+        ("acme-challenge", "http-01", "\"http-01\""),
+        ("acme-profile", "shortlived", "\"shortlived\""),
     ];
 
     #[test]

@@ -11,6 +11,7 @@ use ioserve_exporter::prometheus_client::collector::Collector;
 use ioserve_exporter::prometheus_client::encoding::DescriptorEncoder;
 use ioserve_exporter::prometheus_client::registry::Registry;
 
+use crate::acme::status::AcmeStatus;
 use crate::http::auth::Failure;
 use crate::ops::tls_outcome::{HandshakeFailure, TlsCipher, TlsMode, TlsVersion};
 
@@ -63,6 +64,8 @@ pub struct Metrics {
     /// Whether the server hands TLS connections to the kernel (`--ktls`): the `ktls`
     /// mode's samples are listed at zero then, else only once counted.
     ktls: bool,
+    /// The certificate's expiry and the orders, with `--acme-domain`.
+    acme: Option<Arc<AcmeStatus>>,
 }
 
 impl Metrics {
@@ -72,12 +75,18 @@ impl Metrics {
             strategy,
             shards: (0..workers.max(1)).map(|_| Shard::default()).collect(),
             ktls: false,
+            acme: None,
         }
     }
 
     /// The same, for a server that hands TLS connections to the kernel when `ktls`.
     pub fn with_ktls(self, ktls: bool) -> Metrics {
         Metrics { ktls, ..self }
+    }
+
+    /// The same, reporting ACME's certificate and orders from `acme`.
+    pub fn with_acme(self, acme: Option<Arc<AcmeStatus>>) -> Metrics {
+        Metrics { acme, ..self }
     }
 
     fn shard(&self, worker: usize) -> &Shard {
@@ -399,6 +408,23 @@ impl Collector for MetricsCollector {
             "Time responses waited for --limit-rate.",
             metrics.sum(|s| &s.paced_micros) as f64 / 1e6,
         )?;
+        if let Some(acme) = &metrics.acme {
+            exposition::gauge_family(
+                out,
+                "ioserve_tls_certificate_expiry_timestamp_seconds",
+                "When the served certificate expires (seconds since the Unix epoch), by name.",
+                acme.expiry()
+                    .into_iter()
+                    .map(|(name, expiry)| ([("name", name)], expiry)),
+            )?;
+            exposition::counter_family(
+                out,
+                "ioserve_acme_orders",
+                "ACME orders placed, by result (issued, or failed: the log has the CA's problem).",
+                acme.orders()
+                    .map(|(result, count)| ([("result", result.label())], count)),
+            )?;
+        }
         exposition::gauge_family(
             out,
             "ioserve_build_info",

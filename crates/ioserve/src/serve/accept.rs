@@ -10,13 +10,13 @@ use std::time::Duration;
 use futures_util::FutureExt as _;
 use ktls::CorkStream;
 use tokio::net::{TcpListener, TcpStream};
-use tokio_rustls::TlsAcceptor;
 use tokio_util::task::TaskTracker;
 
 use crate::http::response::Reply;
 use crate::ops::tls_outcome::{HandshakeFailure, TlsCipher, TlsMode, TlsVersion};
 use crate::serve::ktls::HandOff;
 use crate::serve::shared::{ConnectionSlot, Shared};
+use crate::serve::tls::TlsSetup;
 use crate::serve::transport::Transport;
 use crate::serve::{conn, http2};
 
@@ -92,18 +92,21 @@ fn per_ip_busy() -> Reply {
 /// fails. Where the kernel has kTLS, the handshake runs over a `CorkStream` and the
 /// keys then go to the kernel (`serve/ktls.rs`), within the same timeout.
 async fn answer_tls(
-    tls: TlsAcceptor,
+    tls: TlsSetup,
     stream: TcpStream,
     peer: SocketAddr,
     shared: &Arc<Shared>,
     admission: Admission,
 ) {
     let id = admission.slot.worker();
-    let header_timeout = shared.live().limits.header_timeout;
+    let header_timeout = shared.live().limits.header_timeout + tls.extra_wait();
     let Some(kernel) = &shared.kernel_tls else {
         let handshake = tokio::time::timeout(header_timeout, tls.accept(stream)).await;
-        let Some(stream) = handshake_done(handshake, peer, shared, id) else {
+        let Some(handshake) = handshake_done(handshake, peer, shared, id) else {
             return;
+        };
+        let Some(stream) = handshake else {
+            return tracing::debug!(%peer, "answered a TLS-ALPN-01 validation");
         };
         let session = stream.get_ref().1;
         count_tls(shared, id, TlsMode::Userspace, session);
@@ -111,7 +114,9 @@ async fn answer_tls(
         return answer(stream, peer, shared, admission, h2).await;
     };
     let handed = tokio::time::timeout(header_timeout, async {
-        let stream = tls.accept(CorkStream::new(stream)).await?;
+        let Some(stream) = tls.accept(CorkStream::new(stream)).await? else {
+            return Ok(None);
+        };
         let (version, suite, h2) = {
             let session = stream.get_ref().1;
             (
@@ -121,11 +126,14 @@ async fn answer_tls(
             )
         };
         let handed = kernel.hand_off(stream).await.map_err(ktls_failure)?;
-        Ok::<_, io::Error>((handed, version, suite, h2))
+        Ok::<_, io::Error>(Some((handed, version, suite, h2)))
     })
     .await;
-    let Some((handed, version, suite, h2)) = handshake_done(handed, peer, shared, id) else {
+    let Some(handed) = handshake_done(handed, peer, shared, id) else {
         return;
+    };
+    let Some((handed, version, suite, h2)) = handed else {
+        return tracing::debug!(%peer, "answered a TLS-ALPN-01 validation");
     };
     let (version, cipher) = (
         TlsVersion::of(version),
@@ -297,7 +305,6 @@ fn spawn_connection(
                 admitted,
                 peer_admitted,
             };
-            let tls = TlsAcceptor::from(tls);
             // Boxed: a plain connection's task keeps its size, without the handshake.
             let answering = Box::pin(answer_tls(tls, stream, peer, &shared, admission));
             AssertUnwindSafe(answering).catch_unwind().await

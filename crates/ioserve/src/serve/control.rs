@@ -13,6 +13,7 @@ use crate::ops::config::{Config, ConfigError};
 use crate::serve::error::ServerError;
 use crate::serve::reload;
 use crate::serve::shared::Shared;
+use crate::serve::tls::AcmeTls;
 
 /// The control thread's runtime and the operator's signals, caught from
 /// [`Server::bind`] on.
@@ -55,6 +56,8 @@ pub(super) struct Reload {
     /// Guards of the current access log and of the one before it (whose in-flight
     /// requests may still write), flushed when dropped.
     pub(super) guards: [Option<WorkerGuard>; 2],
+    /// ACME's handshakes, which a reload keeps (the certificate belongs to the process).
+    pub(super) acme: Option<Arc<AcmeTls>>,
 }
 
 /// A function that reads the configuration again.
@@ -146,7 +149,7 @@ fn reload_configuration(shared: &Shared, reload: &mut Reload) {
             return tracing::error!(%error, "SIGHUP: the configuration is invalid; keeping the one in force")
         }
     };
-    let built = match reload::build(&config, reload.descriptor_limit) {
+    let built = match reload::build(&config, reload.descriptor_limit, reload.acme.as_ref()) {
         Ok(built) => built,
         Err(error) => {
             return tracing::error!(%error, "SIGHUP: cannot apply the configuration; keeping the one in force")

@@ -5,6 +5,7 @@ use std::io;
 use std::net::SocketAddr;
 use std::path::PathBuf;
 
+use crate::acme::client::AcmeError;
 use crate::http::htpasswd::HtpasswdError;
 use crate::serve::ktls::KtlsUnavailable;
 use crate::serve::tls::TlsError;
@@ -55,15 +56,18 @@ pub enum ServerError {
     },
     /// `--redirect-http` without TLS: there is no HTTPS to redirect to.
     #[error(
-        "--redirect-http needs --tls-cert and --tls-key (it redirects to the HTTPS listeners)"
+        "--redirect-http needs TLS, --tls-cert and --tls-key or --acme-domain (it redirects to the HTTPS listeners)"
     )]
     RedirectWithoutTls,
     /// `--ktls on` where the kernel cannot encrypt TLS records.
     #[error("--ktls on, but kTLS cannot be had here: {0} (--ktls auto serves TLS in user space instead)")]
     Ktls(KtlsUnavailable),
     /// `--ktls on` without TLS.
-    #[error("--ktls on needs --tls-cert and --tls-key (it hands TLS connections to the kernel)")]
+    #[error("--ktls on needs TLS, --tls-cert and --tls-key or --acme-domain (it hands TLS connections to the kernel)")]
     KtlsWithoutTls,
+    /// ACME cannot start (an unusable `--acme-ca-root`, for one).
+    #[error("--acme-domain: {0}")]
+    Acme(AcmeError),
     /// A runtime or thread could not be created.
     #[error("cannot start a worker: {0}")]
     Worker(io::Error),

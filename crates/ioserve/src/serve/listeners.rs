@@ -24,15 +24,24 @@ pub(super) fn bind(
             share_inherited(inherited, config)?
         }
         None => {
-            // With port 0 the kernel picks a port: every worker binds that one.
-            let local_addr = claim(config.listen).map_err(listen_error(config.listen))?;
             let sockets = match config.runtime {
                 RuntimeKind::PerCore => config.workers,
                 RuntimeKind::Multi => 1,
             };
-            let listeners = (0..sockets)
-                .map(|_| bind_reuseport(local_addr).map_err(listen_error(local_addr)))
-                .collect::<Result<Vec<_>, _>>()?;
+            // With port 0 the kernel picks a port: every worker binds that one.
+            let (local_addr, mut listeners) = if config.reuse_port {
+                // Other processes may share the address: the first socket joins (or
+                // starts) its SO_REUSEPORT group and names the port.
+                let first = bind_reuseport(config.listen).map_err(listen_error(config.listen))?;
+                let local_addr = first.local_addr().map_err(listen_error(config.listen))?;
+                (local_addr, vec![first])
+            } else {
+                let local_addr = claim(config.listen).map_err(listen_error(config.listen))?;
+                (local_addr, Vec::new())
+            };
+            while listeners.len() < sockets {
+                listeners.push(bind_reuseport(local_addr).map_err(listen_error(local_addr))?);
+            }
             (local_addr, listeners)
         }
     };
@@ -85,10 +94,16 @@ pub(super) fn bind_metrics(config: &Config) -> Result<Option<std::net::TcpListen
 }
 
 /// The plain listener of `--redirect-http`, when it is set.
+/// With `--reuse-port`, replicas share it too (whichever the CA's HTTP-01 validation
+/// reaches answers it from the shared state directory).
 pub(super) fn bind_redirect(config: &Config) -> Result<Option<std::net::TcpListener>, ServerError> {
+    let bind = match config.reuse_port {
+        true => bind_reuseport,
+        false => bind_exclusive,
+    };
     config
         .redirect_http
-        .map(|addr| bind_exclusive(addr).map_err(listen_error(addr)))
+        .map(|addr| bind(addr).map_err(listen_error(addr)))
         .transpose()
 }
 
@@ -154,7 +169,8 @@ fn share_inherited(
 /// picked when it was 0. A socket bound without SO_REUSEPORT conflicts with any other
 /// socket on the address, so another ioserve (which would otherwise join our
 /// SO_REUSEPORT group and take part of the traffic) makes this fail with "address
-/// already in use"; the socket is closed again before the workers bind.
+/// already in use"; the socket is closed again before the workers bind. Replicas that
+/// mean to share the address say so with `--reuse-port`, which skips this.
 fn claim(addr: SocketAddr) -> io::Result<SocketAddr> {
     let socket = Socket::new(Domain::for_address(addr), Type::STREAM, Some(Protocol::TCP))?;
     socket.set_reuse_address(true)?;
@@ -175,7 +191,8 @@ fn bind_exclusive(addr: SocketAddr) -> io::Result<std::net::TcpListener> {
     Ok(socket.into())
 }
 
-/// One worker's listener; the workers of this process share the address.
+/// One worker's listener; the workers of this process (and, with `--reuse-port`, of
+/// other processes) share the address.
 fn bind_reuseport(addr: SocketAddr) -> io::Result<std::net::TcpListener> {
     let socket = Socket::new(Domain::for_address(addr), Type::STREAM, Some(Protocol::TCP))?;
     socket.set_reuse_address(true)?;

@@ -1,6 +1,7 @@
 //! The server: listeners, workers, connections, the operator's signals and reloads.
 
 pub mod accept;
+pub mod check;
 pub mod conn;
 mod control;
 mod error;

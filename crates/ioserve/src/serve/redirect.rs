@@ -1,5 +1,7 @@
 //! `--redirect-http ADDR`: a plain HTTP listener beside the HTTPS ones that answers
-//! every request with 308 to the same URL over HTTPS, and closes.
+//! every request with 308 to the same URL over HTTPS, and closes; with ACME's HTTP-01
+//! challenge pending, it answers `GET /.well-known/acme-challenge/TOKEN` with the key
+//! authorization instead (this process's, or a replica's from the state directory).
 //!
 //! The location is `https://` + the request's `Host` without its port + `:PORT` of the
 //! HTTPS listener (none for 443) + the request target (path and query). A request
@@ -13,6 +15,8 @@ use tokio::io::{AsyncReadExt as _, AsyncWriteExt as _};
 use tokio::net::{TcpListener, TcpStream};
 use tokio_util::task::TaskTracker;
 
+use crate::acme::certificates::Certificates;
+use crate::acme::challenge::HTTP01_PREFIX;
 use crate::http::request::MAX_HEAD_BYTES;
 use crate::http::response::{Body, Reply};
 use crate::serve::shared::Shared;
@@ -23,7 +27,12 @@ const MAX_HEADERS: usize = 64;
 /// Answers the connections of `listener` with redirects to `https_port` until
 /// shutdown, then waits for those in flight (each lasts at most the header timeout
 /// and the send timeout).
-pub(super) async fn serve(listener: std::net::TcpListener, https_port: u16, shared: Arc<Shared>) {
+pub(super) async fn serve(
+    listener: std::net::TcpListener,
+    https_port: u16,
+    shared: Arc<Shared>,
+    acme: Option<Arc<Certificates>>,
+) {
     let listener = match TcpListener::from_std(listener) {
         Ok(listener) => listener,
         Err(error) => return tracing::error!(%error, "redirect listener unusable"),
@@ -37,8 +46,10 @@ pub(super) async fn serve(listener: std::net::TcpListener, https_port: u16, shar
         match accepted {
             Ok((stream, peer)) => {
                 let limits = shared.live().limits.clone();
+                let acme = acme.clone();
                 connections.spawn(async move {
-                    let answered = answer(stream, https_port, limits.header_timeout);
+                    let answered =
+                        answer(stream, https_port, limits.header_timeout, acme.as_deref());
                     if tokio::time::timeout(limits.send_timeout, answered)
                         .await
                         .is_err()
@@ -59,10 +70,15 @@ pub(super) async fn serve(listener: std::net::TcpListener, https_port: u16, shar
 }
 
 /// Reads one request head (within `header_timeout`) and answers it.
-async fn answer(mut stream: TcpStream, https_port: u16, header_timeout: Duration) {
+async fn answer(
+    mut stream: TcpStream,
+    https_port: u16,
+    header_timeout: Duration,
+    acme: Option<&Certificates>,
+) {
     let mut buf = Vec::with_capacity(1024);
     let reply = match tokio::time::timeout(header_timeout, read_head(&mut stream, &mut buf)).await {
-        Ok(Head::Complete) => reply_to(&buf, https_port),
+        Ok(Head::Complete) => reply_to(&buf, https_port, acme),
         Ok(Head::TooLarge) => Reply::error(431),
         Ok(Head::Closed) => return,
         Err(_elapsed) => Reply::error(408),
@@ -102,12 +118,24 @@ async fn read_head(stream: &mut TcpStream, buf: &mut Vec<u8>) -> Head {
     }
 }
 
-/// The answer to the complete head in `buf`: 308 to its HTTPS URL, or 400.
-fn reply_to(buf: &[u8], https_port: u16) -> Reply {
+/// The answer to the complete head in `buf`: an HTTP-01 key authorization, 308 to its
+/// HTTPS URL, or 400.
+fn reply_to(buf: &[u8], https_port: u16, acme: Option<&Certificates>) -> Reply {
     let mut headers = [httparse::EMPTY_HEADER; MAX_HEADERS];
     let mut request = httparse::Request::new(&mut headers);
     if !matches!(request.parse(buf), Ok(httparse::Status::Complete(_))) {
         return Reply::error(400);
+    }
+    let token = request
+        .path
+        .and_then(|path| path.strip_prefix(HTTP01_PREFIX));
+    if let (Some(token), Some(acme), Some("GET")) = (token, acme, request.method) {
+        if let Some(key_authorization) = acme.challenges.http01_answer(token) {
+            tracing::debug!(token, "answered an HTTP-01 validation");
+            return Reply::new(200)
+                .header("Content-Type", "application/octet-stream")
+                .with_bytes(key_authorization.into_bytes());
+        }
     }
     let mut hosts = request
         .headers

@@ -26,7 +26,7 @@ use crate::ops::budget;
 use crate::ops::config::{Config, OnReload};
 use crate::serve::error::ServerError;
 use crate::serve::shared::{Limits, Live};
-use crate::serve::tls;
+use crate::serve::tls::{self, AcmeTls, TlsSetup};
 
 /// A built set of settings and the guard that flushes its access log.
 pub(crate) struct Built {
@@ -38,8 +38,13 @@ pub(crate) struct Built {
     pub fitted: budget::Fitted,
 }
 
-/// Builds the settings of `config` for a process with this many descriptors allowed.
-pub(crate) fn build(config: &Config, descriptor_limit: u64) -> Result<Built, ServerError> {
+/// Builds the settings of `config` for a process with this many descriptors allowed,
+/// whose ACME certificate (if it has one: it belongs to the process) `acme` presents.
+pub(crate) fn build(
+    config: &Config,
+    descriptor_limit: u64,
+    acme: Option<&Arc<AcmeTls>>,
+) -> Result<Built, ServerError> {
     let root =
         Root::open(&config.root, config.follow_symlinks).map_err(|source| ServerError::Root {
             path: config.root.clone(),
@@ -87,8 +92,8 @@ pub(crate) fn build(config: &Config, descriptor_limit: u64) -> Result<Built, Ser
         None => None,
     };
     let tls = match (&config.tls_cert, &config.tls_key) {
-        (Some(cert), Some(key)) => Some(tls::load(cert, key)?),
-        (None, None) => None,
+        (Some(cert), Some(key)) => Some(TlsSetup::Files(tls::load(cert, key)?)),
+        (None, None) => acme.map(|acme| TlsSetup::Acme(Arc::clone(acme))),
         (Some(_), None) => {
             return Err(ServerError::TlsHalfPair {
                 given: "--tls-cert",
@@ -195,6 +200,7 @@ mod tests {
             restart,
             [
                 "listen",
+                "reuse-port",
                 "workers",
                 "runtime",
                 "pin",
@@ -205,7 +211,14 @@ mod tests {
                 "shutdown-timeout",
                 "max-connections",
                 "redirect-http",
-                "ktls"
+                "ktls",
+                "acme-domain",
+                "acme-email",
+                "acme-ca",
+                "acme-ca-root",
+                "acme-state",
+                "acme-challenge",
+                "acme-profile"
             ]
         );
         // A change to two of them is named, in declaration order.
@@ -222,7 +235,7 @@ mod tests {
         let mut bad = config(&[]);
         bad.root = "/no/such/root".into();
         assert!(matches!(
-            build(&bad, 1 << 20),
+            build(&bad, 1 << 20, None),
             Err(ServerError::Root { .. })
         ));
     }

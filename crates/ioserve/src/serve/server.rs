@@ -28,6 +28,10 @@ use ioserve_exporter::server::MetricsServer;
 use tokio::net::TcpListener;
 use tokio_util::sync::CancellationToken;
 
+use crate::acme::certificates::Certificates;
+use crate::acme::client::AcmeError;
+use crate::acme::manager::Manager;
+use crate::acme::ChallengeKind;
 use crate::io::strategy::StrategyKind;
 use crate::ops::config::{Config, KtlsSetting, RuntimeKind};
 use crate::ops::metrics::{self, Metrics};
@@ -40,6 +44,7 @@ use crate::serve::listeners;
 use crate::serve::redirect;
 use crate::serve::reload;
 use crate::serve::shared::Shared;
+use crate::serve::tls::AcmeTls;
 use crate::serve::workers::{self, Placement};
 
 /// A bound, not yet running server.
@@ -57,6 +62,8 @@ pub struct Server {
     numa: Option<Vec<WorkerPlace>>,
     reload: Reload,
     control: Control,
+    /// Gets and renews the certificate, with `--acme-domain`.
+    acme: Option<Manager>,
 }
 
 impl Server {
@@ -71,9 +78,24 @@ impl Server {
         let descriptor_limit = rustix::process::getrlimit(rustix::process::Resource::Nofile)
             .current
             .unwrap_or(u64::MAX);
-        let built = reload::build(config, descriptor_limit)?;
+        let acme = config
+            .acme()
+            .map(Manager::start)
+            .transpose()
+            .map_err(ServerError::Acme)?;
+        let acme_tls = match &acme {
+            Some(manager) => Some(Arc::new(
+                AcmeTls::new(manager.certificates())
+                    .map_err(|error| ServerError::Acme(AcmeError::Setup(error.to_string())))?,
+            )),
+            None => None,
+        };
+        let built = reload::build(config, descriptor_limit, acme_tls.as_ref())?;
         let (local_addr, listeners) = listeners::bind(config)?;
         let metrics_listener = listeners::bind_metrics(config)?;
+        if acme.is_some() {
+            log_validation_port(config, local_addr);
+        }
         if config.redirect_http.is_some() && built.live.tls.is_none() {
             return Err(ServerError::RedirectWithoutTls);
         }
@@ -89,8 +111,7 @@ impl Server {
                 StrategyKind::Read | StrategyKind::Buffered => {}
             }
         }
-        if config.auth_file.is_some() && config.tls_cert.is_none() && !local_addr.ip().is_loopback()
-        {
+        if config.auth_file.is_some() && !config.tls() && !local_addr.ip().is_loopback() {
             tracing::warn!(
                 listen = %local_addr,
                 "--auth-file without TLS on a non-loopback address: credentials cross the \
@@ -101,7 +122,8 @@ impl Server {
             built.live,
             Arc::new(
                 Metrics::new(config.workers, config.strategy.name())
-                    .with_ktls(kernel_tls.is_some()),
+                    .with_ktls(kernel_tls.is_some())
+                    .with_acme(acme.as_ref().map(Manager::status)),
             ),
             built.fitted.max_connections,
             config.workers,
@@ -123,8 +145,10 @@ impl Server {
                 descriptor_limit,
                 source: None,
                 guards: [built.guard, None],
+                acme: acme_tls,
             },
             control,
+            acme,
         })
     }
 
@@ -179,6 +203,7 @@ impl Server {
             numa,
             mut reload,
             control,
+            acme,
         } = self;
         let placement = Arc::new(Placement { pin, numa });
         let threads = match runtime {
@@ -205,11 +230,15 @@ impl Server {
                         None
                     }
                 });
+            let answers: Option<Arc<Certificates>> = acme.as_ref().map(Manager::certificates);
+            let acme_running =
+                acme.map(|manager| tokio::spawn(manager.run(shared.shutdown.clone())));
             let redirecting = redirect_listener.map(|listener| {
                 tokio::spawn(redirect::serve(
                     listener,
                     local_addr.port(),
                     Arc::clone(&shared),
+                    answers,
                 ))
             });
             tokio::spawn(control::sweep_open_files(Arc::clone(&shared)));
@@ -225,6 +254,11 @@ impl Server {
                     tracing::error!("the metrics server panicked");
                 }
             }
+            if let Some(acme_running) = acme_running {
+                if acme_running.await.is_err() {
+                    tracing::error!("the ACME manager panicked");
+                }
+            }
         });
         control::notify(&[sd_notify::NotifyState::Stopping]);
         for handle in threads {
@@ -235,6 +269,23 @@ impl Server {
         // The last lines of the access log reach their file before run returns.
         drop(reload);
         Ok(())
+    }
+}
+
+/// Says where the CA will validate, when the server does not listen there itself (a
+/// port forward or a load balancer may bring the CA to it; else validation fails).
+fn log_validation_port(config: &Config, tls_addr: SocketAddr) {
+    let (port, listening) = match config.acme_challenge {
+        ChallengeKind::TlsAlpn01 => (443, Some(tls_addr.port())),
+        ChallengeKind::Http01 => (80, config.redirect_http.map(|addr| addr.port())),
+    };
+    if listening != Some(port) {
+        tracing::info!(
+            challenge = config.acme_challenge.name(),
+            listening = ?listening,
+            "acme: the CA validates on port {port}; make it reach this listener (a port \
+             forward, or a load balancer in front)"
+        );
     }
 }
 

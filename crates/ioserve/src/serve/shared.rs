@@ -13,7 +13,6 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use arc_swap::ArcSwap;
-use rustls::ServerConfig;
 use tokio::sync::Notify;
 use tokio_util::sync::CancellationToken;
 
@@ -25,6 +24,7 @@ use crate::ops::access_log::AccessLog;
 use crate::ops::metrics::Metrics;
 use crate::serve::ktls::KernelTls;
 use crate::serve::per_ip::PerIpConnections;
+use crate::serve::tls::TlsSetup;
 
 /// Per-connection limits.
 #[derive(Clone, Debug)]
@@ -55,8 +55,9 @@ pub(crate) struct Live {
     pub access_log: Option<AccessLog>,
     /// Basic authentication, when `--auth-file` is set.
     pub auth: Option<Arc<Auth>>,
-    /// HTTPS for new connections, when `--tls-cert` and `--tls-key` are set.
-    pub tls: Option<Arc<ServerConfig>>,
+    /// HTTPS for new connections, when `--tls-cert` and `--tls-key` or
+    /// `--acme-domain` are set.
+    pub tls: Option<TlsSetup>,
     /// `--hsts`: the `max-age` of `Strict-Transport-Security` on HTTPS responses.
     pub hsts: Option<u64>,
 }

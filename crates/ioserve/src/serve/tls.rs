@@ -1,20 +1,118 @@
 //! HTTPS in user space: the certificate chain and key of `--tls-cert` and `--tls-key`
-//! loaded, checked and made into a rustls server configuration.
+//! loaded, checked and made into a rustls server configuration, or the certificate
+//! that ACME keeps (`--acme-domain`, [`crate::acme`]) presented through its resolvers.
 //!
 //! rustls on the ring provider, TLS 1.2 and 1.3 only with its safe defaults, session
 //! resumption on (a session cache and stateless tickets), 0-RTT off, the server's
 //! cipher suite order, ALPN `h2` then `http/1.1`.
 //! The configuration is part of the `Live` settings (`serve/shared.rs`), so SIGHUP
 //! loads the pair again for new connections: one in flight keeps its session, and a
-//! pair that fails to load leaves the old settings in force.
+//! pair that fails to load leaves the old settings in force. ACME's certificate is
+//! swapped by its manager instead, and a reload keeps the same resolvers.
+//!
+//! With ACME, the handshake first reads the client's hello: a client that offers ALPN
+//! `acme-tls/1` is the CA validating TLS-ALPN-01 and gets the challenge's certificate
+//! (then the connection closes); any other waits, up to [`CERTIFICATE_WAIT`], while
+//! there is no valid certificate yet (the first order at start, or one that expired
+//! while the CA was away), instead of being presented a wrong one.
 
 use std::io;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
+use std::time::Duration;
 
 use rustls::pki_types::pem::PemObject as _;
 use rustls::pki_types::{CertificateDer, PrivateKeyDer};
-use rustls::server::ServerConfig;
+use rustls::server::{ResolvesServerCert, ServerConfig};
+use tokio::io::{AsyncRead, AsyncWrite, AsyncWriteExt as _};
+use tokio_rustls::server::TlsStream;
+use tokio_rustls::{LazyConfigAcceptor, TlsAcceptor};
+
+use crate::acme::certificates::{Certificates, ChallengeResolver, ServingResolver};
+use crate::acme::challenge::ACME_TLS_ALPN;
+
+/// How long a handshake may wait for ACME's first (or next valid) certificate, beyond
+/// the header timeout: an order with a public CA takes seconds.
+pub(crate) const CERTIFICATE_WAIT: Duration = Duration::from_secs(30);
+
+/// Where the TLS listeners' certificate comes from.
+#[derive(Clone, Debug)]
+pub(crate) enum TlsSetup {
+    /// `--tls-cert` and `--tls-key`.
+    Files(Arc<ServerConfig>),
+    /// ACME's certificate (`--acme-domain`), and the TLS-ALPN-01 answers.
+    Acme(Arc<AcmeTls>),
+}
+
+/// The configurations of ACME's handshakes.
+#[derive(Debug)]
+pub(crate) struct AcmeTls {
+    /// For clients: the served certificate.
+    serving: Arc<ServerConfig>,
+    /// For the CA's TLS-ALPN-01 validation: the challenge's certificate, ALPN
+    /// `acme-tls/1` only.
+    challenge: Arc<ServerConfig>,
+    /// What both present.
+    certificates: Arc<Certificates>,
+}
+
+impl AcmeTls {
+    /// The configurations presenting what `certificates` holds.
+    pub(crate) fn new(certificates: Arc<Certificates>) -> Result<AcmeTls, rustls::Error> {
+        let serving = server_config(Arc::new(ServingResolver(Arc::clone(&certificates))))?;
+        let mut challenge =
+            ServerConfig::builder_with_provider(Arc::new(rustls::crypto::ring::default_provider()))
+                .with_safe_default_protocol_versions()?
+                .with_no_client_auth()
+                .with_cert_resolver(Arc::new(ChallengeResolver(Arc::clone(&certificates))));
+        challenge.alpn_protocols = vec![ACME_TLS_ALPN.to_vec()];
+        Ok(AcmeTls {
+            serving: Arc::new(serving),
+            challenge: Arc::new(challenge),
+            certificates,
+        })
+    }
+}
+
+impl TlsSetup {
+    /// How long a handshake may take beyond the header timeout.
+    pub(crate) fn extra_wait(&self) -> Duration {
+        match self {
+            TlsSetup::Files(_) => Duration::ZERO,
+            TlsSetup::Acme(_) => CERTIFICATE_WAIT,
+        }
+    }
+
+    /// The server's side of the handshake on `io`: the stream to serve, or `None` when
+    /// it was the CA's TLS-ALPN-01 validation, answered (the connection is closed).
+    pub(crate) async fn accept<IO>(&self, io: IO) -> io::Result<Option<TlsStream<IO>>>
+    where
+        IO: AsyncRead + AsyncWrite + Unpin,
+    {
+        let acme = match self {
+            TlsSetup::Files(config) => {
+                let stream = TlsAcceptor::from(Arc::clone(config)).accept(io).await?;
+                return Ok(Some(stream));
+            }
+            TlsSetup::Acme(acme) => acme,
+        };
+        let start = LazyConfigAcceptor::new(rustls::server::Acceptor::default(), io).await?;
+        let validating = start
+            .client_hello()
+            .alpn()
+            .is_some_and(|mut offered| offered.any(|protocol| protocol == ACME_TLS_ALPN));
+        if validating {
+            let mut stream = start.into_stream(Arc::clone(&acme.challenge)).await?;
+            let _ = stream.shutdown().await;
+            return Ok(None);
+        }
+        // Without a valid certificate after the wait, the resolver has none to give
+        // and rustls refuses the handshake with an alert.
+        acme.certificates.wait_until_valid(CERTIFICATE_WAIT).await;
+        let stream = start.into_stream(Arc::clone(&acme.serving)).await?;
+        Ok(Some(stream))
+    }
+}
 
 /// Why a certificate and key cannot serve HTTPS; each names its file.
 #[derive(Debug, thiserror::Error)]
@@ -98,15 +196,14 @@ pub fn load(cert: &Path, key: &Path) -> Result<Arc<ServerConfig>, TlsError> {
         }
         Err(error) => return Err(bad_pem(key, &error)),
     };
-    let provider = Arc::new(rustls::crypto::ring::default_provider());
-    let signing_key = provider
+    let signing_key = rustls::crypto::ring::default_provider()
         .key_provider
-        .load_private_key(private_key.clone_key())
+        .load_private_key(private_key)
         .map_err(|source| TlsError::BadKey {
             path: key.into(),
             source,
         })?;
-    let certified = rustls::sign::CertifiedKey::new(chain.clone(), signing_key);
+    let certified = rustls::sign::CertifiedKey::new(chain, signing_key);
     match certified.keys_match() {
         Ok(()) => {}
         Err(rustls::Error::InconsistentKeys(rustls::InconsistentKeys::KeyMismatch)) => {
@@ -126,19 +223,25 @@ pub fn load(cert: &Path, key: &Path) -> Result<Arc<ServerConfig>, TlsError> {
         path: cert.into(),
         source,
     };
-    let mut config = ServerConfig::builder_with_provider(provider)
-        .with_safe_default_protocol_versions()
-        .map_err(bad_certificate)?
-        .with_no_client_auth()
-        .with_single_cert(chain, private_key)
-        .map_err(bad_certificate)?;
+    let resolver = rustls::sign::SingleCertAndKey::from(certified);
+    let config = server_config(Arc::new(resolver)).map_err(bad_certificate)?;
+    Ok(Arc::new(config))
+}
+
+/// The configuration of client handshakes presenting what `resolver` gives.
+fn server_config(resolver: Arc<dyn ResolvesServerCert>) -> Result<ServerConfig, rustls::Error> {
+    let mut config =
+        ServerConfig::builder_with_provider(Arc::new(rustls::crypto::ring::default_provider()))
+            .with_safe_default_protocol_versions()?
+            .with_no_client_auth()
+            .with_cert_resolver(resolver);
     // kTLS (`--ktls`, serve/ktls.rs) takes the traffic keys from rustls after the
     // handshake.
     config.enable_secret_extraction = true;
     // Resumption by stateless tickets beside the default session cache; 0-RTT stays off
     // (max_early_data_size is 0 by default): replayed early data is not for a server
     // that cannot tell idempotent requests from others at that point.
-    config.ticketer = rustls::crypto::ring::Ticketer::new().map_err(bad_certificate)?;
+    config.ticketer = rustls::crypto::ring::Ticketer::new()?;
     // HTTP/2 first, as clients expect; a client that offers neither (or no ALPN at
     // all) gets HTTP/1.1.
     config.alpn_protocols = vec![b"h2".to_vec(), b"http/1.1".to_vec()];
@@ -146,7 +249,7 @@ pub fn load(cert: &Path, key: &Path) -> Result<Arc<ServerConfig>, TlsError> {
     // client's: a scanner (testssl.sh) rates a server that lets the client pick as
     // having no cipher order, a high finding.
     config.ignore_client_order = true;
-    Ok(Arc::new(config))
+    Ok(config)
 }
 
 /// The bytes of `path`, which must hold PEM.

@@ -464,7 +464,7 @@ fn redirect_http_without_tls_stops_the_start() {
     let (dir, _) = tree();
     let stderr = start_fails(dir.path(), &["--redirect-http", "127.0.0.1:0"]);
     assert!(
-        stderr.contains("--redirect-http needs --tls-cert"),
+        stderr.contains("--redirect-http needs TLS, --tls-cert and --tls-key or --acme-domain"),
         "{stderr}"
     );
 }
@@ -766,7 +766,7 @@ fn ktls_on_refuses_to_start_where_the_kernel_has_no_tls_and_without_tls() {
     let pair = Pair::write(certs.path(), &valid("ioserve test"));
     let stderr = start_fails(dir.path(), &["--ktls", "on"]);
     assert!(
-        stderr.contains("--ktls on needs --tls-cert and --tls-key"),
+        stderr.contains("--ktls on needs TLS, --tls-cert and --tls-key or --acme-domain"),
         "{stderr}"
     );
     let mut flags = pair.flags();
