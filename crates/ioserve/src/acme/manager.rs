@@ -341,8 +341,9 @@ impl Manager {
     }
 
     /// When the served certificate is to be renewed: now without one (or one that does
-    /// not name every name, or has expired); else in the CA's suggested window, asked
-    /// again when the CA said to; else when a third of its lifetime is left.
+    /// not name every name, or has expired); else in the CA's suggested window (but
+    /// no later than when a tenth of its lifetime is left), asked again when the CA
+    /// said to; else when a third of its lifetime is left.
     async fn due_at(&mut self) -> SystemTime {
         let now = SystemTime::now();
         let Some(current) = self.certificates.current() else {
@@ -366,7 +367,8 @@ impl Manager {
         if let (Some(identifier), Ok(account)) = (&current.identifier, self.account().await) {
             match client::renewal_window(&account, identifier).await {
                 Ok(((start, end), ask_again)) => {
-                    renewal.at = schedule::in_window(start, end, fastrand::f64());
+                    renewal.at = schedule::in_window(start, end, fastrand::f64())
+                        .min(schedule::latest(current.not_before, current.not_after));
                     renewal.ask_again = Some(now + ask_again.max(Duration::from_secs(1)));
                     source = "the CA's renewal window (ARI)";
                 }

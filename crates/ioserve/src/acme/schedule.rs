@@ -34,6 +34,16 @@ pub fn in_window(start: SystemTime, end: SystemTime, random: f64) -> SystemTime 
     start + width.mul_f64(random.clamp(0.0, 1.0))
 }
 
+/// When a tenth of the lifetime is left: the latest a renewal is scheduled, whatever
+/// the CA's window says (RFC 9773 lets a client renew before its window), so that
+/// failed attempts have time to be retried before the certificate expires. A window
+/// that ends at the expiry (pebble's, for a short-lived certificate) would otherwise
+/// let a renewal start in the last second.
+pub fn latest(not_before: SystemTime, not_after: SystemTime) -> SystemTime {
+    let lifetime = not_after.duration_since(not_before).unwrap_or_default();
+    not_after - lifetime / 10
+}
+
 /// Waits between failed attempts.
 #[derive(Clone, Copy, Debug, Default)]
 pub struct Backoff {
@@ -89,6 +99,10 @@ mod tests {
         assert_eq!(in_window(start, end, 1.0), end);
         assert_eq!(in_window(start, end, 0.5), start + day / 2);
         assert_eq!(in_window(end, start, 0.5), end);
+        assert_eq!(
+            latest(start, start + Duration::from_secs(60)),
+            start + Duration::from_secs(54)
+        );
     }
 
     #[test]
