@@ -1,6 +1,7 @@
 //! Integration tests: the real `ioserve` binary, spoken to over TCP, under every IO
 //! strategy. Bodies are compared byte for byte with the files.
 
+mod acme;
 mod auth;
 mod cold;
 mod digests;
