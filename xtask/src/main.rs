@@ -26,17 +26,19 @@
 //! cargo xtask probe-overhead     dd under probe, strace -c and perf trace (as root)
 //! cargo xtask hash-quality       simd's hash beside foldhash-quality and gxhash
 //! cargo xtask browser [--docs]   ioserve's listing in headless Chromium (WebDriver, axe)
+//! cargo xtask acme [--only NAME]  ioserve's ACME client against pebble (Let's Encrypt's test CA)
 //! ```
 //!
 //! The modules group the tasks by job: `ci` (the CI run and the checks only it makes,
 //! probe's BPF objects, fuzzing, the workflows' lint), `browser` (ioserve's listing in
-//! Chromium), `guests` (the qemu guests and
-//! what they share), `load` (load tests), `bench` and `bench_compare` (criterion benches,
+//! Chromium), `acme` (ioserve's ACME client against pebble), `guests` (the qemu
+//! guests and what they share), `load` (load tests), `bench` and `bench_compare` (criterion benches,
 //! their report, the pull-request gate), `release` (aarch64 and cross builds, the
 //! Debian packages with their man pages and completions); `util` holds what they
 //! all use (running cargo and programs, cargo's target directory, Debian packages,
 //! test-run totals, statistics, SVG charts), written once.
 
+mod acme;
 mod bench;
 mod bench_compare;
 mod browser;
@@ -76,13 +78,14 @@ pub(crate) struct Cli {
 pub(crate) enum Task {
     /// Every check CI runs: packages, fmt, clippy, tests, guests, aarch64, Miri
     ///
-    /// Install missing system packages (as root), then cargo fmt --check, actionlint on
-    /// the GitHub workflows, clippy -D warnings, the module-cycle check (`cargo xtask
-    /// modules`), cargo test for the whole workspace, the
-    /// .deb packages (dist --check), the numa-vm and clock-vm guests,
-    /// the workspace built for aarch64, the arm64-vm guest (simd's tests run there,
-    /// with AES and with SIMD_DISABLE=aes), and simd's scalar paths under Miri
-    /// (nightly, installed when missing)
+    /// cargo fmt --check; then, while the missing system packages, toolchains and Go
+    /// programs install on a thread beside it (as root), clippy -D warnings and the
+    /// module-cycle check (`cargo xtask modules`); actionlint on the GitHub workflows,
+    /// the .deb packages (dist --check), cargo test for the whole workspace, the
+    /// numa-vm, clock-vm and tls-vm guests, the browser, h2spec, testssl.sh and ACME
+    /// (pebble) checks, the workspace built for aarch64, the arm64-vm guest (simd's
+    /// tests run there, with AES and with SIMD_DISABLE=aes), and simd's scalar paths
+    /// under Miri (nightly, installed when missing)
     Ci,
     /// Criterion benches and Go peers -> target/bench-report
     ///
@@ -210,6 +213,17 @@ pub(crate) enum Task {
     /// viewport has no horizontal scroll, axe-core finds no serious or critical
     /// violation; screenshots in TARGET_DIR/browser (part of ci)
     Browser(browser::Options),
+    /// ACME against pebble (Let's Encrypt's test CA)
+    ///
+    /// Build ioserve (or take --ioserve), install pebble and pebble-challtestsrv (go
+    /// install, when missing) and run each scenario with its own pebble on fresh ports
+    /// of 127.0.0.1: a first certificate by tls-alpn-01, by http-01 and with refused
+    /// nonces (byte-exact verified download, expiry gauge, orders counter, state
+    /// directory modes), a restart on the stored certificate, renewal of 60 s
+    /// certificates for 3 minutes across a pebble restart, two replicas sharing a port
+    /// and a state directory, the listing in headless Chromium trusting pebble's root,
+    /// and bad input (an unreachable CA, a refused name, an unwritable state directory)
+    Acme(acme::Options),
     /// numa in 2- and 4-node qemu guests
     ///
     /// Boot Debian's kernel under qemu-system-x86_64 (TCG) with 2 and 4 NUMA nodes and
@@ -263,6 +277,7 @@ fn main() -> ExitCode {
         Task::H2spec(binary) => ci::h2spec::run(&binary),
         Task::Testssl(binary) => ci::testssl::run(&binary),
         Task::Browser(options) => browser::run(&options),
+        Task::Acme(options) => acme::run(&options),
         Task::ProbeOverhead(options) => probe_overhead::run(&options),
         Task::Bench(options) => bench::run(&options),
         Task::BenchCompare(options) => bench_compare::run(&options),
