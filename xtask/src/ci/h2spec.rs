@@ -12,7 +12,7 @@ use crate::util::ioserve_process::IoserveBinary;
 
 /// The h2spec release installed when none is on PATH or in Go's bin directory.
 // h2spec has no go.mod: Go knows its v2 releases as +incompatible.
-const H2SPEC: &str = "github.com/summerwind/h2spec/cmd/h2spec@v2.2.1+incompatible";
+pub(crate) const H2SPEC: &str = "github.com/summerwind/h2spec/cmd/h2spec@v2.2.1+incompatible";
 
 /// Serves a small tree over HTTPS with `binary`'s ioserve and runs h2spec against it.
 pub(crate) fn run(binary: &IoserveBinary) -> Result<()> {

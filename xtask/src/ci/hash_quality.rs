@@ -60,7 +60,7 @@ pub(crate) fn run(options: &Options) -> Result<()> {
 const NO_STD_TARGETS: [&str; 2] = ["x86_64-unknown-none", "aarch64-unknown-none"];
 
 /// simd's declared minimum Rust version (the workspace's `rust-version`).
-const MSRV: &str = "1.89";
+pub(crate) const MSRV: &str = "1.89";
 
 /// What `cargo xtask ci` checks for embedders of simd: it builds `no_std` (no default
 /// features) for bare-metal x86_64 and aarch64, and with its declared MSRV. (Its
@@ -110,7 +110,7 @@ fn ensure_target(target: &str) -> Result<()> {
     step(&format!("rustup target add {target}"), add)
 }
 
-fn ensure_toolchain(toolchain: &str) -> Result<()> {
+pub(crate) fn ensure_toolchain(toolchain: &str) -> Result<()> {
     if succeeds(Command::new("rustup").args(["run", toolchain, "cargo", "--version"])) {
         return Ok(());
     }

@@ -9,6 +9,7 @@ pub(crate) mod h2spec;
 pub(crate) mod hash_quality;
 pub(crate) mod https_server;
 pub(crate) mod modules;
+pub(crate) mod provision;
 pub(crate) mod testssl;
 pub(crate) mod workflows;
 
@@ -27,12 +28,10 @@ use crate::util::{
     succeeds, target_dir,
 };
 
-/// Debian packages the checks need, with the command each provides.
-/// probe's build needs libelf, zlib, pkg-config and make (the vendored libbpf: the
-/// README's set-up line); clang and bpftool rebuild its committed BPF objects for
-/// `cargo xtask bpf --check`; its tests compare with strace and list programs with
-/// bpftool.
-/// The simd bench's simdutf peer is C++ (g++; clippy builds it with all targets).
+/// Debian packages the checks need, with the command each provides (what compiling
+/// needs is [`COMPILE_PACKAGES`]).
+/// clang and bpftool rebuild probe's committed BPF objects for `cargo xtask bpf
+/// --check`; its tests compare with strace and list programs with bpftool.
 /// timeserve's tests query it with chronyd -Q and ntpdig (the latter inside a network
 /// namespace made with unshare and ip).
 /// ioserve's tar downloads are fetched with curl, wget and aria2c, unpacked with tar
@@ -46,6 +45,8 @@ use crate::util::{
 /// ioserve's HTTPS tests handshake with `openssl s_client`; `cargo xtask testssl` runs
 /// testssl.sh; `cargo xtask loadtest --tls` loads HTTP/2 with h2load (nghttp2-client).
 /// ioserve's listing is checked in Chromium (`cargo xtask browser`, the last four).
+/// `cargo xtask acme` checks certificates with openssl and curl, and has Chromium
+/// trust pebble's root through certutil's NSS database.
 const SYSTEM_PACKAGES: &[(&str, &str)] = &[
     ("chrony", "/usr/sbin/chronyd"),
     ("ntpsec-ntpdig", "ntpdig"),
@@ -60,11 +61,6 @@ const SYSTEM_PACKAGES: &[(&str, &str)] = &[
     ("strace", "strace"),
     ("numactl", "numactl"),
     ("clang", "clang"),
-    ("libelf-dev", "/usr/include/libelf.h"),
-    ("zlib1g-dev", "/usr/include/zlib.h"),
-    ("pkg-config", "pkg-config"),
-    ("make", "make"),
-    ("g++", "g++"),
     ("bpftool", "/usr/sbin/bpftool"),
     ("wget", "wget"),
     ("aria2", "aria2c"),
@@ -80,12 +76,29 @@ const SYSTEM_PACKAGES: &[(&str, &str)] = &[
     crate::browser::CHROMIUM_DRIVER,
     // Selenium for /usr/bin/python3, the browser check's WebDriver client.
     crate::browser::PYTHON_SELENIUM,
+    // certutil, through which Chromium trusts pebble's root (`cargo xtask acme`).
+    crate::acme::NSS_TOOLS,
     // npm, which installs axe-core for the browser check's accessibility audit.
     crate::browser::NPM,
 ];
 
-/// Installs the [`SYSTEM_PACKAGES`] that are missing (`cargo xtask packages`).
+/// What compiling the workspace needs (the README's set-up line): probe's vendored
+/// libbpf builds with make, pkg-config, libelf and zlib, the simd bench's simdutf peer
+/// with g++. CI installs the missing ones before clippy, which compiles them all;
+/// everything else waits for [`provision`] beside it.
+const COMPILE_PACKAGES: &[(&str, &str)] = &[
+    ("gcc", "gcc"),
+    ("g++", "g++"),
+    ("make", "make"),
+    ("pkg-config", "pkg-config"),
+    ("libelf-dev", "/usr/include/libelf.h"),
+    ("zlib1g-dev", "/usr/include/zlib.h"),
+];
+
+/// Installs the [`COMPILE_PACKAGES`] and [`SYSTEM_PACKAGES`] that are missing (`cargo
+/// xtask packages`).
 pub(crate) fn install_packages() -> Result<()> {
+    ensure_packages(COMPILE_PACKAGES)?;
     ensure_packages(SYSTEM_PACKAGES)
 }
 
@@ -93,11 +106,17 @@ pub(crate) fn install_packages() -> Result<()> {
 /// of every test run.
 pub(crate) fn run() -> Result<()> {
     let mut stages = Stages::default();
-    stages.time("packages", install_packages)?;
-    stages.time("fmt and lints", || {
+    // rustfmt and clippy first, and what compiling needs: apt-get and rustup must not
+    // run beside the provisioning's.
+    stages.time("fmt", || {
+        ensure_packages(COMPILE_PACKAGES)?;
         ensure_rustup_components(&["rustfmt", "clippy"])?;
-        step("cargo fmt", cargo(&["fmt", "--all", "--", "--check"]))?;
-        workflows::lint()?;
+        step("cargo fmt", cargo(&["fmt", "--all", "--", "--check"]))
+    })?;
+    let provisioning = stages.time("provisioning started", || {
+        Ok(provision::Provisioning::start())
+    })?;
+    stages.time("clippy and modules", || {
         step(
             "cargo clippy",
             cargo(&[
@@ -112,12 +131,19 @@ pub(crate) fn run() -> Result<()> {
         modules::run()
     })?;
     stages.time("publishable libraries", publishable)?;
+    stages.time("provisioning finished", || provisioning.finish())?;
+    stages.time("workflows", workflows::lint)?;
     stages.time("bpf objects", || bpf::run(&bpf::Options { check: true }))?;
     // The release build first: the checks that serve (numa-vm, the browser, h2spec,
     // testssl.sh, tls-vm) run the packaged ioserve instead of building a debug one
     // each, whose dependencies' features resolve differently from `cargo test`'s.
     let packaged = stages.time("packages built and installed", crate::release::dist::ci)?;
     let ioserve = IoserveBinary::at(&packaged.join("ioserve"));
+    // ACME's renewal scenario waits out 60-second certificates for minutes: it runs
+    // beside the stages that follow, and is joined before the report.
+    let acme_renewal = stages.time("acme renewal started", || {
+        crate::acme::Background::start(&packaged.join("ioserve"))
+    })?;
     // Before cargo test fills target/debug, so that a binary looked for there instead
     // of where cargo put it is missing, not found by accident.
     stages.time("numa-vm", || numa_vm_elsewhere(&ioserve))?;
@@ -134,6 +160,7 @@ pub(crate) fn run() -> Result<()> {
     totals.add(&stages.time("simd for this CPU", simd_for_this_cpu)?);
     stages.time("hash quality", hash_quality::ci_embedding_checks)?;
     stages.time("browser", || crate::browser::ci(&packaged.join("ioserve")))?;
+    stages.time("acme", || crate::acme::ci(&packaged.join("ioserve")))?;
     stages.time("h2spec", || h2spec::run(&ioserve))?;
     stages.time("testssl.sh", || testssl::run(&ioserve))?;
     stages.time("clock-vm", clock_vm::run)?;
@@ -145,6 +172,7 @@ pub(crate) fn run() -> Result<()> {
     })?;
     totals.add(&stages.time("arm64-vm", arm64_vm::run)?);
     totals.add(&stages.time("miri", miri)?);
+    stages.time("acme renewal finished", || acme_renewal.finish())?;
     stages.report();
     // The closing line: the sum over every test binary and doc-test run.
     println!(
@@ -322,10 +350,17 @@ fn simd_for_this_cpu() -> Result<TestTotals> {
 /// Runs simd's scalar paths under Miri (undefined behaviour, out-of-bounds and
 /// alignment checks), installing a minimal nightly with Miri when missing.
 fn miri() -> Result<TestTotals> {
+    ensure_miri()?;
+    run_miri_tests()
+}
+
+/// Installs nightly with Miri (and the standard library's source, which Miri builds
+/// its sysroot from) when missing.
+pub(crate) fn ensure_miri() -> Result<()> {
     let has_miri =
         succeeds(Command::new("rustup").args(["run", "nightly", "cargo", "miri", "--version"]));
     if has_miri {
-        return run_miri_tests();
+        return Ok(());
     }
     let mut install = Command::new("rustup");
     install.args([
@@ -337,8 +372,7 @@ fn miri() -> Result<TestTotals> {
         "--component",
         "miri,rust-src",
     ]);
-    step("rustup toolchain install nightly (miri)", install)?;
-    run_miri_tests()
+    step("rustup toolchain install nightly (miri)", install)
 }
 
 fn run_miri_tests() -> Result<TestTotals> {

@@ -33,6 +33,6 @@ pub(crate) fn lint() -> Result<()> {
 
 /// actionlint's path: on PATH, else in Go's bin directory, else installed there with
 /// `go install`.
-fn actionlint() -> Result<PathBuf> {
+pub(crate) fn actionlint() -> Result<PathBuf> {
     go_tool("actionlint", ACTIONLINT)
 }

@@ -53,7 +53,7 @@ impl Arch {
     }
 
     /// The qemu system emulator and the Debian package that has it.
-    fn qemu(self) -> (&'static str, &'static str) {
+    pub(crate) fn qemu(self) -> (&'static str, &'static str) {
         match self {
             Arch::X86_64 => ("qemu-system-x86", "qemu-system-x86_64"),
             Arch::Aarch64 => ("qemu-system-arm", "qemu-system-aarch64"),

@@ -16,7 +16,7 @@ pub(crate) const TARGET: &str = "aarch64-unknown-linux-gnu";
 
 /// The Debian packages for cross-building and running aarch64 code (g++ for the simd
 /// bench's simdutf peer, C++, and its libstdc++).
-const PACKAGES: &[(&str, &str)] = &[
+pub(crate) const PACKAGES: &[(&str, &str)] = &[
     ("gcc-aarch64-linux-gnu", "aarch64-linux-gnu-gcc"),
     ("g++-aarch64-linux-gnu", "aarch64-linux-gnu-g++"),
     (
