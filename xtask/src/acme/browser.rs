@@ -44,7 +44,7 @@ pub(crate) fn browser(env: &Env) -> Result<()> {
     let screenshot = env.path("listing.png");
     let mut check = Command::new("/usr/bin/python3");
     check
-        .arg(project_root().join("xtask/src/acme/check_acme_page.py"))
+        .arg(project_root().join("xtask/src/browser/check_acme_page.py"))
         .arg(&url)
         .arg(root)
         .arg(&screenshot)

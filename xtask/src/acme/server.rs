@@ -17,7 +17,7 @@ use super::client::{self, ServedCert};
 use super::pebble::Pebble;
 use super::process::{terminate, wait_until, Look};
 use super::{tail, Env, DOMAIN};
-use crate::util::ioserve_process::served_address;
+use crate::util::ioserve_process::{listener_address, served_address};
 
 /// ioserve's log phrase for a new certificate from a successful order.
 pub(crate) const OBTAINED: &str = "acme: certificate obtained";
@@ -43,6 +43,11 @@ const EMAIL: &str = "ops@ioserve-acme.test";
 const START_WAIT: Duration = Duration::from_secs(30);
 /// How long a graceful stop may take.
 const STOP_WAIT: Duration = Duration::from_secs(15);
+
+/// How ioserve's line naming its metrics address begins.
+const METRICS_LINE: &str = "ioserve: metrics at http://";
+/// How ioserve's line naming its `--redirect-http` address begins.
+const REDIRECT_LINE: &str = "ioserve: redirecting http://";
 
 /// How an ioserve under test is started.
 #[derive(Clone, Debug)]
@@ -206,8 +211,12 @@ impl AcmeServer {
                 let addr = printed
                     .iter()
                     .find_map(|line| served_address(line, "https"));
-                let metrics = printed.iter().find_map(|line| metrics_address(line));
-                let redirect = printed.iter().find_map(|line| redirect_address(line));
+                let metrics = printed
+                    .iter()
+                    .find_map(|line| listener_address(line, METRICS_LINE));
+                let redirect = printed
+                    .iter()
+                    .find_map(|line| listener_address(line, REDIRECT_LINE));
                 Ok(match (addr, metrics, redirect) {
                     (Some(addr), Some(metrics), redirect)
                         if redirect.is_some() || !want_redirect =>
@@ -327,24 +336,6 @@ impl Drop for AcmeServer {
     }
 }
 
-/// The address in ioserve's `ioserve: metrics at http://ADDR/metrics` line.
-fn metrics_address(line: &str) -> Option<SocketAddr> {
-    line.strip_prefix("ioserve: metrics at http://")?
-        .split('/')
-        .next()?
-        .parse()
-        .ok()
-}
-
-/// The address in ioserve's `ioserve: redirecting http://ADDR/ to https` line.
-fn redirect_address(line: &str) -> Option<SocketAddr> {
-    line.strip_prefix("ioserve: redirecting http://")?
-        .split('/')
-        .next()?
-        .parse()
-        .ok()
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -353,19 +344,28 @@ mod tests {
     fn the_metrics_and_redirect_addresses_are_read() {
         let addr = SocketAddr::from(([127, 0, 0, 1], 9100));
         assert_eq!(
-            metrics_address("ioserve: metrics at http://127.0.0.1:9100/metrics"),
+            listener_address(
+                "ioserve: metrics at http://127.0.0.1:9100/metrics",
+                METRICS_LINE
+            ),
             Some(addr)
         );
         assert_eq!(
-            redirect_address("ioserve: redirecting http://127.0.0.1:9100/ to https"),
+            listener_address(
+                "ioserve: redirecting http://127.0.0.1:9100/ to https",
+                REDIRECT_LINE
+            ),
             Some(addr)
         );
         assert_eq!(
-            metrics_address("ioserve: serving /r at https://127.0.0.1:1/"),
+            listener_address("ioserve: serving /r at https://127.0.0.1:1/", METRICS_LINE),
             None
         );
         assert_eq!(
-            redirect_address("ioserve: metrics at http://127.0.0.1:9/metrics"),
+            listener_address(
+                "ioserve: metrics at http://127.0.0.1:9/metrics",
+                REDIRECT_LINE
+            ),
             None
         );
     }

@@ -13,33 +13,13 @@ import sys
 import time
 import urllib.parse
 
-from selenium import webdriver
-from selenium.webdriver.chrome.service import Service
 from selenium.webdriver.common.by import By
 
-WAIT_S = 30
+from chromium import CheckFailed, run, wait_for
+
 LIGHT_BACKGROUND = "rgb(255, 255, 255)"
 DARK_BACKGROUND = "rgb(13, 17, 23)"
 PHONE_WIDTH = 390
-
-
-class CheckFailed(Exception):
-    """A check that did not hold."""
-
-
-def wait_for(what, probe, done):
-    """Calls probe until done(value) holds; fails after WAIT_S with the last value."""
-    deadline = time.monotonic() + WAIT_S
-    while True:
-        try:
-            last = probe()
-            if done(last):
-                return last
-        except Exception as error:  # a page mid-load: keep trying until the deadline
-            last = f"{type(error).__name__}: {error}"
-        if time.monotonic() > deadline:
-            raise CheckFailed(f"waited {WAIT_S} s for {what}; last seen: {last!r}")
-        time.sleep(0.1)
 
 
 def listed(driver, details=False):
@@ -178,22 +158,7 @@ def main():
     url, root, axe_path, shots = sys.argv[1:5]
     with open(axe_path, encoding="utf-8") as axe_file:
         axe_source = axe_file.read()
-    options = webdriver.ChromeOptions()
-    options.binary_location = "/usr/bin/chromium"
-    for argument in ("--headless=new", "--no-sandbox", "--disable-gpu",
-                     "--disable-dev-shm-usage", "--window-size=1000,720"):
-        options.add_argument(argument)
-    driver = webdriver.Chrome(service=Service("/usr/bin/chromedriver"), options=options)
-    driver.set_script_timeout(WAIT_S)
-    driver.set_page_load_timeout(WAIT_S)
-    try:
-        check(driver, url, root, axe_source, shots)
-    except CheckFailed as failure:
-        print(f"browser: FAILED: {failure}", file=sys.stderr)
-        sys.exit(1)
-    finally:
-        driver.quit()
-    print("browser: every check passed")
+    run("browser", lambda driver: check(driver, url, root, axe_source, shots))
 
 
 if __name__ == "__main__":

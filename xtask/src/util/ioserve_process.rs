@@ -128,13 +128,20 @@ impl Drop for IoserveProcess {
 
 /// The address in ioserve's "serving ROOT at SCHEME://ADDR/" line.
 pub(crate) fn served_address(line: &str, scheme: &str) -> Option<SocketAddr> {
-    line.strip_prefix("ioserve: serving ")?
-        .rsplit_once(&format!(" at {scheme}://"))?
-        .1
-        .split('/')
-        .next()?
-        .parse()
-        .ok()
+    let rest = line.strip_prefix("ioserve: serving ")?;
+    address_at_start(rest.rsplit_once(&format!(" at {scheme}://"))?.1)
+}
+
+/// The address of one of ioserve's other listeners, in the line that begins with
+/// `prefix` and goes on with `ADDR/` (`ioserve: metrics at http://`, `ioserve:
+/// redirecting http://`).
+pub(crate) fn listener_address(line: &str, prefix: &str) -> Option<SocketAddr> {
+    address_at_start(line.strip_prefix(prefix)?)
+}
+
+/// The `ADDR` of `ADDR/...`.
+fn address_at_start(text: &str) -> Option<SocketAddr> {
+    text.split('/').next()?.parse().ok()
 }
 
 #[cfg(test)]

@@ -12,33 +12,11 @@ interstitial ("Privacy error", NET::ERR_CERT_...), which the title check reports
 
 import os
 import sys
-import time
 import urllib.parse
 
-from selenium import webdriver
-from selenium.webdriver.chrome.service import Service
 from selenium.webdriver.common.by import By
 
-WAIT_S = 30
-
-
-class CheckFailed(Exception):
-    """A check that did not hold."""
-
-
-def wait_for(what, probe, done):
-    """Calls probe until done(value) holds; fails after WAIT_S with the last value."""
-    deadline = time.monotonic() + WAIT_S
-    while True:
-        try:
-            last = probe()
-            if done(last):
-                return last
-        except Exception as error:  # a page mid-load: keep trying until the deadline
-            last = f"{type(error).__name__}: {error}"
-        if time.monotonic() > deadline:
-            raise CheckFailed(f"waited {WAIT_S} s for {what}; last seen: {last!r}")
-        time.sleep(0.1)
+from chromium import CheckFailed, run, wait_for
 
 
 def listed_names(driver):
@@ -86,22 +64,8 @@ def check(driver, url, root, screenshot):
 
 def main():
     url, root, screenshot, resolver_rules = sys.argv[1:5]
-    options = webdriver.ChromeOptions()
-    options.binary_location = "/usr/bin/chromium"
-    for argument in ("--headless=new", "--no-sandbox", "--disable-gpu",
-                     "--disable-dev-shm-usage", "--window-size=1000,720",
-                     f"--host-resolver-rules={resolver_rules}"):
-        options.add_argument(argument)
-    driver = webdriver.Chrome(service=Service("/usr/bin/chromedriver"), options=options)
-    driver.set_page_load_timeout(WAIT_S)
-    try:
-        check(driver, url, root, screenshot)
-    except CheckFailed as failure:
-        print(f"acme browser: FAILED: {failure}", file=sys.stderr)
-        sys.exit(1)
-    finally:
-        driver.quit()
-    print("acme browser: every check passed")
+    run("acme browser", lambda driver: check(driver, url, root, screenshot),
+        [f"--host-resolver-rules={resolver_rules}"])
 
 
 if __name__ == "__main__":
