@@ -29,6 +29,7 @@ use std::time::{Duration, Instant};
 use anyhow::{bail, Context as _, Result};
 use tempfile::TempDir;
 
+use crate::util::beside::Beside;
 use crate::util::ensure_packages;
 use crate::util::ioserve_process::IoserveBinary;
 use pebble::PebbleInstall;
@@ -159,42 +160,17 @@ impl Env {
 /// renewals, not on the CPU.
 const BACKGROUND: &str = "renewal";
 
-/// The scenarios CI runs in the background: [`BACKGROUND`], started now against
-/// `ioserve` (the packaged program CI has just built), joined by
-/// [`Background::finish`], or when dropped (a stage beside it failed), so that its
-/// processes are stopped before xtask exits.
-pub(crate) struct Background(Option<std::thread::JoinHandle<Result<()>>>);
-
-impl Background {
-    /// Installs pebble (here, so that its build does not race the stages beside it),
-    /// then starts the scenario on a thread of its own.
-    pub(crate) fn start(ioserve: &Path) -> Result<Background> {
-        ensure_packages(&[OPENSSL, CURL])?;
-        PebbleInstall::ensure()?;
-        let ioserve = ioserve.to_path_buf();
-        let only = [BACKGROUND.to_string()];
-        Ok(Background(Some(std::thread::spawn(move || {
-            check(&ioserve, &only, false)
-        }))))
-    }
-
-    /// Waits for the scenario and returns how it ended.
-    pub(crate) fn finish(mut self) -> Result<()> {
-        match self.0.take().map(std::thread::JoinHandle::join) {
-            Some(Ok(result)) => result,
-            Some(Err(_)) => bail!("acme: the {BACKGROUND} scenario's thread panicked"),
-            None => Ok(()),
-        }
-    }
-}
-
-impl Drop for Background {
-    fn drop(&mut self) {
-        if let Some(thread) = self.0.take() {
-            eprintln!("xtask acme: waiting for the {BACKGROUND} scenario to stop its processes");
-            let _ = thread.join();
-        }
-    }
+/// The scenario CI runs in the background, [`BACKGROUND`], started against `ioserve`
+/// (the packaged program CI has just built) after pebble is installed here (so that
+/// its build does not race the stages beside it).
+pub(crate) fn start_background(ioserve: &Path) -> Result<Beside<()>> {
+    ensure_packages(&[OPENSSL, CURL])?;
+    PebbleInstall::ensure()?;
+    let ioserve = ioserve.to_path_buf();
+    let only = [BACKGROUND.to_string()];
+    Ok(Beside::start("ACME's renewal scenario", move || {
+        check(&ioserve, &only, false)
+    }))
 }
 
 /// Every scenario but the [`BACKGROUND`] one, as `cargo xtask ci` runs them, against

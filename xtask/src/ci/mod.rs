@@ -21,6 +21,7 @@ use std::time::{Duration, Instant};
 use anyhow::{Context as _, Result};
 
 use crate::guests::{arm64_vm, clock_vm, tls_vm};
+use crate::util::beside::Beside;
 use crate::util::ioserve_process::IoserveBinary;
 use crate::util::test_run::{cargo_test, run_tests, TestTotals};
 use crate::util::{
@@ -113,9 +114,7 @@ pub(crate) fn run() -> Result<()> {
         ensure_rustup_components(&["rustfmt", "clippy"])?;
         step("cargo fmt", cargo(&["fmt", "--all", "--", "--check"]))
     })?;
-    let provisioning = stages.time("provisioning started", || {
-        Ok(provision::Provisioning::start())
-    })?;
+    let provisioning = provision::start();
     stages.time("clippy and modules", || {
         step(
             "cargo clippy",
@@ -131,10 +130,10 @@ pub(crate) fn run() -> Result<()> {
         modules::run()
     })?;
     stages.time("publishable libraries", publishable)?;
-    stages.time("provisioning finished", || provisioning.finish())?;
+    stages.time("provisioning finished", || provisioning.result())?;
     stages.time("workflows", workflows::lint)?;
     stages.time("bpf objects", || bpf::run(&bpf::Options { check: true }))?;
-    // The release build first: the checks that serve (numa-vm, the browser, h2spec,
+    // The packages first: the checks that serve (numa-vm, the browser, ACME, h2spec,
     // testssl.sh, tls-vm) run the packaged ioserve instead of building a debug one
     // each, whose dependencies' features resolve differently from `cargo test`'s.
     let packaged = stages.time("packages built and installed", crate::release::dist::ci)?;
@@ -142,7 +141,7 @@ pub(crate) fn run() -> Result<()> {
     // ACME's renewal scenario waits out 60-second certificates for minutes: it runs
     // beside the stages that follow, and is joined before the report.
     let acme_renewal = stages.time("acme renewal started", || {
-        crate::acme::Background::start(&packaged.join("ioserve"))
+        crate::acme::start_background(&packaged.join("ioserve"))
     })?;
     // Before cargo test fills target/debug, so that a binary looked for there instead
     // of where cargo put it is missing, not found by accident.
@@ -160,9 +159,22 @@ pub(crate) fn run() -> Result<()> {
     totals.add(&stages.time("simd for this CPU", simd_for_this_cpu)?);
     stages.time("hash quality", hash_quality::ci_embedding_checks)?;
     stages.time("browser", || crate::browser::ci(&packaged.join("ioserve")))?;
-    stages.time("acme", || crate::acme::ci(&packaged.join("ioserve")))?;
     stages.time("h2spec", || h2spec::run(&ioserve))?;
-    stages.time("testssl.sh", || testssl::run(&ioserve))?;
+    // Checks that use one core (testssl.sh's handshakes, pebble's validations, Miri's
+    // interpreter) run on a thread beside the guests and the aarch64 builds, whose
+    // TCG guests leave a core idle most of the time.
+    let one_core = {
+        let (ioserve, packaged) = (ioserve.clone(), packaged.clone());
+        Beside::start("the one-core checks", move || {
+            let mut beside = Stages::default();
+            let outcome = (|| {
+                beside.time("testssl.sh", || testssl::run(&ioserve))?;
+                beside.time("acme", || crate::acme::ci(&packaged.join("ioserve")))?;
+                beside.time("miri", miri)
+            })();
+            Ok((outcome, beside))
+        })
+    };
     stages.time("clock-vm", clock_vm::run)?;
     stages.time("tls-vm", || tls_vm::run(&ioserve))?;
     // Every build script's first run for aarch64 (probe's, which makes the skeletons
@@ -171,8 +183,10 @@ pub(crate) fn run() -> Result<()> {
         arm64_vm::check_workspace(&tools_that_fail(&["clang", "clang-14", "bpftool"])?)
     })?;
     totals.add(&stages.time("arm64-vm", arm64_vm::run)?);
-    totals.add(&stages.time("miri", miri)?);
-    stages.time("acme renewal finished", || acme_renewal.finish())?;
+    let (miri_totals, beside) = stages.time("one-core checks finished", || one_core.result())?;
+    stages.add_beside(beside);
+    totals.add(&miri_totals?);
+    stages.time("acme renewal finished", || acme_renewal.result())?;
     stages.report();
     // The closing line: the sum over every test binary and doc-test run.
     println!(
@@ -187,7 +201,8 @@ pub(crate) fn run() -> Result<()> {
 #[derive(Default)]
 struct Stages {
     started: Option<Instant>,
-    took: Vec<(&'static str, Duration)>,
+    /// Each stage's name and time, and whether it ran beside the main thread's.
+    took: Vec<(&'static str, Duration, bool)>,
 }
 
 impl Stages {
@@ -198,7 +213,7 @@ impl Stages {
         self.started.get_or_insert(started);
         let result = stage();
         let took = started.elapsed();
-        self.took.push((name, took));
+        self.took.push((name, took, false));
         eprintln!(
             "xtask ci: stage {name} {} after {:.1?}",
             if result.is_ok() { "done" } else { "failed" },
@@ -207,17 +222,29 @@ impl Stages {
         result
     }
 
-    /// Prints each stage's time and the total.
+    /// Keeps the times of the stages that ran on another thread, `beside`.
+    fn add_beside(&mut self, beside: Stages) {
+        self.took.extend(
+            beside
+                .took
+                .into_iter()
+                .map(|(name, took, _)| (name, took, true)),
+        );
+    }
+
+    /// Prints each stage's time and the total (the stages that ran beside the others
+    /// are marked: their time is not part of the total's).
     fn report(&self) {
         let total = self
             .started
             .map_or(Duration::ZERO, |started| started.elapsed());
         eprintln!("xtask ci: time per stage");
-        for (name, took) in &self.took {
+        for (name, took, beside) in &self.took {
             eprintln!(
-                "  {name:<28} {:>7.1} s  {:>3.0} %",
+                "  {name:<28} {:>7.1} s  {:>3.0} %{}",
                 took.as_secs_f64(),
-                100.0 * took.as_secs_f64() / total.as_secs_f64().max(f64::EPSILON)
+                100.0 * took.as_secs_f64() / total.as_secs_f64().max(f64::EPSILON),
+                if *beside { "  (beside)" } else { "" }
             );
         }
         eprintln!("xtask ci: all checks passed in {total:.0?}");

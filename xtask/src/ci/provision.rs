@@ -10,42 +10,17 @@
 //! cargo-deb 75 s), most of it downloads and unpacking that a compile beside it does
 //! not wait for. Each stage still calls its own `ensure_*`, which then finds
 //! everything in place; only the apt-get and rustup calls must not race, so the
-//! stages that could make them start after [`Provisioning::finish`].
+//! stages that could make them start after it is joined.
 
-use std::thread::JoinHandle;
-
-use anyhow::{bail, Result};
+use anyhow::Result;
 
 use crate::guests::Arch;
+use crate::util::beside::Beside;
 use crate::util::{ensure_packages, go_tool};
 
-/// The provisioning thread, joined by [`Provisioning::finish`] (or when dropped).
-pub(crate) struct Provisioning(Option<JoinHandle<Result<()>>>);
-
-impl Provisioning {
-    /// Starts installing what the checks need.
-    pub(crate) fn start() -> Provisioning {
-        Provisioning(Some(std::thread::spawn(provision)))
-    }
-
-    /// Waits for the installations and returns how they went.
-    pub(crate) fn finish(mut self) -> Result<()> {
-        match self.0.take().map(JoinHandle::join) {
-            Some(Ok(result)) => result,
-            Some(Err(_)) => bail!("the provisioning thread panicked"),
-            None => Ok(()),
-        }
-    }
-}
-
-impl Drop for Provisioning {
-    fn drop(&mut self) {
-        // A stage beside it failed: let apt-get and rustup finish rather than cut them
-        // off half-way through an installation.
-        if let Some(thread) = self.0.take() {
-            let _ = thread.join();
-        }
-    }
+/// Starts installing what the checks need, on a thread beside the stages.
+pub(crate) fn start() -> Beside<()> {
+    Beside::start("the provisioning", provision)
 }
 
 /// Every Debian package a stage of `cargo xtask ci` installs, each once.

@@ -2,6 +2,7 @@
 //! target directory, installing the Debian packages a task needs; and, in submodules,
 //! a self-signed test certificate, test-run totals, statistics and SVG charts.
 
+pub(crate) mod beside;
 pub(crate) mod certificate;
 pub(crate) mod ioserve_process;
 pub(crate) mod stats;
