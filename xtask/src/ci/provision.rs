@@ -49,9 +49,13 @@ fn every_package() -> Vec<(&'static str, &'static str)> {
     packages
 }
 
-/// The installations, in order: apt-get's first (the rest needs curl, Go's modules a
-/// working network, cargo-deb dpkg-dev), then rustup's, Go's and cargo's.
+/// The installations: cargo-deb's build (75 s of compiling) on a thread of its own from
+/// the start, beside apt-get's downloads and unpacking, then rustup's and Go's.
 fn provision() -> Result<()> {
+    let cargo_deb = Beside::start(
+        "cargo-deb's installation",
+        crate::release::dist::ensure_cargo_deb,
+    );
     ensure_packages(&every_package())?;
     crate::release::aarch64::ensure_toolchain()?;
     super::hash_quality::ensure_toolchain(super::hash_quality::MSRV)?;
@@ -59,7 +63,7 @@ fn provision() -> Result<()> {
     super::workflows::actionlint()?;
     go_tool("h2spec", super::h2spec::H2SPEC)?;
     crate::acme::pebble::PebbleInstall::ensure()?;
-    crate::release::dist::ensure_cargo_deb()
+    cargo_deb.result()
 }
 
 #[cfg(test)]
