@@ -12,10 +12,28 @@ fn main() -> ExitCode {
     match run() {
         Ok(()) => ExitCode::SUCCESS,
         Err(error) => {
-            eprintln!("ioserve: {error:#}");
+            eprintln!("ioserve: {}", message(&error));
             ExitCode::FAILURE
         }
     }
+}
+
+/// The error and its causes on one line, each cause once: the library's errors name
+/// their cause in their own text ("cannot serve /srv: No such file or directory") and
+/// also return it as their source, which anyhow's `{:#}` would print a second time.
+fn message(error: &anyhow::Error) -> String {
+    let mut text = String::new();
+    for cause in error.chain() {
+        let words = cause.to_string();
+        if text.contains(&words) {
+            continue;
+        }
+        if !text.is_empty() {
+            text.push_str(": ");
+        }
+        text.push_str(&words);
+    }
+    text
 }
 
 fn run() -> anyhow::Result<()> {

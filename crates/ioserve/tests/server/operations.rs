@@ -753,3 +753,50 @@ fn send_buffer_sets_every_connections_socket_and_names_the_cap() {
         }
     }
 }
+
+#[test]
+fn each_bad_start_input_says_its_cause_once() {
+    let root = tempfile::tempdir().unwrap();
+    let missing = root.path().join("missing");
+    let missing = missing.to_str().unwrap();
+    let in_missing_dir = format!("{missing}/access.log");
+    let not_found = "No such file or directory (os error 2)";
+    let cases: [(Vec<&str>, String); 6] = [
+        (
+            vec![missing],
+            format!("ioserve: cannot serve {missing}: {not_found}"),
+        ),
+        (
+            vec![".", "--tls-cert", missing, "--tls-key", missing],
+            format!("ioserve: cannot read {missing}: {not_found}"),
+        ),
+        (
+            vec![".", "--config", missing],
+            format!("ioserve: cannot read config file {missing}: {not_found}"),
+        ),
+        (
+            vec![".", "--access-log-file", &in_missing_dir],
+            format!("ioserve: cannot open the access log {in_missing_dir}: {not_found}"),
+        ),
+        (
+            vec![".", "--auth-file", missing],
+            format!("ioserve: cannot read auth file {missing}: {not_found}"),
+        ),
+        (
+            vec![".", "--chunk-size", "1K"],
+            "ioserve: invalid --chunk-size 1024: allowed: 4K to 64M".to_string(),
+        ),
+    ];
+    for (args, expected) in cases {
+        let output = Command::new(env!("CARGO_BIN_EXE_ioserve"))
+            .current_dir(root.path())
+            .args(["--listen", "127.0.0.1:0"])
+            .args(&args)
+            .output()
+            .unwrap();
+        let stderr = String::from_utf8_lossy(&output.stderr);
+        assert_eq!(output.status.code(), Some(1), "{args:?}: {stderr}");
+        let last = stderr.lines().last().unwrap_or_default();
+        assert_eq!(last, expected, "{args:?}");
+    }
+}
