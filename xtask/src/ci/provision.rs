@@ -49,13 +49,12 @@ fn every_package() -> Vec<(&'static str, &'static str)> {
     packages
 }
 
-/// The installations: cargo-deb's build (75 s of compiling) on a thread of its own from
-/// the start, beside apt-get's downloads and unpacking, then rustup's and Go's.
+/// The installations, in order: apt-get's first (the rest needs curl, Go's modules a
+/// working network), then rustup's, Go's, and cargo-deb's compile last. (Compiling
+/// cargo-deb on its own thread from the start, beside apt-get, made clippy beside it
+/// take 292 s instead of 162-218 s, and the stages up to the packages 341 s instead
+/// of 285-306 s, in fresh-host runs of 2026-11-28: it only moved CPU time.)
 fn provision() -> Result<()> {
-    let cargo_deb = Beside::start(
-        "cargo-deb's installation",
-        crate::release::dist::ensure_cargo_deb,
-    );
     ensure_packages(&every_package())?;
     crate::release::aarch64::ensure_toolchain()?;
     super::hash_quality::ensure_toolchain(super::hash_quality::MSRV)?;
@@ -63,7 +62,7 @@ fn provision() -> Result<()> {
     super::workflows::actionlint()?;
     go_tool("h2spec", super::h2spec::H2SPEC)?;
     crate::acme::pebble::PebbleInstall::ensure()?;
-    cargo_deb.result()
+    crate::release::dist::ensure_cargo_deb()
 }
 
 #[cfg(test)]
