@@ -250,20 +250,15 @@ pub(crate) fn download_matches(
 
 /// The status code and Location of a plain `GET url` (no redirect followed).
 pub(crate) fn http_status(url: &str) -> Result<(u16, String)> {
-    let mut command = Command::new("curl");
-    command
-        .args(["--silent", "--show-error", "--max-time", "10", "--output"])
-        .arg("/dev/null")
-        .args(["--write-out", "%{http_code} %{redirect_url}"])
-        .arg(url);
-    let output = output_within(&format!("curl {url}"), command, None, CURL_LIMIT)?;
-    ensure!(
-        output.status.success(),
-        "curl {url}: {} ({})",
-        String::from_utf8_lossy(&output.stderr).trim(),
-        output.status
-    );
-    let text = String::from_utf8_lossy(&output.stdout);
+    let text = curl(
+        url,
+        &[
+            "--output",
+            "/dev/null",
+            "--write-out",
+            "%{http_code} %{redirect_url}",
+        ],
+    )?;
     let (code, location) = text.split_once(' ').unwrap_or((&text, ""));
     Ok((
         code.trim()
@@ -273,11 +268,18 @@ pub(crate) fn http_status(url: &str) -> Result<(u16, String)> {
     ))
 }
 
-/// The text of `GET url` (ioserve's /metrics).
+/// The text of `GET url` (ioserve's /metrics), which must answer 2xx.
 pub(crate) fn get_text(url: &str) -> Result<String> {
+    curl(url, &["--fail"])
+}
+
+/// curl's standard output for `url` with `args` (at most 10 s), or an error with what
+/// it said.
+fn curl(url: &str, args: &[&str]) -> Result<String> {
     let mut command = Command::new("curl");
     command
-        .args(["--silent", "--show-error", "--fail", "--max-time", "10"])
+        .args(["--silent", "--show-error", "--max-time", "10"])
+        .args(args)
         .arg(url);
     let output = output_within(&format!("curl {url}"), command, None, CURL_LIMIT)?;
     ensure!(
