@@ -3,9 +3,11 @@
 //! 9773).
 //!
 //! The CA is reached over a hyper client whose rustls trusts the system's roots
-//! (Debian's ca-certificates, through rustls-native-certs) and `--acme-ca-root`; it
-//! notes a `Retry-After` that the CA sends with an error (a rate limit's 429, a 503),
-//! which the manager's backoff honours. A request refused for its nonce (`badNonce`)
+//! (Debian's ca-certificates, through rustls-native-certs) and `--acme-ca-root`; each
+//! request, its body included, gets [`REQUEST_LIMIT`] (a CA that accepts and then says
+//! nothing fails the attempt instead of stalling renewals); it notes a `Retry-After`
+//! that the CA sends with an error (a rate limit's 429, a 503), which the manager's
+//! backoff honours. A request refused for its nonce (`badNonce`)
 //! is sent again with the fresh nonce of the refusal, as RFC 8555 section 6.5 says:
 //! instant-acme does so up to three times, and each step here up to
 //! [`BAD_NONCE_RETRIES`] more, so that even a CA refusing half the nonces (pebble's
@@ -36,6 +38,10 @@ use crate::acme::store::{AnswerKind, Store, StoreError};
 
 /// Sends of one step after instant-acme's own retries for `badNonce`.
 pub const BAD_NONCE_RETRIES: u32 = 8;
+
+/// How long one request to the CA may take, answer and body: a CA that accepts a
+/// connection and then says nothing must not stall the renewals.
+const REQUEST_LIMIT: Duration = Duration::from_secs(30);
 
 /// How long the CA may take to validate, then to issue.
 const POLL: RetryPolicy = RetryPolicy::new()
@@ -122,11 +128,13 @@ macro_rules! nonce_retried {
     }};
 }
 
-/// The HTTP client to the CA: hyper with rustls, noting the CA's `Retry-After`.
+/// The HTTP client to the CA: hyper with rustls, each request (its answer and whole
+/// body) within a time limit, noting the CA's `Retry-After`.
 #[derive(Clone)]
 pub struct CaHttp {
     client: HyperClient<hyper_rustls::HttpsConnector<HttpConnector>, BodyWrapper<Bytes>>,
     retry_after: Arc<Mutex<Option<SystemTime>>>,
+    limit: Duration,
 }
 
 impl CaHttp {
@@ -184,7 +192,13 @@ impl CaHttp {
         Ok(CaHttp {
             client: HyperClient::builder(TokioExecutor::new()).build(connector),
             retry_after: Arc::default(),
+            limit: REQUEST_LIMIT,
         })
+    }
+
+    /// The same client with another limit per request.
+    pub fn with_limit(self, limit: Duration) -> CaHttp {
+        CaHttp { limit, ..self }
     }
 
     /// How long the CA asked to wait with its last error response, if it did, and
@@ -206,8 +220,30 @@ impl HttpClient for CaHttp {
     ) -> Pin<Box<dyn Future<Output = Result<BytesResponse, instant_acme::Error>> + Send>> {
         let sent = HttpClient::request(&self.client, request);
         let retry_after = Arc::clone(&self.retry_after);
+        let limit = self.limit;
         Box::pin(async move {
-            let response = sent.await?;
+            // The body is read here, within the limit, not later by instant-acme.
+            let answered = tokio::time::timeout(limit, async {
+                let mut response = sent.await?;
+                let body = response
+                    .body
+                    .into_bytes()
+                    .await
+                    .map_err(instant_acme::Error::Other)?;
+                Ok::<_, instant_acme::Error>(BytesResponse {
+                    parts: response.parts,
+                    body: Box::new(body),
+                })
+            })
+            .await;
+            let response = match answered {
+                Ok(response) => response?,
+                Err(_) => {
+                    return Err(instant_acme::Error::Other(
+                        format!("the CA did not answer within {limit:?}").into(),
+                    ))
+                }
+            };
             let status = response.parts.status;
             if status.is_client_error() || status.is_server_error() {
                 let asked = response
@@ -472,6 +508,27 @@ mod tests {
             Some(SystemTime::UNIX_EPOCH + Duration::from_secs(784_111_777))
         );
         assert_eq!(parse_retry_after("soon"), None);
+    }
+
+    #[tokio::test]
+    async fn a_ca_that_says_nothing_is_given_up_on() {
+        // Accepts connections and never answers (not even the TLS handshake).
+        let silent = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        let url = format!("https://{}/dir", silent.local_addr().unwrap());
+        let http = CaHttp::new(None)
+            .unwrap()
+            .with_limit(Duration::from_millis(300));
+        let request = hyper::Request::get(url.as_str())
+            .body(BodyWrapper::default())
+            .unwrap();
+        let started = std::time::Instant::now();
+        let error = HttpClient::request(&http, request).await.err().unwrap();
+        assert!(started.elapsed() < Duration::from_secs(5));
+        assert!(
+            error.to_string().contains("did not answer within 300ms"),
+            "{error}"
+        );
+        drop(silent);
     }
 
     #[test]
