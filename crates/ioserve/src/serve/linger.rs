@@ -18,11 +18,19 @@ const LINGER_BYTES: usize = 256 * 1024;
 /// Closes our side of `stream`, then reads and drops what the client still sends until
 /// it closes, fails, [`LINGER`] passes or [`LINGER_BYTES`] came; `stream` is dropped
 /// (closed) at the end.
-pub(crate) async fn close<S: AsyncRead + AsyncWrite + Unpin>(mut stream: S) {
+pub(crate) async fn close<S: AsyncRead + AsyncWrite + Unpin>(stream: S) {
+    close_within(stream, LINGER).await;
+}
+
+/// As [`close`], lingering for at most `linger`.
+pub(crate) async fn close_within<S: AsyncRead + AsyncWrite + Unpin>(
+    mut stream: S,
+    linger: Duration,
+) {
     if stream.shutdown().await.is_err() {
         return;
     }
-    let deadline = tokio::time::Instant::now() + LINGER;
+    let deadline = tokio::time::Instant::now() + linger;
     // On the heap, and only now: a buffer in the future itself would be part of every
     // connection's task, idle or not.
     let mut scratch = vec![0u8; 4096];

@@ -24,8 +24,9 @@ pub(super) const MAX_CHUNK: usize = 64 * 1024;
 /// Chunks a stream may have written and not yet handed to hyper.
 pub(super) const CHUNKS_IN_FLIGHT: usize = 4;
 
-/// A body of `len` bytes that a [`BodyWriter`] fills.
-pub(super) fn channel(len: u64) -> (BodyWriter, ResponseBody) {
+/// A body of `len` bytes that a [`BodyWriter`] fills; `held` is dropped with the body,
+/// when hyper has taken all of it (or gave up on the stream).
+pub(super) fn channel(len: u64, held: Box<dyn Send>) -> (BodyWriter, ResponseBody) {
     let (sender, receiver) = mpsc::channel(CHUNKS_IN_FLIGHT);
     let writer = BodyWriter {
         sender: PollSender::new(sender),
@@ -35,6 +36,7 @@ pub(super) fn channel(len: u64) -> (BodyWriter, ResponseBody) {
         ResponseBody::Streamed {
             receiver,
             left: len,
+            _held: Held { _guard: held },
         },
     )
 }
@@ -50,7 +52,20 @@ pub(super) enum ResponseBody {
     Streamed {
         receiver: mpsc::Receiver<Bytes>,
         left: u64,
+        _held: Held,
     },
+}
+
+/// What a streamed body keeps until it is dropped (the stream's place among those in
+/// flight).
+pub(super) struct Held {
+    _guard: Box<dyn Send>,
+}
+
+impl std::fmt::Debug for Held {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("Held")
+    }
 }
 
 impl hyper::body::Body for ResponseBody {
@@ -64,7 +79,7 @@ impl hyper::body::Body for ResponseBody {
         match self.get_mut() {
             ResponseBody::Empty => Poll::Ready(None),
             ResponseBody::Bytes(bytes) => Poll::Ready(bytes.take().map(|b| Ok(Frame::data(b)))),
-            ResponseBody::Streamed { receiver, left } => match ready!(receiver.poll_recv(cx)) {
+            ResponseBody::Streamed { receiver, left, .. } => match ready!(receiver.poll_recv(cx)) {
                 Some(chunk) => {
                     *left = left.saturating_sub(chunk.len() as u64);
                     Poll::Ready(Some(Ok(Frame::data(chunk))))
@@ -140,6 +155,16 @@ impl AsyncWrite for BodyWriter {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn what_a_streamed_body_holds_is_released_with_the_body_not_the_writer() {
+        let held = std::sync::Arc::new(());
+        let (writer, body) = channel(0, Box::new(std::sync::Arc::clone(&held)));
+        drop(writer);
+        assert_eq!(std::sync::Arc::strong_count(&held), 2);
+        drop(body);
+        assert_eq!(std::sync::Arc::strong_count(&held), 1);
+    }
     use hyper::body::Body as _;
     use std::future::poll_fn;
     use tokio::io::AsyncWriteExt as _;
@@ -151,13 +176,13 @@ mod tests {
 
     #[tokio::test]
     async fn a_whole_body_ends_and_a_short_one_fails() {
-        let (mut writer, mut body) = channel(5);
+        let (mut writer, mut body) = channel(5, Box::new(()));
         writer.write_all(b"hello").await.unwrap();
         drop(writer);
         assert_eq!(next(&mut body).await.unwrap().unwrap(), &b"hello"[..]);
         assert!(next(&mut body).await.is_none());
 
-        let (mut writer, mut body) = channel(5);
+        let (mut writer, mut body) = channel(5, Box::new(()));
         writer.write_all(b"hel").await.unwrap();
         drop(writer);
         assert_eq!(next(&mut body).await.unwrap().unwrap(), &b"hel"[..]);
@@ -168,7 +193,7 @@ mod tests {
     #[tokio::test]
     async fn a_writer_waits_for_room_and_fails_once_the_body_is_gone() {
         let len = (CHUNKS_IN_FLIGHT + 1) * MAX_CHUNK;
-        let (mut writer, body) = channel(len as u64);
+        let (mut writer, body) = channel(len as u64, Box::new(()));
         let data = vec![7u8; len];
         // All but the last chunk fit; the last waits for the reader.
         let waited = tokio::time::timeout(

@@ -77,6 +77,10 @@ pub const MAX_READ_BODY: u64 = 64 * 1024;
 /// How long a connection told to close (GOAWAY) with no stream in flight may stay
 /// open before it is dropped.
 pub const CLOSE_GRACE: Duration = Duration::from_secs(2);
+/// How long a connection waits for its client after GOAWAY at shutdown, and after its
+/// graceful end for the client to close it (the shutdown timeout cuts it first when it
+/// is shorter).
+const SHUTDOWN_LINGER: Duration = Duration::from_secs(300);
 
 /// What every stream of one connection shares.
 struct Connection {
@@ -192,8 +196,18 @@ async fn run<S>(
                 protocol.as_mut().graceful_shutdown();
                 closing = Some(Instant::now());
             }
+            // After GOAWAY, the grace counts from the end of the last stream. At shutdown
+            // the connection is not dropped at all (the shutdown timeout bounds it): a
+            // client reading slowly may have the end of a download in the socket buffers
+            // still, and the PING that completes the GOAWAY queued behind it.
             let deadline = match closing {
-                Some(closed) => closed + CLOSE_GRACE,
+                Some(closed) => {
+                    let grace = match shared.shutdown.is_cancelled() {
+                        true => SHUTDOWN_LINGER,
+                        false => CLOSE_GRACE,
+                    };
+                    closed.max(quiet_since) + grace
+                }
                 None => quiet_since + wait,
             };
             // Between streams, as an idle HTTP/1.1 connection, it may be closed for a
@@ -244,7 +258,17 @@ async fn run<S>(
     // The protocol is dropped: hyper gave the stream back.
     if graceful {
         if let Ok(stream) = returned.await {
-            Box::pin(linger::close(stream)).await;
+            // At shutdown (or a live upgrade's hand-over) the GOAWAY may reach a client
+            // that has the end of its downloads in its socket buffer, unread (a
+            // rate-limited download): it still sends WINDOW_UPDATEs as it reads, and a
+            // socket closed under them would reset the connection and lose that end.
+            // So the connection lingers until the client closes it; the shutdown
+            // timeout bounds the wait.
+            let linger = match shared.shutdown.is_cancelled() {
+                true => SHUTDOWN_LINGER,
+                false => linger::LINGER,
+            };
+            Box::pin(linger::close_within(stream, linger)).await;
         }
     }
 }
@@ -316,21 +340,24 @@ async fn answer(
                     tracing::debug!(%peer, %error, "HTTP/2 response cut short");
                     // A body that ends short: hyper resets the stream after the HEADERS,
                     // as when a streamed body fails.
-                    body::channel(len).1
+                    body::channel(len, Box::new(())).1
                 }
             };
             return response(status, fields, body);
         }
         file => {
-            let (writer, body) = body::channel(file.len());
+            let len = file.len();
             let sending = Streaming {
+                connection: Arc::clone(&in_flight.0),
                 live: Arc::clone(&live),
                 status,
                 body: file,
                 log,
                 started,
-                in_flight,
             };
+            // The stream counts as in flight until hyper has taken its whole body, not
+            // only until the strategy has written it into the channel.
+            let (writer, body) = body::channel(len, Box::new(in_flight));
             tokio::spawn(sending.run(writer));
             return response(status, fields, body);
         }
@@ -465,26 +492,24 @@ fn fields_of(headers: &str) -> HeaderMap {
 /// A file, multipart or tar body on its way: the strategy writes it through an
 /// [`Output`] over the stream's [`BodyWriter`].
 struct Streaming {
+    connection: Arc<Connection>,
     live: Arc<Live>,
     status: u16,
     body: response::Body,
     log: Option<Box<Record>>,
     started: std::time::Instant,
-    /// The stream's place among those in flight, held until its body is sent.
-    in_flight: InFlight,
 }
 
 impl Streaming {
     async fn run(self, mut writer: BodyWriter) {
         let Streaming {
+            connection,
             live,
             status,
             body,
             log,
             started,
-            in_flight,
         } = self;
-        let connection = &in_flight.0;
         let (shared, worker) = (&connection.shared, connection.worker);
         // `--limit-rate` paces each stream, as nginx's limit_rate paces each request.
         let mut pacer = Pacer::new(live.limits.pace);
