@@ -45,6 +45,7 @@ mod browser;
 mod ci;
 mod guests;
 mod load;
+mod operations;
 mod release;
 mod util;
 
@@ -224,6 +225,17 @@ pub(crate) enum Task {
     /// and a state directory, the listing in headless Chromium trusting pebble's root,
     /// and bad input (an unreachable CA, a refused name, an unwritable state directory)
     Acme(acme::Options),
+    /// ioserve's live upgrade (SIGUSR2) under load, from one build to another
+    ///
+    /// Serve a small tree from a copy of the old build (--ioserve, else the debug
+    /// build), load it with wrk (--rate small requests per second) and --downloads
+    /// rate-limited curl downloads, replace the binary with the new build (--to, else
+    /// the ci-package profile's), send SIGUSR2 and wait for the old process to finish
+    /// and exit: no refused, reset or failed request, every download byte-exact, the new
+    /// build serving. Scenarios: plain (after two upgrades that fail, a binary that
+    /// cannot run and a refused configuration), tls (HTTPS, downloads over HTTP/2),
+    /// activation (systemd-socket-activate, MAINPID= on the notify socket); part of ci
+    Upgrade(operations::upgrade::Options),
     /// numa in 2- and 4-node qemu guests
     ///
     /// Boot Debian's kernel under qemu-system-x86_64 (TCG) with 2 and 4 NUMA nodes and
@@ -278,6 +290,7 @@ fn main() -> ExitCode {
         Task::Testssl(binary) => ci::testssl::run(&binary),
         Task::Browser(options) => browser::run(&options),
         Task::Acme(options) => acme::run(&options),
+        Task::Upgrade(options) => operations::upgrade::run(&options),
         Task::ProbeOverhead(options) => probe_overhead::run(&options),
         Task::Bench(options) => bench::run(&options),
         Task::BenchCompare(options) => bench_compare::run(&options),

@@ -48,3 +48,12 @@ pub mod http;
 pub mod io;
 pub mod ops;
 pub mod serve;
+
+/// This build's version as `ioserve --version` and the start-up log say it: the
+/// package's version and whether the build is optimized, so that an operator (or a
+/// test) sees which of two builds serves after a live upgrade.
+pub const VERSION: &str = if cfg!(debug_assertions) {
+    concat!(env!("CARGO_PKG_VERSION"), " (debug build)")
+} else {
+    concat!(env!("CARGO_PKG_VERSION"), " (optimized build)")
+};

@@ -70,6 +70,11 @@ fn run() -> anyhow::Result<()> {
         let thread = std::thread::current();
         tracing::error!(thread = thread.name().unwrap_or("?"), %location, message, "panic");
     }));
+    tracing::info!(
+        pid = std::process::id(),
+        "ioserve {} starting",
+        ioserve::VERSION
+    );
     raise_fd_limit();
     // SIGHUP merges the same command line with the config file as it is then.
     let server = Server::bind(&config)?.reload_with(Box::new(move || Config::load(cli.clone())));

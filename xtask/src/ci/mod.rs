@@ -46,6 +46,7 @@ use crate::util::{
 /// ioserve's HTTPS tests handshake with `openssl s_client`; `cargo xtask testssl` runs
 /// testssl.sh; `cargo xtask loadtest --tls` loads HTTP/2 with h2load (nghttp2-client).
 /// ioserve's listing is checked in Chromium (`cargo xtask browser`, the last four).
+/// `cargo xtask upgrade` loads ioserve with wrk through a live upgrade.
 /// `cargo xtask acme` checks certificates with openssl and curl, and has Chromium
 /// trust pebble's root through certutil's NSS database.
 const SYSTEM_PACKAGES: &[(&str, &str)] = &[
@@ -71,6 +72,7 @@ const SYSTEM_PACKAGES: &[(&str, &str)] = &[
     ("openssl", "openssl"),
     ("testssl.sh", "testssl"),
     ("nghttp2-client", "h2load"),
+    ("wrk", "wrk"),
     // Chromium, for the listing's browser check (`cargo xtask browser`).
     crate::browser::CHROMIUM,
     // chromedriver, the WebDriver server that the browser check drives Chromium through.
@@ -160,14 +162,19 @@ pub(crate) fn run() -> Result<()> {
     stages.time("hash quality", hash_quality::ci_embedding_checks)?;
     stages.time("browser", || crate::browser::ci(&packaged.join("ioserve")))?;
     stages.time("h2spec", || h2spec::run(&ioserve))?;
-    // Checks that use one core (testssl.sh's handshakes, pebble's validations, Miri's
-    // interpreter) run on a thread beside the guests and the aarch64 builds, whose
-    // TCG guests leave a core idle most of the time.
+    // Checks that use one core (the live upgrade's load, testssl.sh's handshakes,
+    // pebble's validations, Miri's interpreter) run on a thread beside the guests and
+    // the aarch64 builds, whose TCG guests leave a core idle most of the time.
     let one_core = {
         let (ioserve, packaged) = (ioserve.clone(), packaged.clone());
+        // cargo test built it.
+        let debug = target_dir()?.join("debug/ioserve");
         Beside::start("the one-core checks", move || {
             let mut beside = Stages::default();
             let outcome = (|| {
+                beside.time("live upgrade", || {
+                    crate::operations::upgrade::ci(&packaged.join("ioserve"), &debug)
+                })?;
                 beside.time("testssl.sh", || testssl::run(&ioserve))?;
                 beside.time("acme", || crate::acme::ci(&packaged.join("ioserve")))?;
                 beside.time("miri", miri)

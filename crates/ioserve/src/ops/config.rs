@@ -189,7 +189,7 @@ settings! {
     #[derive(Clone, Debug, Default, Parser, Deserialize)]
     #[command(
         name = "ioserve",
-        version,
+        version = crate::VERSION,
         about = "Serve a directory over HTTP/1.1 for large downloads: ranges, conditional requests, zero-copy IO.",
         after_help = "IO strategies (--strategy):\n  \
             sendfile  sendfile(2) from the page cache to the socket; no copy through user space (default)\n  \

@@ -118,7 +118,8 @@ pub(crate) async fn serve<S: Transport>(
         // Boxed: a connection holds the wait's futures only while it waits, not while a
         // response of its own is in flight.
         let close = close.map(|close| &**close);
-        let waiting = wait_for_bytes(stream, &mut buf, shared, close, idle, deadline);
+        let first = served == 0;
+        let waiting = wait_for_bytes(stream, &mut buf, shared, close, idle, first, deadline);
         let Some(read) = Box::pin(waiting).await else {
             return;
         };
@@ -136,20 +137,41 @@ pub(crate) async fn serve<S: Transport>(
 /// Waits for request bytes until `deadline` and appends them to `buf`; `None` when the
 /// connection must close first: at shutdown while it is `idle` (no partial head), or
 /// when `close` is notified (a new client needs its slot).
+///
+/// When a new process took the listeners over (a live upgrade), a client may have
+/// sent its request already: closing under it would reset the connection and lose the
+/// request. So the connection's first request is still awaited (for the header
+/// timeout), and a keep-alive connection's next one for [`HANDED_OVER_IDLE`]; either
+/// is answered with `Connection: close`, and the client's next connection reaches the
+/// new process.
 async fn wait_for_bytes<S: Transport>(
     stream: &mut S,
     buf: &mut Vec<u8>,
     shared: &Shared,
     close: Option<&Notify>,
     idle: bool,
+    first: bool,
     deadline: Instant,
 ) -> Option<Result<io::Result<usize>, tokio::time::error::Elapsed>> {
     tokio::select! {
-        _ = shared.shutdown.cancelled(), if idle => None,
+        _ = shared.shutdown.cancelled(), if idle => {
+            if !shared.handed_over() {
+                return None;
+            }
+            let deadline = match first {
+                true => deadline,
+                false => deadline.min(Instant::now() + HANDED_OVER_IDLE),
+            };
+            Some(timeout_at(deadline.into(), stream.read_some(buf)).await)
+        }
         _ = OptionFuture::from(close.map(|close| close.notified())), if close.is_some() => None,
         read = timeout_at(deadline.into(), stream.read_some(buf)) => Some(read),
     }
 }
+
+/// How long a keep-alive connection left with the old process at a live upgrade waits
+/// for its next request before it closes.
+const HANDED_OVER_IDLE: std::time::Duration = std::time::Duration::from_secs(1);
 
 /// What to do with the bytes read so far.
 enum Step {

@@ -1,7 +1,7 @@
 //! The control thread: the operator's signals (SIGTERM and SIGINT shut down, SIGHUP
-//! reloads the configuration, SIGUSR1 reopens the access log, SIGUSR2 is ignored), the
-//! service manager's
-//! notifications, and the open-file cache's sweep.
+//! reloads the configuration, SIGUSR1 reopens the access log, SIGUSR2 upgrades to the
+//! binary now on disk), the service manager's notifications, and the open-file cache's
+//! sweep.
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -11,6 +11,7 @@ use tracing_appender::non_blocking::WorkerGuard;
 
 use crate::ops::config::{Config, ConfigError};
 use crate::serve::error::ServerError;
+use crate::serve::handover::{self, Executable, Outcome, Sockets, Upgrade};
 use crate::serve::reload;
 use crate::serve::shared::Shared;
 use crate::serve::tls::AcmeTls;
@@ -100,27 +101,64 @@ pub(super) fn notify(states: &[sd_notify::NotifyState<'_>]) {
     }
 }
 
+/// What SIGUSR2 needs: the binary to start and the sockets to pass it.
+#[derive(Debug)]
+pub(super) struct Upgrades {
+    /// The path this process was started from.
+    pub(super) executable: Executable,
+    /// This process's listening sockets.
+    pub(super) sockets: Sockets,
+}
+
+/// Why the control loop ended.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) enum Ended {
+    /// SIGTERM, SIGINT or the shutdown token: the server stops.
+    Stopped,
+    /// A new process serves the listeners: this one finishes what it has in flight.
+    HandedOver,
+}
+
+/// A new binary being started by SIGUSR2.
+type Starting = std::pin::Pin<Box<dyn std::future::Future<Output = Outcome> + Send>>;
+
 /// Handles the operator's signals until SIGTERM, SIGINT or the shutdown token (only the
-/// token when the handlers could not be installed): SIGHUP reloads the configuration,
-/// SIGUSR1 reopens the access log (after logrotate moved it), SIGUSR2 is logged and
-/// ignored.
+/// token when the handlers could not be installed), or until a new binary started by
+/// SIGUSR2 serves: SIGHUP reloads the configuration, SIGUSR1 reopens the access log
+/// (after logrotate moved it).
 pub(super) async fn control_signals(
     shared: &Shared,
     reload: &mut Reload,
     signals: Option<OperatorSignals>,
-) {
+    upgrades: &Upgrades,
+) -> Ended {
     let token = &shared.shutdown;
     let Some(mut signals) = signals else {
-        return token.cancelled().await;
+        token.cancelled().await;
+        return Ended::Stopped;
     };
+    // The new process of an upgrade under way, and its end.
+    let mut starting: Option<(u32, Starting)> = None;
     loop {
         let signal = tokio::select! {
             signal = signals.recv() => signal,
-            _ = token.cancelled() => return,
+            outcome = async { starting.as_mut().expect("guarded").1.as_mut().await }, if starting.is_some() => {
+                let (pid, _) = starting.take().expect("guarded");
+                match upgraded(pid, outcome, upgrades) {
+                    true => return Ended::HandedOver,
+                    false => continue,
+                }
+            }
+            _ = token.cancelled() => {
+                stop_starting(starting.as_ref().map(|(pid, _)| *pid));
+                return Ended::Stopped;
+            }
         };
         match signal {
             OperatorSignal::Terminate | OperatorSignal::Interrupt => {
-                return tracing::info!("{}: shutting down", signal.name())
+                stop_starting(starting.as_ref().map(|(pid, _)| *pid));
+                tracing::info!("{}: shutting down", signal.name());
+                return Ended::Stopped;
             }
             OperatorSignal::Hangup => {
                 // systemd 253 and later want the monotonic time beside RELOADING=1.
@@ -132,9 +170,81 @@ pub(super) async fn control_signals(
                 notify(&[sd_notify::NotifyState::Ready]);
             }
             OperatorSignal::User1 => reopen_access_log(shared, reload),
-            OperatorSignal::User2 => tracing::warn!("SIGUSR2: ignored"),
+            OperatorSignal::User2 => match &starting {
+                Some((pid, _)) => tracing::warn!(
+                    pid,
+                    "SIGUSR2: the new binary started by the last SIGUSR2 has not said it serves yet; ignored"
+                ),
+                None => starting = start_upgrade(upgrades),
+            },
         }
     }
+}
+
+/// SIGUSR2: starts the binary now on disk with the listening sockets.
+fn start_upgrade(upgrades: &Upgrades) -> Option<(u32, Starting)> {
+    let executable = &upgrades.executable;
+    match Upgrade::start(executable, &upgrades.sockets) {
+        Ok(upgrade) => {
+            let pid = upgrade.pid().unwrap_or(0);
+            tracing::info!(
+                pid,
+                binary = %executable,
+                "SIGUSR2: started the binary on disk with the listening sockets; waiting for it to serve"
+            );
+            Some((pid, Box::pin(upgrade.outcome())))
+        }
+        Err(error) => {
+            tracing::error!(binary = %executable, %error, "SIGUSR2: cannot start the new binary; still serving");
+            None
+        }
+    }
+}
+
+/// What the start of the new process `pid` came to: whether it serves now (and this
+/// process must stop accepting).
+fn upgraded(pid: u32, outcome: Outcome, upgrades: &Upgrades) -> bool {
+    let binary = &upgrades.executable;
+    match outcome {
+        Outcome::Ready => {
+            // Under systemd this process is still the main one: it names its successor,
+            // whose notifications count from now on.
+            notify(&[sd_notify::NotifyState::MainPid(pid)]);
+            tracing::info!(
+                pid,
+                "SIGUSR2: the new process serves; this one stops accepting and finishes the \
+                 requests and downloads in flight (up to --shutdown-timeout)"
+            );
+            true
+        }
+        Outcome::Exited(Ok(status)) => {
+            tracing::error!(pid, %binary, %status, "SIGUSR2: the new binary ended before it served (its own lines above say why); still serving");
+            false
+        }
+        Outcome::Exited(Err(error)) => {
+            tracing::error!(pid, %binary, %error, "SIGUSR2: cannot tell how the new binary ended; still serving");
+            false
+        }
+        Outcome::Silent => {
+            tracing::error!(
+                pid,
+                %binary,
+                "SIGUSR2: the new binary did not say it serves within {} s; stopped it (SIGKILL); still serving",
+                handover::READY_WAIT.as_secs()
+            );
+            false
+        }
+    }
+}
+
+/// Stops the new process of an upgrade under way, if there is one: the operator stops
+/// the service.
+fn stop_starting(pid: Option<u32>) {
+    let Some(pid) = pid else {
+        return;
+    };
+    tracing::info!(pid, "stopping the new binary that SIGUSR2 started");
+    handover::terminate(pid);
 }
 
 /// SIGHUP: reads the configuration again and serves new requests with it; on any

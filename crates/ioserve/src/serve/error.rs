@@ -32,6 +32,9 @@ pub enum ServerError {
     /// Socket activation passed descriptors that cannot be served.
     #[error("socket activation (LISTEN_FDS): {0}")]
     Activation(String),
+    /// The sockets or the pipe a live upgrade passed cannot be used.
+    #[error("live upgrade: {0}")]
+    Upgrade(String),
     /// The access log file cannot be opened.
     #[error("cannot open the access log {}: {source}", path.display())]
     AccessLog {

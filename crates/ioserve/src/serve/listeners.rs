@@ -1,6 +1,7 @@
-//! The listening sockets: those systemd passed (socket activation), else one per
+//! The listening sockets: those the process this one replaces passed (a live upgrade,
+//! `serve::handover`), else those systemd passed (socket activation), else one per
 //! per-core worker on the same address with SO_REUSEPORT (one for `--runtime multi`),
-//! with `--send-buffer` set on them, and the metrics endpoint's own.
+//! with `--send-buffer` set on them, and the metrics endpoint's and the redirect's own.
 
 use std::io;
 use std::net::SocketAddr;
@@ -10,19 +11,37 @@ use socket2::{Domain, Protocol, Socket, Type};
 use crate::ops::config::{Config, RuntimeKind};
 use crate::serve::error::ServerError;
 
-/// The accept loops' listeners and the address they serve: the sockets passed in
-/// `LISTEN_FDS`, else new ones bound to `--listen`.
+/// The accept loops' listening sockets, bound or inherited.
+#[derive(Debug)]
+pub(super) struct Bound {
+    /// The address served (the first socket's).
+    pub(super) local_addr: SocketAddr,
+    /// One per accept loop.
+    pub(super) loops: Vec<std::net::TcpListener>,
+    /// How many of the first `loops` are the distinct sockets (the others are copies).
+    pub(super) distinct: usize,
+}
+
+/// The accept loops' listeners and the address they serve: the sockets `upgraded` from
+/// the process this one replaces, else those passed in `LISTEN_FDS`, else new ones
+/// bound to `--listen`.
 pub(super) fn bind(
     config: &Config,
-) -> Result<(SocketAddr, Vec<std::net::TcpListener>), ServerError> {
-    let (local_addr, listeners) = match inherited_listeners()? {
-        Some(inherited) => {
+    upgraded: Option<Vec<std::net::TcpListener>>,
+) -> Result<Bound, ServerError> {
+    let passed = match upgraded {
+        Some(sockets) => {
             tracing::info!(
-                sockets = inherited.len(),
-                "socket activation: serving the listeners passed in LISTEN_FDS (--listen is not used)"
+                sockets = sockets.len(),
+                "live upgrade: serving the listeners of the process this one replaces (--listen is not used)"
             );
-            share_inherited(inherited, config)?
+            Some(sockets)
         }
+        None => inherited_listeners()?,
+    };
+    let distinct = passed.as_ref().map(Vec::len);
+    let (local_addr, listeners) = match passed {
+        Some(inherited) => share_inherited(inherited, config)?,
         None => {
             let sockets = match config.runtime {
                 RuntimeKind::PerCore => config.workers,
@@ -48,7 +67,11 @@ pub(super) fn bind(
     if let Some(asked) = config.send_buffer {
         set_send_buffer(&listeners, asked).map_err(listen_error(local_addr))?;
     }
-    Ok((local_addr, listeners))
+    Ok(Bound {
+        local_addr,
+        distinct: distinct.unwrap_or(listeners.len()),
+        loops: listeners,
+    })
 }
 
 /// Sets SO_SNDBUF to `asked` bytes on `listeners`, whose connections inherit it (as
@@ -85,26 +108,40 @@ fn set_send_buffer(listeners: &[std::net::TcpListener], asked: usize) -> io::Res
 /// The cap on SO_SNDBUF for processes without CAP_NET_ADMIN's SO_SNDBUFFORCE.
 const WMEM_MAX: &str = "/proc/sys/net/core/wmem_max";
 
-/// The metrics endpoint's listener, when `--metrics-listen` asks for one.
-pub(super) fn bind_metrics(config: &Config) -> Result<Option<std::net::TcpListener>, ServerError> {
-    config
-        .metrics_listen
-        .map(|addr| bind_exclusive(addr).map_err(listen_error(addr)))
-        .transpose()
+/// The metrics endpoint's listener, when `--metrics-listen` asks for one: the one
+/// `upgraded` from the process this one replaces, else a new one.
+pub(super) fn bind_metrics(
+    config: &Config,
+    upgraded: Option<std::net::TcpListener>,
+) -> Result<Option<std::net::TcpListener>, ServerError> {
+    let Some(addr) = config.metrics_listen else {
+        return Ok(None);
+    };
+    match upgraded {
+        Some(listener) => Ok(Some(listener)),
+        None => bind_exclusive(addr).map(Some).map_err(listen_error(addr)),
+    }
 }
 
 /// The plain listener of `--redirect-http`, when it is set.
 /// With `--reuse-port`, replicas share it too (whichever the CA's HTTP-01 validation
 /// reaches answers it from the shared state directory).
-pub(super) fn bind_redirect(config: &Config) -> Result<Option<std::net::TcpListener>, ServerError> {
+/// The one `upgraded` from the process this one replaces is served if there is one.
+pub(super) fn bind_redirect(
+    config: &Config,
+    upgraded: Option<std::net::TcpListener>,
+) -> Result<Option<std::net::TcpListener>, ServerError> {
     let bind = match config.reuse_port {
         true => bind_reuseport,
         false => bind_exclusive,
     };
-    config
-        .redirect_http
-        .map(|addr| bind(addr).map_err(listen_error(addr)))
-        .transpose()
+    let Some(addr) = config.redirect_http else {
+        return Ok(None);
+    };
+    match upgraded {
+        Some(listener) => Ok(Some(listener)),
+        None => bind(addr).map(Some).map_err(listen_error(addr)),
+    }
 }
 
 /// The error for a socket that cannot listen on `addr`.
@@ -119,6 +156,10 @@ fn inherited_listeners() -> Result<Option<Vec<std::net::TcpListener>>, ServerErr
     if passed.len() == 0 {
         return Ok(None);
     }
+    tracing::info!(
+        sockets = passed.len(),
+        "socket activation: serving the listeners passed in LISTEN_FDS (--listen is not used)"
+    );
     let mut listeners = Vec::with_capacity(passed.len());
     for index in 0..passed.len() {
         match passed.take_tcp_listener(index) {

@@ -6,6 +6,7 @@ pub mod conn;
 mod control;
 mod error;
 mod exchange;
+mod handover;
 mod http2;
 pub(crate) mod ktls;
 mod linger;

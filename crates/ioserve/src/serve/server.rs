@@ -12,6 +12,10 @@
 //! `--numa` places a group of per-core workers on each NUMA node (see
 //! [`crate::ops::placement`]).
 //!
+//! Live upgrade (SIGUSR2): the binary on disk starts with the listening sockets
+//! inherited; once it serves, this process stops accepting and finishes what it has in
+//! flight as at shutdown (see `serve::handover`).
+//!
 //! Shutdown (SIGTERM, SIGINT, or [`Server::shutdown_token`]): every worker stops
 //! accepting and closes its listener, idle keep-alive connections close, responses in
 //! flight go on for at most `--shutdown-timeout`, then the process exits. The signal
@@ -37,8 +41,9 @@ use crate::ops::config::{Config, KtlsSetting, RuntimeKind};
 use crate::ops::metrics::{self, Metrics};
 use crate::ops::placement::WorkerPlace;
 pub use crate::serve::control::ConfigSource;
-use crate::serve::control::{self, Control, Reload};
+use crate::serve::control::{self, Control, Ended, Reload, Upgrades};
 pub use crate::serve::error::ServerError;
+use crate::serve::handover::{self, Executable, ReadyPipe, Sockets};
 use crate::serve::ktls::{self, KernelTls};
 use crate::serve::listeners;
 use crate::serve::redirect;
@@ -64,6 +69,10 @@ pub struct Server {
     control: Control,
     /// Gets and renews the certificate, with `--acme-domain`.
     acme: Option<Manager>,
+    /// What SIGUSR2 starts, and the sockets it passes on.
+    upgrades: Upgrades,
+    /// Where this process says it serves, when a live upgrade started it.
+    ready: Option<ReadyPipe>,
 }
 
 impl Server {
@@ -74,6 +83,10 @@ impl Server {
     /// stay for the life of the process: [`Server::run`] acts on the signals, and one
     /// that comes before it runs waits for it.
     pub fn bind(config: &Config) -> Result<Server, ServerError> {
+        // First, so that the passed descriptors have their owners before anything else.
+        let upgraded = handover::inherited()?;
+        let ready = ReadyPipe::from_env()?;
+        let executable = Executable::current();
         let control = Control::start()?;
         let descriptor_limit = rustix::process::getrlimit(rustix::process::Resource::Nofile)
             .current
@@ -91,15 +104,26 @@ impl Server {
             None => None,
         };
         let built = reload::build(config, descriptor_limit, acme_tls.as_ref())?;
-        let (local_addr, listeners) = listeners::bind(config)?;
-        let metrics_listener = listeners::bind_metrics(config)?;
+        let (upgraded_serve, upgraded_metrics, upgraded_redirect) = match upgraded {
+            Some(passed) => (Some(passed.serve), passed.metrics, passed.redirect),
+            None => (None, None, None),
+        };
+        let bound = listeners::bind(config, upgraded_serve)?;
+        let local_addr = bound.local_addr;
+        let metrics_listener = listeners::bind_metrics(config, upgraded_metrics)?;
         if acme.is_some() {
             log_validation_port(config, local_addr);
         }
         if config.redirect_http.is_some() && built.live.tls.is_none() {
             return Err(ServerError::RedirectWithoutTls);
         }
-        let redirect_listener = listeners::bind_redirect(config)?;
+        let redirect_listener = listeners::bind_redirect(config, upgraded_redirect)?;
+        let sockets = Sockets::copy(
+            &bound.loops[..bound.distinct],
+            metrics_listener.as_ref(),
+            redirect_listener.as_ref(),
+        )
+        .map_err(ServerError::Worker)?;
         let kernel_tls = kernel_tls(config.ktls, built.live.tls.is_some())?;
         if built.live.tls.is_some() && kernel_tls.is_none() {
             match config.strategy {
@@ -131,7 +155,7 @@ impl Server {
         ));
         Ok(Server {
             shared,
-            listeners,
+            listeners: bound.loops,
             metrics_listener,
             redirect_listener,
             local_addr,
@@ -149,6 +173,11 @@ impl Server {
             },
             control,
             acme,
+            upgrades: Upgrades {
+                executable,
+                sockets,
+            },
+            ready,
         })
     }
 
@@ -188,7 +217,8 @@ impl Server {
         self.shared.shutdown.clone()
     }
 
-    /// Runs until SIGTERM, SIGINT or the shutdown token, then drains and returns.
+    /// Runs until SIGTERM, SIGINT, the shutdown token or a live upgrade's new process
+    /// serving, then drains and returns.
     pub fn run(self) -> Result<(), ServerError> {
         let Server {
             shared,
@@ -204,6 +234,8 @@ impl Server {
             mut reload,
             control,
             acme,
+            upgrades,
+            ready,
         } = self;
         let placement = Arc::new(Placement { pin, numa });
         let threads = match runtime {
@@ -215,9 +247,18 @@ impl Server {
             }
         };
 
-        control::notify(&[sd_notify::NotifyState::Ready]);
+        match ready {
+            // Started by a live upgrade: the old process, still the service manager's
+            // main one, hands that role over once it hears this.
+            Some(pipe) => {
+                if let Err(error) = pipe.ready() {
+                    tracing::warn!(%error, "live upgrade: cannot tell the old process that this one serves");
+                }
+            }
+            None => control::notify(&[sd_notify::NotifyState::Ready]),
+        }
         let Control { runtime, signals } = control;
-        runtime.block_on(async {
+        let ended = runtime.block_on(async {
             // Scrapes stop with the server; those in flight get the exporter's grace.
             let exporting =
                 metrics_listener.and_then(|listener| match TcpListener::from_std(listener) {
@@ -242,8 +283,14 @@ impl Server {
                 ))
             });
             tokio::spawn(control::sweep_open_files(Arc::clone(&shared)));
-            control::control_signals(&shared, &mut reload, signals).await;
-            shared.shutdown.cancel();
+            let ended = control::control_signals(&shared, &mut reload, signals, &upgrades).await;
+            match ended {
+                Ended::HandedOver => shared.hand_over(),
+                Ended::Stopped => shared.shutdown.cancel(),
+            }
+            // The listening sockets close with the workers' copies (or live on in the
+            // new process).
+            drop(upgrades);
             if let Some(redirecting) = redirecting {
                 if redirecting.await.is_err() {
                     tracing::error!("the redirect listener panicked");
@@ -259,8 +306,12 @@ impl Server {
                     tracing::error!("the ACME manager panicked");
                 }
             }
+            ended
         });
-        control::notify(&[sd_notify::NotifyState::Stopping]);
+        // After a hand-over the service manager follows the new process.
+        if ended == Ended::Stopped {
+            control::notify(&[sd_notify::NotifyState::Stopping]);
+        }
         for handle in threads {
             if handle.join().is_err() {
                 tracing::error!("a worker thread panicked");

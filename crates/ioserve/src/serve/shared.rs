@@ -8,7 +8,7 @@
 //! uses it), so imports run one way: server → conn → reply.
 
 use std::collections::BTreeMap;
-use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
@@ -71,6 +71,9 @@ pub(crate) struct Shared {
     pub metrics: Arc<Metrics>,
     /// Cancelled when the server shuts down.
     pub shutdown: CancellationToken,
+    /// Set (before `shutdown` is cancelled) when a new process took over the listeners:
+    /// the connections left here then end gently (`serve::handover`).
+    handed_over: AtomicBool,
     /// Connections open now, admitted or being refused.
     open_connections: AtomicUsize,
     /// `--max-connections`.
@@ -94,6 +97,19 @@ impl Shared {
         self.live.store(Arc::new(live));
     }
 
+    /// Shuts down because a new process serves the listeners now: connections waiting
+    /// for a request get their answer (with `Connection: close`) instead of being
+    /// closed under a request that may be on its way.
+    pub fn hand_over(&self) {
+        self.handed_over.store(true, Ordering::SeqCst);
+        self.shutdown.cancel();
+    }
+
+    /// Whether the shutdown is a hand-over to a new process ([`Shared::hand_over`]).
+    pub fn handed_over(&self) -> bool {
+        self.handed_over.load(Ordering::SeqCst)
+    }
+
     /// Whether the listeners should wait before accepting: the admitted connections
     /// and those being refused have reached their bound (see [`crate::ops::budget`]).
     pub fn accepting_paused(&self) -> bool {
@@ -113,6 +129,7 @@ impl Shared {
             live: ArcSwap::from_pointee(live),
             metrics,
             shutdown: CancellationToken::new(),
+            handed_over: AtomicBool::new(false),
             open_connections: AtomicUsize::new(0),
             max_connections,
             idle: (0..workers.max(1))
