@@ -10,6 +10,8 @@
 //!
 //! Lines go to stderr or `--access-log-file` through a background writer, so a slow
 //! disk or terminal never stalls a worker (lines are dropped if it falls far behind).
+//! A file that cannot take a line (a full disk) loses it, counted
+//! (`crate::ops::log_file`), and serving goes on.
 
 use std::fmt::Write as _;
 use std::io::Write as _;
@@ -24,6 +26,7 @@ use time::{OffsetDateTime, PrimitiveDateTime};
 use tracing_appender::non_blocking::{NonBlocking, WorkerGuard};
 
 use crate::http::request::{Request, Version};
+use crate::ops::log_file::LogFile;
 
 /// The layout of access-log lines.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Deserialize, clap::ValueEnum)]
@@ -118,7 +121,7 @@ impl AccessLog {
                     .create(true)
                     .append(true)
                     .open(path)?;
-                tracing_appender::non_blocking(file)
+                tracing_appender::non_blocking(LogFile::new(file, path.to_path_buf()))
             }
             None => tracing_appender::non_blocking(std::io::stderr()),
         };

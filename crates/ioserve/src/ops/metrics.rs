@@ -283,6 +283,12 @@ impl Collector for MetricsCollector {
         )?;
         exposition::counter(
             out,
+            "ioserve_access_log_lines_lost",
+            "Access log lines its file could not take (a full disk).",
+            crate::ops::log_file::lines_lost(),
+        )?;
+        exposition::counter(
+            out,
             "ioserve_connections",
             "Connections accepted.",
             metrics.sum(|s| &s.connections_total),

@@ -4,6 +4,7 @@
 pub(crate) mod access_log;
 pub(crate) mod budget;
 pub mod config;
+pub(crate) mod log_file;
 pub(crate) mod metrics;
 pub mod placement;
 pub(crate) mod tls_outcome;

@@ -800,3 +800,128 @@ fn each_bad_start_input_says_its_cause_once() {
         assert_eq!(last, expected, "{args:?}");
     }
 }
+
+/// A tmpfs mounted for a test, unmounted when dropped.
+struct Tmpfs(tempfile::TempDir);
+
+impl Tmpfs {
+    /// A tmpfs of `size` (mount's syntax, `256k`) on a new directory; `None` when this
+    /// process may not mount (not root).
+    fn mount(size: &str) -> Option<Tmpfs> {
+        if !rustix::process::geteuid().is_root() {
+            eprintln!("skipped: mounting a tmpfs needs root");
+            return None;
+        }
+        let dir = tempfile::tempdir().unwrap();
+        let status = Command::new("mount")
+            .args(["-t", "tmpfs", "-o", &format!("size={size}"), "tmpfs"])
+            .arg(dir.path())
+            .status()
+            .unwrap();
+        assert!(status.success(), "mount -t tmpfs: {status}");
+        Some(Tmpfs(dir))
+    }
+
+    fn path(&self) -> &std::path::Path {
+        self.0.path()
+    }
+}
+
+impl Drop for Tmpfs {
+    fn drop(&mut self) {
+        let _ = Command::new("umount").arg(self.0.path()).status();
+    }
+}
+
+/// Fills the filesystem of `dir` with `dir/filler` until it takes no more.
+fn fill(dir: &std::path::Path) {
+    let mut filler = std::fs::File::create(dir.join("filler")).unwrap();
+    let page = [b'x'; 4096];
+    loop {
+        match filler.write(&page) {
+            Ok(0) => break,
+            Ok(_) => {}
+            Err(error) => {
+                assert_eq!(error.raw_os_error(), Some(28), "{error}");
+                break;
+            }
+        }
+    }
+}
+
+#[test]
+fn a_full_disk_under_the_access_log_loses_lines_not_requests() {
+    let Some(disk) = Tmpfs::mount("256k") else {
+        return;
+    };
+    let (dir, _) = tree();
+    let log = disk.path().join("access.log");
+    let server = Server::start_with(
+        "sendfile",
+        dir.path(),
+        &[
+            "--access-log-file",
+            log.to_str().unwrap(),
+            "--metrics-listen",
+            "127.0.0.1:0",
+        ],
+        true,
+    );
+    let lines = || std::fs::read_to_string(&log).unwrap_or_default();
+    assert_eq!(server.get("/hello.txt?before", &[]).status, 200);
+    wait_until("the first access log line", lines, |text| {
+        text.contains("?before")
+    });
+    fill(disk.path());
+    // The log file's last page may take a few more lines; requests go on until one is
+    // lost, and every one is answered.
+    let mut sent = 0;
+    wait_until(
+        "a lost access log line",
+        || {
+            sent += 1;
+            assert_eq!(
+                server.get(&format!("/hello.txt?full={sent}"), &[]).status,
+                200
+            );
+            metric_in(
+                &scrape(server.metrics.unwrap()),
+                "ioserve_access_log_lines_lost_total",
+            )
+        },
+        |&lost| lost > 0,
+    );
+    for i in 0..5 {
+        assert_eq!(server.get(&format!("/hello.txt?more={i}"), &[]).status, 200);
+    }
+    wait_for_metric(&server, "ioserve_access_log_lines_lost_total", |lost| {
+        lost >= 6
+    });
+    let said = server.wait_for_log("access log: cannot write");
+    assert_eq!(
+        said.matches("access log: cannot write").count(),
+        1,
+        "{said}"
+    );
+    assert!(said.contains("No space left on device"), "{said}");
+
+    // Space returns: logging resumes by itself, and says how many lines were lost.
+    std::fs::remove_file(disk.path().join("filler")).unwrap();
+    let lost = metric_in(
+        &scrape(server.metrics.unwrap()),
+        "ioserve_access_log_lines_lost_total",
+    );
+    assert_eq!(server.get("/hello.txt?after", &[]).status, 200);
+    let said = server.wait_for_log("access log: writing again");
+    assert!(said.contains(&format!("{lost} lines were lost")), "{said}");
+    let text = wait_until("the line after the full disk", lines, |text| {
+        text.contains("?after")
+    });
+    // No line is glued to a fragment of a lost one.
+    for line in text.lines().filter(|line| !line.is_empty()) {
+        assert!(line.starts_with("127.0.0.1 - - ["), "{line:?} in\n{text}");
+    }
+    wait_for_metric(&server, "ioserve_access_log_lines_lost_total", |now| {
+        now == lost
+    });
+}
