@@ -78,6 +78,20 @@ fn run() -> anyhow::Result<()> {
     raise_fd_limit();
     // SIGHUP merges the same command line with the config file as it is then.
     let server = Server::bind(&config)?.reload_with(Box::new(move || Config::load(cli.clone())));
+    if let Err(error) = say_where(&server, &config) {
+        // The old process's stdout, which a live upgrade's process inherits, may be
+        // gone (its reader has what the old process printed): the upgrade goes on.
+        if !server.started_by_upgrade() {
+            return Err(error);
+        }
+        tracing::warn!("cannot print the listening addresses: {error:#}");
+    }
+    server.run()?;
+    Ok(())
+}
+
+/// Prints where the server listens, on stdout.
+fn say_where(server: &Server, config: &Config) -> anyhow::Result<()> {
     let mut stdout = std::io::stdout().lock();
     writeln!(
         stdout,
@@ -96,8 +110,6 @@ fn run() -> anyhow::Result<()> {
         writeln!(stdout, "ioserve: metrics at http://{addr}/metrics")?;
     }
     stdout.flush().context("cannot write to stdout")?;
-    drop(stdout);
-    server.run()?;
     Ok(())
 }
 

@@ -200,6 +200,11 @@ impl Server {
             .and_then(|l| l.local_addr().ok())
     }
 
+    /// Whether a live upgrade started this process (it inherited its listeners).
+    pub fn started_by_upgrade(&self) -> bool {
+        self.ready.is_some()
+    }
+
     /// The canonical served root.
     pub fn root(&self) -> PathBuf {
         self.shared.live().site.root.path().to_owned()

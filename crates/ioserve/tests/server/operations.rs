@@ -925,3 +925,104 @@ fn a_full_disk_under_the_access_log_loses_lines_not_requests() {
         now == lost
     });
 }
+
+#[test]
+fn sigusr2_hands_the_listeners_over_without_cutting_a_download() {
+    let (dir, data) = tree();
+    for strategy in STRATEGIES {
+        let mut server =
+            Server::start_with(strategy, dir.path(), &["--shutdown-timeout", "20s"], true);
+        // A download the client does not read yet, which the old process must finish.
+        let (mut download, len) = start_download(&server, "/big.bin");
+        assert_eq!(len, data.len());
+        wait_until_stalled(download.get_ref());
+        // A keep-alive connection between two requests.
+        let idle = connect(server.addr);
+        let mut idle_reader = BufReader::new(idle.try_clone().unwrap());
+        (&idle)
+            .write_all(b"GET /hello.txt HTTP/1.1\r\nHost: t\r\n\r\n")
+            .unwrap();
+        assert_eq!(read_response(&mut idle_reader, false).unwrap().status, 200);
+
+        server.signal("USR2");
+        let log = server.wait_for_log("SIGUSR2: the new process serves");
+        let line = log
+            .lines()
+            .find(|line| line.contains("SIGUSR2: the new process serves"))
+            .unwrap();
+        let new: u32 = line.rsplit_once("pid=").unwrap().1.trim().parse().unwrap();
+        assert_ne!(new, server.pid(), "{strategy}");
+        // New connections are the new process's; the kept-alive one gets its next
+        // request answered, with Connection: close, by the old one.
+        assert_eq!(get(server.addr, "/hello.txt", &[]).body, b"hello");
+        (&idle)
+            .write_all(b"GET /hello.txt HTTP/1.1\r\nHost: t\r\n\r\n")
+            .unwrap();
+        let answer = read_response(&mut idle_reader, false).unwrap();
+        assert_eq!(
+            (answer.status, &answer.body[..]),
+            (200, &b"hello"[..]),
+            "{strategy}"
+        );
+        assert_eq!(answer.header("Connection"), Some("close"), "{strategy}");
+        // The download finishes whole, then the old process exits 0.
+        let mut body = Vec::new();
+        download.read_to_end(&mut body).unwrap();
+        assert!(
+            body == data,
+            "{strategy}: {} of {} bytes",
+            body.len(),
+            data.len()
+        );
+        let status = server.wait_exit(SETTLE).expect("the old process exits");
+        assert!(status.success(), "{strategy}: {status}");
+        assert_eq!(get(server.addr, "/hello.txt", &[]).body, b"hello");
+        // The new process is stopped as any other.
+        let pid = rustix::process::Pid::from_raw(new as i32).unwrap();
+        rustix::process::kill_process(pid, rustix::process::Signal::TERM).unwrap();
+        wait_until(
+            "the new process to stop listening",
+            || TcpStream::connect(server.addr).is_ok(),
+            |&connected| !connected,
+        );
+    }
+}
+
+#[test]
+fn sigusr2_with_a_configuration_the_new_binary_refuses_keeps_serving() {
+    let (dir, _) = tree();
+    let scratch = tempfile::tempdir().unwrap();
+    let config = scratch.path().join("ioserve.toml");
+    std::fs::write(&config, "hidden = false\n").unwrap();
+    let mut server = Server::start_with(
+        "sendfile",
+        dir.path(),
+        &["--config", config.to_str().unwrap()],
+        true,
+    );
+    std::fs::write(&config, "workers = \"many\"\n").unwrap();
+    server.signal("USR2");
+    let log = server.wait_for_log("SIGUSR2: the new binary ended before it served");
+    // The new process said why, in the same log.
+    assert!(log.contains("workers"), "{log}");
+    assert_eq!(get(server.addr, "/hello.txt", &[]).body, b"hello");
+    // A second try, once the file is mended, hands over.
+    std::fs::write(&config, "hidden = false\n").unwrap();
+    server.signal("USR2");
+    let log = server.wait_for_log("SIGUSR2: the new process serves");
+    let line = log
+        .lines()
+        .find(|line| line.contains("SIGUSR2: the new process serves"))
+        .unwrap();
+    let new: u32 = line.rsplit_once("pid=").unwrap().1.trim().parse().unwrap();
+    let status = server.wait_exit(SETTLE).expect("the old process exits");
+    assert!(status.success(), "{status}");
+    assert_eq!(get(server.addr, "/hello.txt", &[]).body, b"hello");
+    let pid = rustix::process::Pid::from_raw(new as i32).unwrap();
+    rustix::process::kill_process(pid, rustix::process::Signal::TERM).unwrap();
+    wait_until(
+        "the new process to stop listening",
+        || TcpStream::connect(server.addr).is_ok(),
+        |&connected| !connected,
+    );
+}

@@ -249,7 +249,7 @@ impl Server {
             })
     }
 
-    /// Sends a signal (`TERM`, `INT`, `HUP`, `USR1`) to the server, with kill(2) itself
+    /// Sends a signal (`TERM`, `INT`, `HUP`, `USR1`, `USR2`) to the server, with kill(2) itself
     /// rather than kill(1), so that it comes as soon as the caller asks.
     pub fn signal(&self, signal: &str) {
         use rustix::process::{kill_process, Pid, Signal};
@@ -258,7 +258,8 @@ impl Server {
             "INT" => Signal::INT,
             "HUP" => Signal::HUP,
             "USR1" => Signal::USR1,
-            other => panic!("signal {other}: the tests send TERM, INT, HUP or USR1"),
+            "USR2" => Signal::USR2,
+            other => panic!("signal {other}: the tests send TERM, INT, HUP, USR1 or USR2"),
         };
         let pid = Pid::from_raw(self.pid() as i32).expect("a process id is positive");
         kill_process(pid, signal).expect("the server is running");
