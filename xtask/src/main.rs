@@ -236,6 +236,15 @@ pub(crate) enum Task {
     /// cannot run and a refused configuration), tls (HTTPS, downloads over HTTP/2),
     /// activation (systemd-socket-activate, MAINPID= on the notify socket); part of ci
     Upgrade(operations::upgrade::Options),
+    /// Hours of mixed load on ioserve over HTTPS, its resources sampled
+    ///
+    /// wrk's keep-alive small files over HTTP/1.1, curl downloads over HTTP/2 resumed
+    /// halfway, ranges, slow readers and listings, with a SIGHUP every minute (a new
+    /// certificate every other one), for --duration; RSS, descriptors, threads and
+    /// error counts every --interval into TARGET_DIR/soak/{soak.csv,soak.svg}; fails on
+    /// any error, on growing descriptors or threads, or on RSS growing over 1 % per
+    /// hour after the warm-up (a 2-minute run is part of ci)
+    Soak(operations::soak::Options),
     /// numa in 2- and 4-node qemu guests
     ///
     /// Boot Debian's kernel under qemu-system-x86_64 (TCG) with 2 and 4 NUMA nodes and
@@ -291,6 +300,7 @@ fn main() -> ExitCode {
         Task::Browser(options) => browser::run(&options),
         Task::Acme(options) => acme::run(&options),
         Task::Upgrade(options) => operations::upgrade::run(&options),
+        Task::Soak(options) => operations::soak::run(&options),
         Task::ProbeOverhead(options) => probe_overhead::run(&options),
         Task::Bench(options) => bench::run(&options),
         Task::BenchCompare(options) => bench_compare::run(&options),

@@ -1,5 +1,5 @@
 //! Scenario 8, bad input: a CA that does not answer, a name the CA refuses, a state
-//! directory that cannot be made. ioserve must say so in its log, count the failure,
+//! directory that cannot be made, a state directory whose disk fills up. ioserve must say so in its log, count the failure,
 //! keep running (the redirect listener still answering) and leave no temporary file.
 
 use std::fs;
@@ -122,4 +122,123 @@ fn still_running(server: &mut AcmeServer) -> Result<()> {
     server.alive()?;
     server.metrics_text()?;
     Ok(())
+}
+
+/// What ioserve logs when a certificate it obtained cannot be written.
+const NOT_KEPT: &str = "the new certificate is served, and kept once it can be written";
+/// What it logs when that certificate has been written after all.
+const KEPT_NOW: &str = "acme: the state directory takes the certificate again";
+
+/// 8d: the state directory's disk (a 512 KiB tmpfs, as root) fills up after the first
+/// certificate: the renewal of the 60 s certificate is served though it cannot be
+/// written, which is said; once space returns it is written, and the stored
+/// certificate is the served one.
+pub(crate) fn full_state(env: &Env) -> Result<()> {
+    ensure!(
+        rustix::process::geteuid().is_root(),
+        "the full-state scenario mounts a tmpfs: run it as root"
+    );
+    let disk = Tmpfs::mount(&env.path("state-disk"), "512k")?;
+    let mut setup = Setup::new(env, |settings| settings.shortlived_validity = 60)?;
+    setup.args.profile = Some("shortlived");
+    setup.args.state = disk.0.join("acme");
+    let mut server = AcmeServer::start(env, "ioserve", &setup.args)?;
+    server.wait_for_certificate(ISSUANCE_WAIT)?;
+    let first = server.served()?;
+    fill(&disk.0)?;
+    // Renewed when a third of the 60 s is left.
+    let line = server.wait_for_log(NOT_KEPT, Duration::from_secs(90))?;
+    eprintln!("xtask acme: {}", line.trim());
+    let renewed = wait_until("the renewed certificate served", METRICS_WAIT, || {
+        server.alive()?;
+        let served = server.served()?;
+        Ok(match served.serial != first.serial {
+            true => Look::Holds(served),
+            false => Look::Not(format!("serial {}", served.serial)),
+        })
+    })?;
+    fs::remove_file(disk.0.join("filler"))?;
+    let line = server.wait_for_log(KEPT_NOW, Duration::from_secs(30))?;
+    eprintln!("xtask acme: {}", line.trim());
+    let stored = stored_certificate(&setup.args.state)?;
+    let stored = super::client::describe(&stored)?;
+    ensure!(
+        stored.serial == renewed.serial || stored.not_after >= renewed.not_after,
+        "the stored certificate (serial {}) is not the one served after the full disk (serial {})",
+        stored.serial,
+        renewed.serial
+    );
+    no_temporary_files(env)?;
+    stop_cleanly(&mut server)
+}
+
+/// The one certificate-and-key.pem under `state`.
+fn stored_certificate(state: &std::path::Path) -> Result<Vec<u8>> {
+    let mut found = Vec::new();
+    let mut dirs = vec![state.to_path_buf()];
+    while let Some(dir) = dirs.pop() {
+        for entry in fs::read_dir(&dir)? {
+            let path = entry?.path();
+            if path.is_dir() {
+                dirs.push(path);
+            } else if path
+                .file_name()
+                .is_some_and(|name| name == "certificate-and-key.pem")
+            {
+                found.push(path);
+            }
+        }
+    }
+    ensure!(
+        found.len() == 1,
+        "expected one stored certificate under {}: {found:?}",
+        state.display()
+    );
+    Ok(fs::read(&found[0])?)
+}
+
+/// A tmpfs mounted on a directory, unmounted when dropped.
+struct Tmpfs(std::path::PathBuf);
+
+impl Tmpfs {
+    fn mount(dir: &std::path::Path, size: &str) -> Result<Tmpfs> {
+        fs::create_dir_all(dir)?;
+        let status = std::process::Command::new("mount")
+            .args([
+                "-t",
+                "tmpfs",
+                "-o",
+                &format!("size={size},mode=0700"),
+                "tmpfs",
+            ])
+            .arg(dir)
+            .status()?;
+        ensure!(
+            status.success(),
+            "mount -t tmpfs {}: {status}",
+            dir.display()
+        );
+        Ok(Tmpfs(dir.to_path_buf()))
+    }
+}
+
+impl Drop for Tmpfs {
+    fn drop(&mut self) {
+        let _ = std::process::Command::new("umount").arg(&self.0).status();
+    }
+}
+
+/// Fills the filesystem of `dir` with `dir/filler` until it takes no more.
+fn fill(dir: &std::path::Path) -> Result<()> {
+    use std::io::Write as _;
+    let mut filler = fs::File::create(dir.join("filler"))?;
+    let page = [b'x'; 4096];
+    loop {
+        match filler.write(&page) {
+            Ok(0) => return Ok(()),
+            Ok(_) => {}
+            Err(error) if error.raw_os_error() == Some(28) => return Ok(()),
+            Err(error) => return Err(error.into()),
+        }
+    }
 }

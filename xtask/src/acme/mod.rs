@@ -108,6 +108,12 @@ pub(crate) const SCENARIOS: &[Scenario] = &[
         about: "a state directory that cannot be made: said, still running, no .tmp left",
         run: bad_input::unwritable_state,
     },
+    Scenario {
+        name: "full-state",
+        about:
+            "the state directory's disk fills: the renewal is served, then kept when space returns",
+        run: bad_input::full_state,
+    },
 ];
 
 /// The scenario names, for `--only`'s help and value check.

@@ -162,7 +162,7 @@ pub(crate) fn run() -> Result<()> {
     stages.time("hash quality", hash_quality::ci_embedding_checks)?;
     stages.time("browser", || crate::browser::ci(&packaged.join("ioserve")))?;
     stages.time("h2spec", || h2spec::run(&ioserve))?;
-    // Checks that use one core (the live upgrade's load, testssl.sh's handshakes,
+    // Checks that use one core (the live upgrade's and the soak's load, testssl.sh's handshakes,
     // pebble's validations, Miri's interpreter) run on a thread beside the guests and
     // the aarch64 builds, whose TCG guests leave a core idle most of the time.
     let one_core = {
@@ -174,6 +174,9 @@ pub(crate) fn run() -> Result<()> {
             let outcome = (|| {
                 beside.time("live upgrade", || {
                     crate::operations::upgrade::ci(&packaged.join("ioserve"), &debug)
+                })?;
+                beside.time("soak (2 minutes)", || {
+                    crate::operations::soak::ci(&packaged.join("ioserve"))
                 })?;
                 beside.time("testssl.sh", || testssl::run(&ioserve))?;
                 beside.time("acme", || crate::acme::ci(&packaged.join("ioserve")))?;

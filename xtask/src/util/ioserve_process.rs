@@ -67,6 +67,8 @@ pub(crate) struct IoserveProcess {
     child: Child,
     /// Where it listens, from its "serving ROOT at SCHEME://ADDR/" line.
     pub(crate) addr: SocketAddr,
+    /// Where its metrics are, when it was started with `--metrics-listen`.
+    pub(crate) metrics: Option<SocketAddr>,
 }
 
 impl IoserveProcess {
@@ -75,10 +77,10 @@ impl IoserveProcess {
     /// printed, or how it exited.
     pub(crate) fn start(mut command: Command, scheme: &str, wait: Duration) -> Result<Self> {
         let program = command.get_program().to_string_lossy().into_owned();
+        let wants_metrics = command.get_args().any(|arg| arg == "--metrics-listen");
         let mut child = command
             .stdin(Stdio::null())
             .stdout(Stdio::piped())
-            .stderr(Stdio::inherit())
             .spawn()
             .with_context(|| format!("cannot start {program}"))?;
         let stdout = child.stdout.take().context("ioserve's stdout")?;
@@ -94,6 +96,7 @@ impl IoserveProcess {
         let mut server = IoserveProcess {
             child,
             addr: SocketAddr::from(([127, 0, 0, 1], 0)),
+            metrics: None,
         };
         let deadline = Instant::now() + wait;
         let mut last = String::from("nothing");
@@ -103,6 +106,11 @@ impl IoserveProcess {
                 Ok(line) => {
                     if let Some(addr) = served_address(&line, scheme) {
                         server.addr = addr;
+                    }
+                    if let Some(addr) = listener_address(&line, "ioserve: metrics at http://") {
+                        server.metrics = Some(addr);
+                    }
+                    if server.addr.port() != 0 && (server.metrics.is_some() || !wants_metrics) {
                         return Ok(server);
                     }
                     last = line;
@@ -116,6 +124,13 @@ impl IoserveProcess {
                 ),
             }
         }
+    }
+}
+
+impl IoserveProcess {
+    /// The process id.
+    pub(crate) fn pid(&self) -> u32 {
+        self.child.id()
     }
 }
 

@@ -36,6 +36,8 @@ use crate::acme::store::Store;
 
 /// How often a replica waiting for another's first certificate looks for it.
 const WAIT_FOR_REPLICA: Duration = Duration::from_secs(1);
+/// How often a certificate that could not be kept is written again.
+const UNSAVED_RETRY: Duration = Duration::from_secs(10);
 
 /// When the served certificate is to be renewed, and why then.
 #[derive(Clone, Debug)]
@@ -62,6 +64,9 @@ pub struct Manager {
     renewal: Option<Renewal>,
     /// The last order sent with `replaces` failed: send the next without it.
     skip_replaces: bool,
+    /// A certificate served but not yet kept (the state directory's disk was full, or
+    /// it could not be written): written as soon as it can be.
+    unsaved: Option<Vec<u8>>,
 }
 
 impl std::fmt::Debug for Manager {
@@ -102,6 +107,7 @@ impl Manager {
             backoff: Backoff::default(),
             renewal: None,
             skip_replaces: false,
+            unsaved: None,
         };
         if let Some(stored) = manager.stored() {
             tracing::info!(
@@ -187,6 +193,10 @@ impl Manager {
     pub async fn run(mut self, shutdown: CancellationToken) {
         loop {
             let wait = self.turn().await;
+            let wait = match self.unsaved {
+                Some(_) => wait.min(UNSAVED_RETRY),
+                None => wait,
+            };
             tokio::select! {
                 _ = shutdown.cancelled() => return,
                 _ = tokio::time::sleep(wait) => {}
@@ -194,8 +204,24 @@ impl Manager {
         }
     }
 
+    /// Writes the certificate that could not be kept when it was obtained, if there is
+    /// one; quietly while the state directory still refuses it (that was said).
+    fn keep_unsaved(&mut self) {
+        let Some(pem) = &self.unsaved else {
+            return;
+        };
+        if self.store.save_certificate(self.name(), pem).is_ok() {
+            tracing::info!(
+                names = self.settings.domains.join(","),
+                "acme: the state directory takes the certificate again; it is kept now"
+            );
+            self.unsaved = None;
+        }
+    }
+
     /// One turn of the loop; how long to sleep before the next.
     async fn turn(&mut self) -> Duration {
+        self.keep_unsaved();
         if !self.store_ready {
             match self.store.prepare() {
                 Ok(()) => self.store_ready = true,
@@ -319,9 +345,17 @@ impl Manager {
         let certificate = Certificate::from_pem(pem.as_bytes()).map_err(|error| {
             AcmeError::Validation(format!("the CA issued an unusable certificate: {error}"))
         })?;
-        if let Err(error) = self.store.save_certificate(self.name(), pem.as_bytes()) {
-            // Served anyway: the next start orders again, but clients are served now.
-            tracing::error!(%error, "acme: cannot write the state directory; the new certificate is served but not kept");
+        match self.store.save_certificate(self.name(), pem.as_bytes()) {
+            Ok(()) => self.unsaved = None,
+            Err(error) => {
+                // Served anyway, and written as soon as the directory takes it (a full
+                // disk): until then a restart would order again.
+                tracing::error!(
+                    %error,
+                    "acme: cannot write the state directory; the new certificate is served, and kept once it can be written"
+                );
+                self.unsaved = Some(pem.clone().into_bytes());
+            }
         }
         Ok(certificate)
     }
