@@ -673,7 +673,9 @@ impl Report {
         if self.window >= SLOPE_WINDOW {
             if let Some((growth, error)) = self.rss_per_hour {
                 if growth > 1.0 && growth > 3.0 * error {
-                    problems.push(format!("anonymous RSS grows {growth:.2} % per hour (± {error:.2})"));
+                    problems.push(format!(
+                        "anonymous RSS grows {growth:.2} % per hour (± {error:.2})"
+                    ));
                 }
             }
         } else if self.rss_end_kib > self.rss_start_kib * 5 / 4 {

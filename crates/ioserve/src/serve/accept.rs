@@ -83,6 +83,12 @@ fn per_ip_busy() -> Reply {
     Reply::error(503).header("Retry-After", PER_IP_RETRY_AFTER)
 }
 
+/// The 503 for a client past the connection limit (`--max-connections`, or what the
+/// descriptor and memory limits hold).
+fn busy() -> Reply {
+    Reply::error(503).header("Retry-After", BUSY_RETRY_AFTER)
+}
+
 /// The TLS handshake, within the header timeout, then the connection served (or
 /// refused with 503 when it is not admitted) over it: HTTP/2 where the client chose
 /// `h2` by ALPN, else HTTP/1.1. A handshake that fails (plain
@@ -234,18 +240,20 @@ async fn answer<S: Transport + 'static>(
             http2::refuse_connection(stream, peer, shared, &slot, per_ip_busy).await;
         }
         (false, _) if h2 => {
-            let busy = || Reply::error(503);
             http2::refuse_connection(stream, peer, Arc::clone(shared), &slot, busy).await;
         }
         (true, true) => conn::serve(&mut stream, &peer, shared, &slot).await,
         (true, false) => conn::refuse_with(&mut stream, &peer, shared, id, per_ip_busy()).await,
-        (false, _) => conn::refuse(&mut stream, &peer, shared, id, 503).await,
+        (false, _) => conn::refuse_with(&mut stream, &peer, shared, id, busy()).await,
     }
 }
 
 /// Seconds a client refused at `--max-conns-per-ip` is asked to wait (`Retry-After`):
 /// one of its own connections will likely have ended by then.
 const PER_IP_RETRY_AFTER: u64 = 1;
+/// Seconds a client refused at the connection limit is asked to wait: downloads end,
+/// and keep-alive connections make room, within seconds.
+const BUSY_RETRY_AFTER: u64 = 2;
 
 /// Failed accepts (EMFILE and friends): a worker backs off instead of spinning, and
 /// says so at most once a second.
@@ -314,7 +322,7 @@ fn spawn_connection(
         } else {
             let reply = match admitted {
                 true => per_ip_busy(),
-                false => Reply::error(503),
+                false => busy(),
             };
             // Boxed too: refusals are rare, and their futures (a reply being written)
             // are larger than a served connection's.

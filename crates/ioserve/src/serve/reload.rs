@@ -20,10 +20,11 @@ use crate::http::site::{CacheSettings, Site};
 use crate::io::file_digests::FileDigests;
 use crate::io::pacing::PaceLimits;
 use crate::io::root::{Resolver, Root};
-use crate::io::strategy::Strategy;
+use crate::io::strategy::{Strategy, StrategyKind};
 use crate::ops::access_log::AccessLog;
 use crate::ops::budget;
 use crate::ops::config::{Config, OnReload};
+use crate::ops::memory;
 use crate::serve::error::ServerError;
 use crate::serve::shared::{Limits, Live};
 use crate::serve::tls::{self, AcmeTls, TlsSetup};
@@ -136,15 +137,43 @@ pub(crate) fn build(
     })
 }
 
-/// The descriptor budget of `config` (see [`budget::fit`]).
+/// The descriptor budget of `config` (see [`budget::fit`]), then the memory budget
+/// where a cgroup limits the process's memory (see [`memory`]).
 fn fit(config: &Config, descriptor_limit: u64) -> budget::Fitted {
-    budget::fit(
+    let mut fitted = budget::fit(
         descriptor_limit,
         config.workers,
         config.max_connections,
         1 + config.strategy.descriptors_per_download(),
         config.open_file_cache,
-    )
+    );
+    let Some(limit) = memory::limit() else {
+        return fitted;
+    };
+    let kind = match config.tls() {
+        true => "HTTPS",
+        false => "HTTP",
+    };
+    let reads_into_memory = matches!(config.strategy, StrategyKind::Read | StrategyKind::Buffered);
+    let each = memory::connection_bytes(config.tls(), reads_into_memory, config.chunk_size);
+    let held = memory::connections_within(&limit, each);
+    if held < fitted.max_connections {
+        let said = format!(
+            "the memory limit is {} MiB ({}): after {} MiB for the process and about {} KiB \
+             per {kind} connection, at most {held} connections are admitted, more get 503 \
+             with Retry-After (raise MemoryMax= in the unit to admit more)",
+            limit.bytes >> 20,
+            limit.source.display(),
+            memory::reserve(&limit) >> 20,
+            each >> 10,
+        );
+        fitted.max_connections = held;
+        fitted.warning = Some(match fitted.warning.take() {
+            Some(descriptors) => format!("{descriptors}; {said}"),
+            None => said,
+        });
+    }
+    fitted
 }
 
 /// Opens the access log `config` names.

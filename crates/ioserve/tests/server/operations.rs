@@ -1026,3 +1026,176 @@ fn sigusr2_with_a_configuration_the_new_binary_refuses_keeps_serving() {
         |&connected| !connected,
     );
 }
+
+/// A memory cgroup of its own (v2 where /sys/fs/cgroup is unified, else v1's memory
+/// controller), removed when dropped.
+struct MemoryCgroup {
+    dir: std::path::PathBuf,
+    v2: bool,
+}
+
+impl MemoryCgroup {
+    /// A cgroup limited to `bytes`; `None` when this process may not make one (not
+    /// root).
+    fn make(bytes: u64) -> Option<MemoryCgroup> {
+        if !rustix::process::geteuid().is_root() {
+            eprintln!("skipped: making a memory cgroup needs root");
+            return None;
+        }
+        let v2 = std::path::Path::new("/sys/fs/cgroup/cgroup.controllers").exists();
+        let parent = match v2 {
+            true => std::path::PathBuf::from("/sys/fs/cgroup"),
+            false => std::path::PathBuf::from("/sys/fs/cgroup/memory"),
+        };
+        let dir = parent.join(format!("ioserve-test-{}", std::process::id()));
+        std::fs::create_dir(&dir).unwrap();
+        let (file, value) = match v2 {
+            true => ("memory.max", bytes.to_string()),
+            false => ("memory.limit_in_bytes", bytes.to_string()),
+        };
+        std::fs::write(dir.join(file), value).unwrap();
+        Some(MemoryCgroup { dir, v2 })
+    }
+
+    /// The file a process's id is written to, to move it in.
+    fn procs(&self) -> std::path::PathBuf {
+        self.dir.join("cgroup.procs")
+    }
+
+    /// Processes the kernel's OOM killer ended in it.
+    fn oom_kills(&self) -> u64 {
+        let file = match self.v2 {
+            true => "memory.events",
+            false => "memory.oom_control",
+        };
+        let text = std::fs::read_to_string(self.dir.join(file)).unwrap();
+        text.lines()
+            .find_map(|line| line.strip_prefix("oom_kill "))
+            .map_or(0, |n| n.trim().parse().unwrap())
+    }
+}
+
+impl Drop for MemoryCgroup {
+    fn drop(&mut self) {
+        // Emptied first: the processes go back to the root cgroup.
+        let root = self.dir.parent().unwrap().join("cgroup.procs");
+        if let Ok(pids) = std::fs::read_to_string(self.procs()) {
+            for pid in pids.lines() {
+                let _ = std::fs::write(&root, pid);
+            }
+        }
+        let _ = std::fs::remove_dir(&self.dir);
+    }
+}
+
+/// A TLS connection (HTTP/1.1) to `addr` as `localhost`, trusting `ca` (PEM), that
+/// asks for `path` and returns the response head.
+async fn tls_request_head(
+    addr: std::net::SocketAddr,
+    ca: &str,
+    path: &str,
+) -> (String, impl Sized) {
+    use rustls::pki_types::pem::PemObject as _;
+    use tokio::io::{AsyncReadExt as _, AsyncWriteExt as _};
+    let mut roots = rustls::RootCertStore::empty();
+    for cert in rustls::pki_types::CertificateDer::pem_slice_iter(ca.as_bytes()) {
+        roots.add(cert.unwrap()).unwrap();
+    }
+    let provider = std::sync::Arc::new(rustls::crypto::ring::default_provider());
+    let config = rustls::ClientConfig::builder_with_provider(provider)
+        .with_safe_default_protocol_versions()
+        .unwrap()
+        .with_root_certificates(roots)
+        .with_no_client_auth();
+    let connector = tokio_rustls::TlsConnector::from(std::sync::Arc::new(config));
+    let name = rustls::pki_types::ServerName::try_from("localhost").unwrap();
+    let tcp = tokio::net::TcpStream::connect(addr).await.unwrap();
+    let mut tls = connector.connect(name, tcp).await.unwrap();
+    tls.write_all(request_bytes("GET", path, &[("Connection", "keep-alive")]).as_bytes())
+        .await
+        .unwrap();
+    let mut head = Vec::new();
+    let mut byte = [0u8];
+    while !head.ends_with(b"\r\n\r\n") {
+        if tls.read(&mut byte).await.unwrap() == 0 {
+            break;
+        }
+        head.push(byte[0]);
+    }
+    (String::from_utf8_lossy(&head).into_owned(), tls)
+}
+
+#[test]
+fn a_memory_limit_caps_connections_instead_of_an_oom_kill() {
+    // 2,000 HTTPS downloads whose clients read nothing hold about 400 MiB in the
+    // server (rustls's buffers): in a 128 MiB cgroup, without the memory budget, the
+    // OOM killer ends the server.
+    const CLIENTS: usize = 2_000;
+    let Some(cgroup) = MemoryCgroup::make(128 << 20) else {
+        return;
+    };
+    let (dir, _) = tree();
+    let tls = TestCertificate::new();
+    let join = format!("echo $$ > {} && exec \"$@\"", cgroup.procs().display());
+    let flags = tls.flags();
+    let mut extra: Vec<&str> = flags.iter().map(String::as_str).collect();
+    extra.extend(["--metrics-listen", "127.0.0.1:0"]);
+    let server = Server::launch(
+        &["sh", "-c", &join, "sh"],
+        "sendfile",
+        dir.path(),
+        &extra,
+        true,
+    );
+    let log = server.wait_for_log("the memory limit is 128 MiB");
+    let line = log
+        .lines()
+        .find(|l| l.contains("the memory limit is"))
+        .unwrap();
+    let (_, line) = line.split_once("the memory limit is").unwrap();
+    let admitted: usize = line
+        .split_once("at most ")
+        .and_then(|(_, rest)| rest.split(' ').next())
+        .and_then(|n| n.parse().ok())
+        .unwrap_or_else(|| panic!("{line}"));
+    assert!(admitted < CLIENTS, "{line}");
+
+    let runtime = crate::h2_client::runtime();
+    let ca = tls.pem.clone();
+    let addr = server.addr;
+    let (ok, busy, held) = runtime.block_on(async move {
+        let clients: Vec<_> = (0..CLIENTS)
+            .map(|_| {
+                let ca = ca.clone();
+                tokio::spawn(async move { tls_request_head(addr, &ca, "/big.bin").await })
+            })
+            .collect();
+        let (mut ok, mut busy, mut held) = (0, 0, Vec::new());
+        for client in clients {
+            let (head, stream) = client.await.unwrap();
+            if head.starts_with("HTTP/1.1 200 ") {
+                ok += 1;
+                // Kept open and unread: the download holds its buffers.
+                held.push(stream);
+            } else {
+                assert!(head.starts_with("HTTP/1.1 503 "), "{head}");
+                assert!(head.contains("\r\nRetry-After: 2\r\n"), "{head}");
+                busy += 1;
+            }
+        }
+        (ok, busy, held)
+    });
+    assert_eq!(ok + busy, CLIENTS);
+    assert!(ok <= admitted, "{ok} admitted, the budget says {admitted}");
+    assert!(ok > 0 && busy > 0, "{ok} served, {busy} refused");
+    // The server lives on, and serves once the downloads are gone.
+    assert_eq!(cgroup.oom_kills(), 0, "the OOM killer ended a process");
+    drop(held);
+    wait_for_no_connections(&server);
+    let ca = tls.pem.clone();
+    let (head, _) =
+        runtime.block_on(async move { tls_request_head(addr, &ca, "/hello.txt").await });
+    assert!(head.starts_with("HTTP/1.1 200 "), "{head}");
+    assert_eq!(cgroup.oom_kills(), 0);
+    eprintln!("{ok} downloads admitted (the budget: {admitted}), {busy} refused with 503");
+}
