@@ -1127,11 +1127,11 @@ async fn tls_request_head(
 
 #[test]
 fn a_memory_limit_caps_connections_instead_of_an_oom_kill() {
-    // 2,000 HTTPS downloads whose clients read nothing hold about 400 MiB in the
-    // server (rustls's buffers): in a 128 MiB cgroup, without the memory budget, the
+    // 1,000 HTTPS downloads whose clients read nothing hold about 200 MiB in the
+    // server (rustls's buffers): in a 96 MiB cgroup, without the memory budget, the
     // OOM killer ends the server.
-    const CLIENTS: usize = 2_000;
-    let Some(cgroup) = MemoryCgroup::make(128 << 20) else {
+    const CLIENTS: usize = 1_000;
+    let Some(cgroup) = MemoryCgroup::make(96 << 20) else {
         return;
     };
     let (dir, _) = tree();
@@ -1147,7 +1147,7 @@ fn a_memory_limit_caps_connections_instead_of_an_oom_kill() {
         &extra,
         true,
     );
-    let log = server.wait_for_log("the memory limit is 128 MiB");
+    let log = server.wait_for_log("the memory limit is 96 MiB");
     let line = log
         .lines()
         .find(|l| l.contains("the memory limit is"))
