@@ -21,14 +21,15 @@
 
 use std::io::Read as _;
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
+use std::process::{Command, Stdio};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use anyhow::{bail, ensure, Context as _, Result};
-use rustix::process::{Pid, Signal};
+use rustix::process::Signal;
 
+use super::paced_wrk::{signal, PacedWrk};
 use crate::util::certificate::self_signed;
 use crate::util::ioserve_process::{IoserveBinary, IoserveProcess};
 use crate::util::svg::{Anchor, Svg, PALETTE};
@@ -81,6 +82,8 @@ struct Tree {
 }
 
 const LARGE: usize = 32 << 20;
+/// The small files wrk asks for in turn.
+const SMALL_FILES: [&str; 4] = ["/s0.txt", "/s1.txt", "/s2.txt", "/s3.txt"];
 const MEDIUM: usize = 2 << 20;
 
 fn soak(ioserve: &Path, duration: Duration, interval: Duration, out: &Path) -> Result<()> {
@@ -121,7 +124,8 @@ fn soak(ioserve: &Path, duration: Duration, interval: Duration, out: &Path) -> R
 
     let stop = Arc::new(AtomicBool::new(false));
     let failures = Arc::new(Failures::default());
-    let wrk = Wrk::start(&base, scratch.path())?;
+    // About 800 requests a second: 16 connections, 20 ms between requests.
+    let wrk = PacedWrk::start(&base, &SMALL_FILES, 16, 20, scratch.path())?;
     let mut clients = Vec::new();
     let workloads: [(&str, Workload); 6] = [
         ("download in two halves", Client::download_with_resume),
@@ -373,80 +377,6 @@ impl Client {
         std::thread::sleep(Duration::from_millis(200));
         Ok(())
     }
-}
-
-/// wrk's keep-alive load of small files, stopped with SIGINT.
-struct Wrk(Child);
-
-impl Wrk {
-    fn start(base: &str, dir: &Path) -> Result<Wrk> {
-        let script = dir.join("soak.lua");
-        std::fs::write(&script, WRK_SCRIPT)?;
-        let child = Command::new("wrk")
-            .args([
-                "--threads",
-                "1",
-                "--connections",
-                "16",
-                "--duration",
-                "100h",
-            ])
-            .args(["--timeout", "10s", "--script"])
-            .arg(&script)
-            .arg(format!("{base}/s0.txt"))
-            .stdin(Stdio::null())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::piped())
-            .spawn()
-            .context("cannot start wrk")?;
-        Ok(Wrk(child))
-    }
-
-    /// Stops it; its request count, or what went wrong.
-    fn finish(self) -> Result<u64> {
-        signal(self.0.id(), Signal::INT)?;
-        let output = self.0.wait_with_output()?;
-        let text = String::from_utf8_lossy(&output.stdout).into_owned();
-        let figure = |name: &str| -> Result<u64> {
-            let line = text
-                .lines()
-                .find_map(|line| line.strip_prefix(&format!("{name} ")))
-                .with_context(|| format!("wrk printed no {name:?} figure:\n{text}"))?;
-            line.trim()
-                .parse()
-                .with_context(|| format!("wrk's {name}: {line:?}"))
-        };
-        let requests = figure("requests")?;
-        for error in ["connect", "read", "write", "timeout", "status"] {
-            let count = figure(error)?;
-            ensure!(count == 0, "{count} {error} errors in {requests} requests");
-        }
-        Ok(requests)
-    }
-}
-
-/// Rotates over the small files, 20 ms between a connection's requests, and prints the
-/// counts one per line.
-const WRK_SCRIPT: &str = r#"
-local paths = {"/s0.txt", "/s1.txt", "/s2.txt", "/s3.txt"}
-local next_path = 0
-request = function()
-  next_path = next_path % #paths + 1
-  return wrk.format("GET", paths[next_path])
-end
-delay = function()
-  return 20
-end
-done = function(summary, latency, requests)
-  local e = summary.errors
-  io.write(string.format("requests %d\nconnect %d\nread %d\nwrite %d\ntimeout %d\nstatus %d\n",
-    summary.requests, e.connect, e.read, e.write, e.timeout, e.status))
-end
-"#;
-
-fn signal(pid: u32, signal: Signal) -> Result<()> {
-    let pid = Pid::from_raw(pid as i32).context("pid 0")?;
-    rustix::process::kill_process(pid, signal).with_context(|| format!("cannot signal {pid:?}"))
 }
 
 /// The server's resources at one moment.

@@ -25,6 +25,7 @@ use std::time::{Duration, Instant};
 use anyhow::{bail, ensure, Context as _, Result};
 use rustix::process::{Pid, Signal};
 
+use super::paced_wrk::{signal, PacedWrk};
 use crate::util::certificate::{issued_by_test_ca, IssuedPair};
 use crate::util::ioserve_process::{listener_address, served_address, IoserveBinary};
 use crate::util::{cargo, ensure_packages, step, target_dir};
@@ -174,6 +175,8 @@ struct Load {
 
 /// wrk's connections; each waits between its requests so that all give `rate`.
 const CONNECTIONS: u32 = 20;
+/// The small files wrk asks for in turn.
+const SMALL_FILES: [&str; 4] = ["/s0.txt", "/s1.txt", "/s2.txt", "/s3.txt"];
 /// The large file's size and each download's rate: every download lasts about 8 s, so
 /// that the old process still sends for seconds after the upgrade (more than the
 /// kernel's socket buffers hold).
@@ -263,7 +266,9 @@ impl Scenario {
                 "the old process did not say READY=1"
             );
         }
-        let wrk = Wrk::start(&base, load.rate, dir)?;
+        // Each connection waits this long after each answer, so that all give `rate`.
+        let delay_ms = (CONNECTIONS * 1000 / load.rate).max(1);
+        let wrk = PacedWrk::start(&base, &SMALL_FILES, CONNECTIONS, delay_ms, dir)?;
         std::thread::sleep(Duration::from_secs(1));
 
         if self.failed_starts {
@@ -498,11 +503,6 @@ fn replace(path: &Path, bytes: &[u8]) -> Result<()> {
     Ok(())
 }
 
-fn signal(pid: u32, signal: Signal) -> Result<()> {
-    let pid = Pid::from_raw(pid as i32).context("pid 0")?;
-    rustix::process::kill_process(pid, signal).with_context(|| format!("cannot signal {pid:?}"))
-}
-
 /// Waits for the `count`-th line of `log` that contains `text`, and returns it.
 fn wait_for_line(log: &Path, text: &str, count: usize) -> Result<String> {
     let deadline = Instant::now() + WAIT;
@@ -647,81 +647,6 @@ fn compare(mut body: impl std::io::Read, expected: &[u8]) -> Result<()> {
     ensure!(at == expected.len(), "{at} bytes of {}", expected.len());
     Ok(())
 }
-
-/// wrk's steady load of small requests, stopped with SIGINT.
-struct Wrk {
-    child: Child,
-}
-
-impl Wrk {
-    /// `rate` requests per second over [`CONNECTIONS`] keep-alive connections to the
-    /// small files under `base`.
-    fn start(base: &str, rate: u32, dir: &Path) -> Result<Wrk> {
-        // Each connection waits this long after each answer.
-        let delay_ms = (CONNECTIONS * 1000 / rate).max(1);
-        let script = dir.join("load.lua");
-        std::fs::write(
-            &script,
-            WRK_SCRIPT.replace("DELAY_MS", &delay_ms.to_string()),
-        )?;
-        let child = Command::new("wrk")
-            .args(["--threads", "1", "--connections", &CONNECTIONS.to_string()])
-            .args(["--duration", "10m", "--timeout", "10s", "--script"])
-            .arg(&script)
-            .arg(format!("{base}/s0.txt"))
-            .stdin(Stdio::null())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::piped())
-            .spawn()
-            .context("cannot start wrk")?;
-        Ok(Wrk { child })
-    }
-
-    /// Stops the load; the requests made, after checking that none failed.
-    fn finish(self) -> Result<u64> {
-        signal(self.child.id(), Signal::INT)?;
-        let output = self.child.wait_with_output()?;
-        let text = String::from_utf8_lossy(&output.stdout).into_owned();
-        let figure = |name: &str| -> Result<u64> {
-            let line = text
-                .lines()
-                .find_map(|line| line.strip_prefix(&format!("{name} ")))
-                .with_context(|| format!("wrk printed no {name:?} figure:\n{text}"))?;
-            line.trim()
-                .parse()
-                .with_context(|| format!("wrk's {name}: {line:?}"))
-        };
-        let requests = figure("requests")?;
-        for error in ["connect", "read", "write", "timeout", "status"] {
-            let count = figure(error)?;
-            ensure!(
-                count == 0,
-                "wrk: {count} {error} errors in {requests} requests:\n{text}"
-            );
-        }
-        ensure!(requests > 0, "wrk made no request:\n{text}");
-        Ok(requests)
-    }
-}
-
-/// wrk's script: rotates over the small files, waits between requests, and prints its
-/// counts one per line.
-const WRK_SCRIPT: &str = r#"
-local paths = {"/s0.txt", "/s1.txt", "/s2.txt", "/s3.txt"}
-local next_path = 0
-request = function()
-  next_path = next_path % #paths + 1
-  return wrk.format("GET", paths[next_path])
-end
-delay = function()
-  return DELAY_MS
-end
-done = function(summary, latency, requests)
-  local e = summary.errors
-  io.write(string.format("requests %d\nconnect %d\nread %d\nwrite %d\ntimeout %d\nstatus %d\n",
-    summary.requests, e.connect, e.read, e.write, e.timeout, e.status))
-end
-"#;
 
 #[cfg(test)]
 mod tests {

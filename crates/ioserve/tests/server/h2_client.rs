@@ -22,17 +22,7 @@ pub fn runtime() -> tokio::runtime::Runtime {
 
 /// A TLS connection to `addr` (as `localhost`) that chose `h2`, trusting `ca` (PEM).
 pub async fn connect_tls(addr: SocketAddr, ca: &str) -> TlsStream<TcpStream> {
-    use rustls::pki_types::pem::PemObject as _;
-    let mut roots = rustls::RootCertStore::empty();
-    for cert in rustls::pki_types::CertificateDer::pem_slice_iter(ca.as_bytes()) {
-        roots.add(cert.unwrap()).unwrap();
-    }
-    let provider = Arc::new(rustls::crypto::ring::default_provider());
-    let mut config = rustls::ClientConfig::builder_with_provider(provider)
-        .with_safe_default_protocol_versions()
-        .unwrap()
-        .with_root_certificates(roots)
-        .with_no_client_auth();
+    let mut config = crate::support::tls_client_config(ca);
     config.alpn_protocols = vec![b"h2".to_vec()];
     let connector = tokio_rustls::TlsConnector::from(Arc::new(config));
     let name = rustls::pki_types::ServerName::try_from("localhost").unwrap();

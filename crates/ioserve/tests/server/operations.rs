@@ -926,6 +926,27 @@ fn a_full_disk_under_the_access_log_loses_lines_not_requests() {
     });
 }
 
+/// The pid of the process a live upgrade started, from the old one's hand-over line.
+fn new_process(log: &str) -> u32 {
+    let line = log
+        .lines()
+        .find(|line| line.contains("SIGUSR2: the new process serves"))
+        .unwrap();
+    line.rsplit_once("pid=").unwrap().1.trim().parse().unwrap()
+}
+
+/// Stops the process `pid` that took `server`'s listeners over, and waits until they
+/// are closed.
+fn stop_new_process(pid: u32, server: &Server) {
+    let pid = rustix::process::Pid::from_raw(pid as i32).unwrap();
+    rustix::process::kill_process(pid, rustix::process::Signal::TERM).unwrap();
+    wait_until(
+        "the new process to stop listening",
+        || TcpStream::connect(server.addr).is_ok(),
+        |&connected| !connected,
+    );
+}
+
 #[test]
 fn sigusr2_hands_the_listeners_over_without_cutting_a_download() {
     let (dir, data) = tree();
@@ -946,11 +967,7 @@ fn sigusr2_hands_the_listeners_over_without_cutting_a_download() {
 
         server.signal("USR2");
         let log = server.wait_for_log("SIGUSR2: the new process serves");
-        let line = log
-            .lines()
-            .find(|line| line.contains("SIGUSR2: the new process serves"))
-            .unwrap();
-        let new: u32 = line.rsplit_once("pid=").unwrap().1.trim().parse().unwrap();
+        let new = new_process(&log);
         assert_ne!(new, server.pid(), "{strategy}");
         // New connections are the new process's; the kept-alive one gets its next
         // request answered, with Connection: close, by the old one.
@@ -978,13 +995,7 @@ fn sigusr2_hands_the_listeners_over_without_cutting_a_download() {
         assert!(status.success(), "{strategy}: {status}");
         assert_eq!(get(server.addr, "/hello.txt", &[]).body, b"hello");
         // The new process is stopped as any other.
-        let pid = rustix::process::Pid::from_raw(new as i32).unwrap();
-        rustix::process::kill_process(pid, rustix::process::Signal::TERM).unwrap();
-        wait_until(
-            "the new process to stop listening",
-            || TcpStream::connect(server.addr).is_ok(),
-            |&connected| !connected,
-        );
+        stop_new_process(new, &server);
     }
 }
 
@@ -1010,21 +1021,11 @@ fn sigusr2_with_a_configuration_the_new_binary_refuses_keeps_serving() {
     std::fs::write(&config, "hidden = false\n").unwrap();
     server.signal("USR2");
     let log = server.wait_for_log("SIGUSR2: the new process serves");
-    let line = log
-        .lines()
-        .find(|line| line.contains("SIGUSR2: the new process serves"))
-        .unwrap();
-    let new: u32 = line.rsplit_once("pid=").unwrap().1.trim().parse().unwrap();
+    let new = new_process(&log);
     let status = server.wait_exit(SETTLE).expect("the old process exits");
     assert!(status.success(), "{status}");
     assert_eq!(get(server.addr, "/hello.txt", &[]).body, b"hello");
-    let pid = rustix::process::Pid::from_raw(new as i32).unwrap();
-    rustix::process::kill_process(pid, rustix::process::Signal::TERM).unwrap();
-    wait_until(
-        "the new process to stop listening",
-        || TcpStream::connect(server.addr).is_ok(),
-        |&connected| !connected,
-    );
+    stop_new_process(new, &server);
 }
 
 /// A memory cgroup of its own (v2 where /sys/fs/cgroup is unified, else v1's memory
@@ -1095,18 +1096,8 @@ async fn tls_request_head(
     ca: &str,
     path: &str,
 ) -> (String, impl Sized) {
-    use rustls::pki_types::pem::PemObject as _;
     use tokio::io::{AsyncReadExt as _, AsyncWriteExt as _};
-    let mut roots = rustls::RootCertStore::empty();
-    for cert in rustls::pki_types::CertificateDer::pem_slice_iter(ca.as_bytes()) {
-        roots.add(cert.unwrap()).unwrap();
-    }
-    let provider = std::sync::Arc::new(rustls::crypto::ring::default_provider());
-    let config = rustls::ClientConfig::builder_with_provider(provider)
-        .with_safe_default_protocol_versions()
-        .unwrap()
-        .with_root_certificates(roots)
-        .with_no_client_auth();
+    let config = tls_client_config(ca);
     let connector = tokio_rustls::TlsConnector::from(std::sync::Arc::new(config));
     let name = rustls::pki_types::ServerName::try_from("localhost").unwrap();
     let tcp = tokio::net::TcpStream::connect(addr).await.unwrap();

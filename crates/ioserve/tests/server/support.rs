@@ -723,3 +723,19 @@ pub fn wait_until_quiescent(server: &Server) {
         Vec::is_empty,
     );
 }
+
+/// A rustls client configuration that trusts the PEM certificates in `ca` (the test
+/// certificate), for the tests' TLS clients.
+pub fn tls_client_config(ca: &str) -> rustls::ClientConfig {
+    use rustls::pki_types::pem::PemObject as _;
+    let mut roots = rustls::RootCertStore::empty();
+    for cert in rustls::pki_types::CertificateDer::pem_slice_iter(ca.as_bytes()) {
+        roots.add(cert.unwrap()).unwrap();
+    }
+    let provider = std::sync::Arc::new(rustls::crypto::ring::default_provider());
+    rustls::ClientConfig::builder_with_provider(provider)
+        .with_safe_default_protocol_versions()
+        .unwrap()
+        .with_root_certificates(roots)
+        .with_no_client_auth()
+}

@@ -679,17 +679,7 @@ fn tls_client(
     addr: SocketAddr,
     ca: &str,
 ) -> rustls::StreamOwned<rustls::ClientConnection, TcpStream> {
-    use rustls::pki_types::pem::PemObject as _;
-    let mut roots = rustls::RootCertStore::empty();
-    for cert in rustls::pki_types::CertificateDer::pem_slice_iter(ca.as_bytes()) {
-        roots.add(cert.unwrap()).unwrap();
-    }
-    let provider = std::sync::Arc::new(rustls::crypto::ring::default_provider());
-    let config = rustls::ClientConfig::builder_with_provider(provider)
-        .with_safe_default_protocol_versions()
-        .unwrap()
-        .with_root_certificates(roots)
-        .with_no_client_auth();
+    let config = crate::support::tls_client_config(ca);
     let name = rustls::pki_types::ServerName::try_from("localhost").unwrap();
     let connection = rustls::ClientConnection::new(std::sync::Arc::new(config), name).unwrap();
     rustls::StreamOwned::new(connection, crate::support::connect(addr))
