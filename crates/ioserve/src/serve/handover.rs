@@ -221,10 +221,34 @@ impl ReadyPipe {
 pub(super) struct Executable(Result<PathBuf, String>);
 
 impl Executable {
-    /// This process's executable, as the kernel names it now.
+    /// The path this process was started by: its `argv[0]` made absolute (against the
+    /// working directory, or found on `PATH` when it is a bare name), so that a
+    /// symbolic link (`/usr/sbin/ioserve` to a versioned directory) is followed anew
+    /// at the upgrade, as nginx does; else the file the kernel says it runs.
     pub(super) fn current() -> Executable {
-        Executable(std::env::current_exe().map_err(|error| error.to_string()))
+        let started_as = std::env::args_os().next().map(PathBuf::from);
+        let path = started_as.and_then(|path| absolute(&path));
+        match path {
+            Some(path) => Executable(Ok(path)),
+            None => Executable(std::env::current_exe().map_err(|error| error.to_string())),
+        }
     }
+}
+
+/// `argv[0]` as an absolute path: as it is, against the working directory when it has
+/// a `/`, else the first executable of that name on `PATH`.
+fn absolute(path: &std::path::Path) -> Option<PathBuf> {
+    if path.is_absolute() {
+        return Some(path.to_path_buf());
+    }
+    if path.components().count() > 1 {
+        return std::env::current_dir().ok().map(|dir| dir.join(path));
+    }
+    let search = std::env::var_os("PATH")?;
+    std::env::split_paths(&search)
+        .map(|dir| dir.join(path))
+        .find(|candidate| candidate.is_file())
+        .filter(|candidate| candidate.is_absolute())
 }
 
 impl fmt::Display for Executable {
@@ -382,6 +406,22 @@ mod tests {
             "not a listening TCP socket"
         );
         assert_eq!(take_listener(1_000_000).unwrap_err(), "not open");
+    }
+
+    #[test]
+    fn the_started_path_is_made_absolute() {
+        use std::path::Path;
+        assert_eq!(
+            absolute(Path::new("/usr/bin/ioserve")).unwrap(),
+            Path::new("/usr/bin/ioserve")
+        );
+        let cwd = std::env::current_dir().unwrap();
+        assert_eq!(
+            absolute(Path::new("bin/ioserve")).unwrap(),
+            cwd.join("bin/ioserve")
+        );
+        // A bare name is looked for on PATH: sh is there.
+        assert!(absolute(Path::new("sh")).unwrap().ends_with("sh"));
     }
 
     #[test]
