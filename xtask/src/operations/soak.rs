@@ -58,10 +58,16 @@ pub(crate) fn run(options: &Options) -> Result<()> {
         Some(out) => out.clone(),
         None => target_dir()?.join("soak"),
     };
-    soak(&ioserve, options.duration, options.interval, &out)
+    soak(
+        &ioserve,
+        options.duration,
+        options.interval,
+        &out,
+        &Mix::FULL,
+    )
 }
 
-/// `cargo xtask ci`'s short run: two minutes, sampled every 10 s.
+/// `cargo xtask ci`'s short run: two minutes, sampled every 10 s, of the light mix.
 pub(crate) fn ci(ioserve: &Path) -> Result<()> {
     let out = target_dir()?.join("soak");
     soak(
@@ -69,6 +75,7 @@ pub(crate) fn ci(ioserve: &Path) -> Result<()> {
         Duration::from_secs(120),
         Duration::from_secs(10),
         &out,
+        &Mix::LIGHT,
     )
 }
 
@@ -86,7 +93,42 @@ const LARGE: usize = 32 << 20;
 const SMALL_FILES: [&str; 4] = ["/s0.txt", "/s1.txt", "/s2.txt", "/s3.txt"];
 const MEDIUM: usize = 2 << 20;
 
-fn soak(ioserve: &Path, duration: Duration, interval: Duration, out: &Path) -> Result<()> {
+/// How much of each load the soak puts on.
+struct Mix {
+    /// wrk's connections and the pause of each between its requests.
+    wrk_connections: u32,
+    wrk_delay_ms: u32,
+    /// Loops of each curl workload.
+    loops: usize,
+    /// `--limit-rate` of the large downloads.
+    download_rate: &'static str,
+}
+
+impl Mix {
+    /// `cargo xtask soak`'s: about 750 requests a second, two loops of each download.
+    const FULL: Mix = Mix {
+        wrk_connections: 16,
+        wrk_delay_ms: 20,
+        loops: 2,
+        download_rate: "40M",
+    };
+    /// CI's: every kind of request, at a fifth of the rate, so that the guests beside
+    /// it keep their CPU.
+    const LIGHT: Mix = Mix {
+        wrk_connections: 8,
+        wrk_delay_ms: 50,
+        loops: 1,
+        download_rate: "10M",
+    };
+}
+
+fn soak(
+    ioserve: &Path,
+    duration: Duration,
+    interval: Duration,
+    out: &Path,
+    mix: &Mix,
+) -> Result<()> {
     ensure_packages(PACKAGES)?;
     std::fs::create_dir_all(out).with_context(|| format!("cannot make {}", out.display()))?;
     let scratch = tempfile::tempdir()?;
@@ -124,19 +166,30 @@ fn soak(ioserve: &Path, duration: Duration, interval: Duration, out: &Path) -> R
 
     let stop = Arc::new(AtomicBool::new(false));
     let failures = Arc::new(Failures::default());
-    // About 800 requests a second: 16 connections, 20 ms between requests.
-    let wrk = PacedWrk::start(&base, &SMALL_FILES, 16, 20, scratch.path())?;
+    let wrk = PacedWrk::start(
+        &base,
+        &SMALL_FILES,
+        mix.wrk_connections,
+        mix.wrk_delay_ms,
+        scratch.path(),
+    )?;
     let mut clients = Vec::new();
-    let workloads: [(&str, Workload); 6] = [
-        ("download in two halves", Client::download_with_resume),
-        ("download in two halves", Client::download_with_resume),
-        ("range", Client::range),
-        ("slow reader", Client::slow_reader),
-        ("slow reader", Client::slow_reader),
-        ("listing", Client::listing),
+    let workloads: [(&str, Workload, usize); 4] = [
+        (
+            "download in two halves",
+            Client::download_with_resume,
+            mix.loops,
+        ),
+        ("range", Client::range, 1),
+        ("slow reader", Client::slow_reader, mix.loops),
+        ("listing", Client::listing, 1),
     ];
+    let workloads = workloads
+        .into_iter()
+        .flat_map(|(name, workload, loops)| std::iter::repeat_n((name, workload), loops));
     for (name, workload) in workloads {
         let client = Client {
+            download_rate: mix.download_rate,
             base: base.clone(),
             large: Arc::clone(&tree.large),
             medium: Arc::clone(&tree.medium),
@@ -276,6 +329,8 @@ impl Failures {
 
 /// One curl-driven workload's view of the server.
 struct Client {
+    /// `--limit-rate` of the large downloads.
+    download_rate: &'static str,
     base: String,
     large: Arc<Vec<u8>>,
     medium: Arc<Vec<u8>>,
@@ -326,13 +381,23 @@ impl Client {
     fn download_with_resume(&self) -> Result<()> {
         let half = LARGE / 2;
         let mut body = self.curl(
-            &["--range", &format!("0-{}", half - 1), "--limit-rate", "40M"],
+            &[
+                "--range",
+                &format!("0-{}", half - 1),
+                "--limit-rate",
+                self.download_rate,
+            ],
             "/large.bin",
         )?;
         ensure!(body.len() == half, "the first half: {} bytes", body.len());
         // What `curl -C -` does with a partial file: a Range from its size.
         let rest = self.curl(
-            &["--continue-at", &half.to_string(), "--limit-rate", "40M"],
+            &[
+                "--continue-at",
+                &half.to_string(),
+                "--limit-rate",
+                self.download_rate,
+            ],
             "/large.bin",
         )?;
         body.extend_from_slice(&rest);
