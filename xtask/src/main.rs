@@ -3,7 +3,7 @@
 //!
 //! ```text
 //! cargo xtask ci                 every check CI runs: system packages, fmt, clippy,
-//!                                module cycles, tests, the guests (numa, clock, tls, arm64),
+//!                                module cycles, tests, the guests (numa, clock, tls, faults, arm64),
 //!                                the aarch64 build, simd's scalar paths under Miri
 //! cargo xtask packages           the Debian packages the checks need (ci's first step)
 //! cargo xtask fuzz [SECONDS]     a short run of every cargo-fuzz target (nightly)
@@ -14,6 +14,7 @@
 //! cargo xtask clock-vm           probe's clock checks under tsc, hpet and acpi_pm guests
 //! cargo xtask arm64-vm           simd, numa, probe and ioserve on Debian's arm64 kernel
 //! cargo xtask tls-vm             ioserve's kTLS on Debian's 6.1 kernel (tls.ko)
+//! cargo xtask faults-vm          ioserve on a disk that returns EIO under a file (6.1, dm error)
 //! cargo xtask bench [--quick]    criterion benches + Go peers -> target/bench-report
 //! cargo xtask bench-compare      criterion's latest run against a saved baseline
 //! cargo xtask cross [--smoke]    aarch64 binaries and bench executables in a tarball
@@ -54,7 +55,7 @@ use std::process::ExitCode;
 
 use clap::{Parser, Subcommand};
 
-use crate::guests::{arm64_vm, clock_vm, numa_vm, tls_vm};
+use crate::guests::{arm64_vm, clock_vm, faults_vm, numa_vm, tls_vm};
 use crate::load::{loadtest, probe_overhead, udpload};
 use crate::release::cross;
 use crate::util::ioserve_process::IoserveBinary;
@@ -277,6 +278,17 @@ pub(crate) enum Task {
     /// TLS socket (installs qemu-system-x86, busybox-static, curl, openssl, strace;
     /// part of ci)
     TlsVm(IoserveBinary),
+    /// ioserve on a disk that fails under a file, on Debian's 6.1 kernel (qemu TCG)
+    ///
+    /// Boot Debian's kernel under qemu-system-x86_64 (TCG) with ext4 on a RAM disk
+    /// behind device-mapper, whose table then sends 64 KiB of one file and 4 KiB of a
+    /// small one to the `error` target (EIO). Under every strategy, over HTTP/1.1,
+    /// HTTPS and HTTP/2, curl downloads each beside a good file: each failing download
+    /// ends short with exactly the file's first bytes, the good one is whole, the log
+    /// names the file, byte and error once per response, the metric counts them, and
+    /// the server lives on (installs qemu-system-x86, busybox-static, curl, openssl,
+    /// dmsetup; part of ci)
+    FaultsVm(IoserveBinary),
 }
 
 fn main() -> ExitCode {
@@ -289,6 +301,7 @@ fn main() -> ExitCode {
         Task::ClockVm => clock_vm::run(),
         Task::Arm64Vm => arm64_vm::run().map(drop),
         Task::TlsVm(binary) => tls_vm::run(&binary),
+        Task::FaultsVm(binary) => faults_vm::run(&binary),
         Task::Vmlinux { btf } => ci::bpf::vmlinux(&btf),
         Task::Bpf(options) => ci::bpf::run(&options),
         Task::HashQuality(options) => ci::hash_quality::run(&options),

@@ -20,7 +20,7 @@ use std::time::{Duration, Instant};
 
 use anyhow::{Context as _, Result};
 
-use crate::guests::{arm64_vm, clock_vm, tls_vm};
+use crate::guests::{arm64_vm, clock_vm, faults_vm, tls_vm};
 use crate::util::beside::Beside;
 use crate::util::ioserve_process::IoserveBinary;
 use crate::util::test_run::{cargo_test, run_tests, TestTotals};
@@ -42,7 +42,8 @@ use crate::util::{
 /// with curl, wget and aria2c.
 /// ioserve's pacing tests download with curl, wget and aria2c.
 /// ioserve's kTLS guest (`cargo xtask tls-vm`) makes its certificate with openssl and
-/// downloads with curl under strace.
+/// downloads with curl under strace; its failing-disk guest (`cargo xtask faults-vm`)
+/// makes the failing device with dmsetup and finds files on it with filefrag.
 /// ioserve's HTTPS tests handshake with `openssl s_client`; `cargo xtask testssl` runs
 /// testssl.sh; `cargo xtask loadtest --tls` loads HTTP/2 with h2load (nghttp2-client).
 /// ioserve's listing is checked in Chromium (`cargo xtask browser`, the last four).
@@ -73,6 +74,8 @@ const SYSTEM_PACKAGES: &[(&str, &str)] = &[
     ("testssl.sh", "testssl"),
     ("nghttp2-client", "h2load"),
     ("wrk", "wrk"),
+    ("dmsetup", "dmsetup"),
+    ("e2fsprogs", "filefrag"),
     // Chromium, for the listing's browser check (`cargo xtask browser`).
     crate::browser::CHROMIUM,
     // chromedriver, the WebDriver server that the browser check drives Chromium through.
@@ -163,7 +166,7 @@ pub(crate) fn run() -> Result<()> {
     stages.time("browser", || crate::browser::ci(&packaged.join("ioserve")))?;
     stages.time("h2spec", || h2spec::run(&ioserve))?;
     // Checks that use one core (the live upgrade's and the soak's load, testssl.sh's handshakes,
-    // pebble's validations, Miri's interpreter) run on a thread beside the guests and
+    // pebble's validations, the failing disk's guest, Miri's interpreter) run on a thread beside the guests and
     // the aarch64 builds, whose TCG guests leave a core idle most of the time.
     let one_core = {
         let (ioserve, packaged) = (ioserve.clone(), packaged.clone());
@@ -180,6 +183,8 @@ pub(crate) fn run() -> Result<()> {
                 })?;
                 beside.time("testssl.sh", || testssl::run(&ioserve))?;
                 beside.time("acme", || crate::acme::ci(&packaged.join("ioserve")))?;
+                // A guest of one CPU.
+                beside.time("faults-vm", || faults_vm::run(&ioserve))?;
                 beside.time("miri", miri)
             })();
             Ok((outcome, beside))

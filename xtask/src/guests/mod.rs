@@ -1,4 +1,4 @@
-//! What every qemu guest of xtask shares (numa-vm, clock-vm, arm64-vm, tls-vm): Debian's
+//! What every qemu guest of xtask shares (numa-vm, clock-vm, arm64-vm, tls-vm, faults-vm): Debian's
 //! kernel for an architecture, statically linked guest programs, an initramfs with
 //! busybox-static whose init runs a fixed list of commands between markers on the
 //! serial console and powers off, booting under TCG, and the console cut back into
@@ -21,6 +21,7 @@ use anyhow::{bail, ensure, Context as _, Result};
 pub(crate) mod arm64_vm;
 pub(crate) mod clock_vm;
 mod cpio;
+pub(crate) mod faults_vm;
 mod numa_serving;
 pub(crate) mod numa_vm;
 pub(crate) mod tls_vm;

@@ -127,7 +127,7 @@ pub(crate) fn run(binary: &IoserveBinary) -> Result<()> {
 
 /// A self-signed ECDSA P-256 certificate for localhost and 127.0.0.1 and its key (PEM),
 /// made by openssl: the TLS 1.2 suites are then ECDHE-ECDSA.
-fn certificate() -> Result<(Vec<u8>, Vec<u8>)> {
+pub(crate) fn certificate() -> Result<(Vec<u8>, Vec<u8>)> {
     let dir = guest::work_dir()?.join("tls-cert");
     fs::create_dir_all(&dir)?;
     let (cert, key) = (dir.join("cert.pem"), dir.join("key.pem"));

@@ -120,6 +120,30 @@ impl OpenFileCache {
         dropped
     }
 
+    /// Drops every entry (of every worker) for the file `(device, inode)`: after a read
+    /// of it failed, the next request opens it anew. Returns how many were dropped.
+    pub fn forget(&self, identity: (u64, u64)) -> usize {
+        let mut dropped = 0;
+        for shard in &self.shards {
+            let mut entries = shard.lock().unwrap_or_else(|e| e.into_inner());
+            let matching: Vec<PathBuf> = entries
+                .iter()
+                .filter(|(_, entry)| {
+                    entry
+                        .file
+                        .metadata()
+                        .is_ok_and(|m| (m.dev(), m.ino()) == identity)
+                })
+                .map(|(path, _)| path.clone())
+                .collect();
+            for path in &matching {
+                entries.pop(path);
+            }
+            dropped += matching.len();
+        }
+        dropped
+    }
+
     /// `relative`'s file if the cache holds it and its path needs no resolving yet
     /// (a fresh entry): it costs an `fstat` of an open descriptor, which never waits
     /// for the disk. `None` where [`OpenFileCache::open`] would walk the path.
@@ -363,5 +387,26 @@ mod tests {
         assert_eq!(cache.len(0) + cache.len(1), 1);
         // Only the cache let go: a download in progress keeps its descriptor.
         assert_eq!(read(&opened[1]), "deleted");
+    }
+
+    #[test]
+    fn forget_drops_a_file_from_every_worker_s_shard_and_nothing_else() {
+        let dir = tempfile::tempdir().unwrap();
+        for name in ["bad", "good"] {
+            std::fs::write(dir.path().join(name), name).unwrap();
+        }
+        let root = Root::open(dir.path(), false).unwrap();
+        let cache = OpenFileCache::new(2, 8, Duration::from_secs(60), 0);
+        for worker in 0..2 {
+            for name in ["bad", "good"] {
+                file(cache.open(worker, &root, Path::new(name)));
+            }
+        }
+        let bad = std::fs::metadata(dir.path().join("bad")).unwrap();
+        assert_eq!(cache.forget((bad.dev(), bad.ino())), 2);
+        assert_eq!((cache.len(0), cache.len(1)), (1, 1));
+        assert!(cache.lookup(0, Path::new("bad")).is_none());
+        assert!(cache.lookup(1, Path::new("good")).is_some());
+        assert_eq!(cache.forget((bad.dev(), bad.ino())), 0);
     }
 }

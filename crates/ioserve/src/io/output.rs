@@ -252,7 +252,9 @@ impl<'a> Output<'a> {
             // Boxed: the plain path's futures stay small, and TLS costs far more than
             // an allocation.
             true => Either::Left(Box::pin(self.write_through(data))),
-            false => Either::Right(self.write_with(data.len(), |from| data[from..].as_ptr())),
+            false => Either::Right(
+                self.write_with(data.len(), Short::BufferFull, |from| data[from..].as_ptr()),
+            ),
         }
     }
 
@@ -272,17 +274,21 @@ impl<'a> Output<'a> {
             start <= end && end <= map.len(),
             "range outside the mapping"
         );
-        self.write_with(end - start, move |from| {
+        // A short write may have stopped at a page that cannot be read in (the file
+        // shrank, the disk failed), which leaves the socket writable with no event to
+        // come: the next write says which.
+        self.write_with(end - start, Short::Unexplained, move |from| {
             map.as_ptr().wrapping_add(start + from)
         })
     }
 
     /// The loop of [`Output::write`] and [`Output::write_mapped`]: `len` data bytes, of
     /// which `data_at(i)` gives the address of byte `i` onwards (`len - i` bytes that
-    /// stay mapped for the call).
+    /// stay mapped for the call); `short` says what a short write means.
     fn write_with<'s, D: Fn(usize) -> *const u8 + Send + 's>(
         &'s mut self,
         len: usize,
+        short: Short,
         data_at: D,
     ) -> impl Future<Output = io::Result<()>> + use<'a, 's, D> {
         let mut data_sent = 0;
@@ -301,7 +307,7 @@ impl<'a> Output<'a> {
                 let pending = &self.pending[self.pending_sent..];
                 let data = data_at(data_sent);
                 let write = |cx: &mut Context<'_>| {
-                    poll_write(socket, cx, pending.len() + allowed, || {
+                    poll_write(socket, cx, pending.len() + allowed, short, || {
                         let iovecs = [
                             libc::iovec {
                                 iov_base: pending.as_ptr().cast_mut().cast(),
@@ -357,7 +363,7 @@ impl<'a> Output<'a> {
             while self.pending_sent < self.pending.len() {
                 let pending = &self.pending[self.pending_sent..];
                 let send = |cx: &mut Context<'_>| {
-                    poll_write(socket, cx, pending.len(), || {
+                    poll_write(socket, cx, pending.len(), Short::BufferFull, || {
                         Ok(rustix::net::send(socket, pending, flags)?)
                     })
                 };
@@ -371,12 +377,15 @@ impl<'a> Output<'a> {
     }
 
     /// Sends up to `count` bytes of `file` from `*offset` with sendfile(2), advancing
-    /// `offset`. Returns the bytes sent: 0 means the file ended early.
+    /// `offset`. Returns the bytes sent: 0 means the file ended early. `resident` says
+    /// the bytes are in the page cache: a short count then means a full socket buffer;
+    /// otherwise it may be a page the disk could not read, and the next call says which.
     pub fn sendfile<'s>(
         &'s mut self,
         file: &'s File,
         offset: &'s mut u64,
         count: usize,
+        resident: bool,
     ) -> impl Future<Output = io::Result<usize>> + use<'a, 's> {
         let mut granted = None;
         let mut waiting = None;
@@ -384,7 +393,11 @@ impl<'a> Output<'a> {
             let socket = self.socket()?;
             let count = std::task::ready!(self.poll_allowance(cx, &mut granted, count, false));
             let send = |cx: &mut Context<'_>| {
-                poll_write(socket, cx, count, || {
+                let short = match resident {
+                    true => Short::BufferFull,
+                    false => Short::Unexplained,
+                };
+                poll_write(socket, cx, count, short, || {
                     Ok(rustix::fs::sendfile(
                         socket,
                         file,
@@ -611,10 +624,21 @@ fn poll_io<R>(
     }
 }
 
+/// What a write that took fewer bytes than offered means.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Short {
+    /// The socket's buffer is full: its data came from memory, or from the page cache.
+    BufferFull,
+    /// Perhaps a full buffer, perhaps the end of what the kernel could read of the
+    /// source (a mapped page or a file page it could not read in): then the socket stays
+    /// writable and no epoll event comes, so the next write must be tried to tell.
+    Unexplained,
+}
+
 /// As [`poll_io`], for a write `f` that is offered `offered` bytes and returns how many
-/// it took. One that took fewer (but some) filled the socket's buffer: tokio is told
-/// so, as its own `poll_write` does after a short write, and the next write waits for
-/// epoll's word of room instead of first failing with `EAGAIN`.
+/// it took. Where `short` says a write that took fewer (but some) filled the socket's
+/// buffer, tokio is told so, as its own `poll_write` does after a short write, and the
+/// next write waits for epoll's word of room instead of first failing with `EAGAIN`.
 ///
 /// The telling is `try_io`'s: `f`'s result counts as `WouldBlock`, which makes tokio
 /// clear the readiness it saw before the call, never an event that came in during it
@@ -624,6 +648,7 @@ fn poll_write(
     socket: &TcpStream,
     cx: &mut Context<'_>,
     offered: usize,
+    short_write: Short,
     mut f: impl FnMut() -> io::Result<usize>,
 ) -> Poll<io::Result<usize>> {
     loop {
@@ -631,7 +656,7 @@ fn poll_write(
         let mut short = None;
         let result = socket.try_io(Interest::WRITABLE, || {
             let n = f()?;
-            if 0 < n && n < offered {
+            if 0 < n && n < offered && short_write == Short::BufferFull {
                 short = Some(n);
                 return Err(io::ErrorKind::WouldBlock.into());
             }

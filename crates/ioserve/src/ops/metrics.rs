@@ -41,6 +41,7 @@ struct Shard {
     offloaded_opens: AtomicU64,
     cold_windows: AtomicU64,
     kept_bodies: AtomicU64,
+    file_read_errors: AtomicU64,
     /// Requests refused with 401, by [`Failure::ALL`] order.
     auth_failures: [AtomicU64; Failure::ALL.len()],
     /// Completed TLS handshakes, by [`TlsMode::ALL`], [`TlsVersion::ALL`] and
@@ -154,6 +155,11 @@ impl Metrics {
                 .kept_bodies
                 .fetch_add(u64::from(bodies), Relaxed);
         }
+    }
+
+    /// Counts a response ended short by a failed read of its file.
+    pub fn file_read_error(&self, worker: usize) {
+        self.shard(worker).file_read_errors.fetch_add(1, Relaxed);
     }
 
     /// Records how long a request took, from its complete head to its last byte.
@@ -335,6 +341,11 @@ impl Collector for MetricsCollector {
                 "ioserve_small_file_cache_hits",
                 "File bodies (and multipart parts) of small files sent from their bytes kept in memory (--small-file-cache).",
                 metrics.sum(|s| &s.kept_bodies),
+            ),
+            (
+                "ioserve_file_read_errors",
+                "Responses ended short because their file could not be read (EIO from the disk): the error log names the file and the byte.",
+                metrics.sum(|s| &s.file_read_errors),
             ),
             (
                 "ioserve_connections_refused_per_ip",

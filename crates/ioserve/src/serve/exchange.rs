@@ -20,6 +20,7 @@ use crate::http::response::{Body, Multipart, Reply};
 use crate::http::site::Site;
 use crate::http::tar;
 use crate::io::output::Output;
+use crate::io::read_error::{file_read_error_in, FileReadError};
 use crate::io::strategy::ColdReads;
 use crate::ops::access_log::{Outcome, Record};
 use crate::serve::shared::{Live, Shared};
@@ -245,6 +246,9 @@ pub(super) fn deliver<'a, 'o>(
             shared.metrics.download(worker, 1);
         }
         let result = send_body(out, live, body).await;
+        if let Some(failed) = result.as_ref().err().and_then(file_read_error_in) {
+            file_unreadable(shared, live, worker, failed);
+        }
         if is_download {
             shared.metrics.download(worker, -1);
             shared.metrics.cold_windows(worker, out.cold_windows());
@@ -260,6 +264,17 @@ pub(super) fn deliver<'a, 'o>(
         account(shared, live, worker, sent, log);
         result
     }
+}
+
+/// A response's file could not be read: said once in the error log, counted, and the
+/// file dropped from the open-file cache (with its mapping and the bytes it kept).
+fn file_unreadable(shared: &Shared, live: &Live, worker: usize, failed: &FileReadError) {
+    let dropped = live.site.files.forget(failed.identity);
+    tracing::error!(
+        dropped_from_cache = dropped,
+        "{failed}: the response ends short"
+    );
+    shared.metrics.file_read_error(worker);
 }
 
 /// What went out for one response.

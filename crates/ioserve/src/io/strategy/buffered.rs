@@ -10,9 +10,10 @@ use std::io::{self, SeekFrom};
 
 use tokio::io::{AsyncBufReadExt, AsyncReadExt, AsyncSeekExt, BufReader};
 
-use super::shrank::file_shrank;
+use super::ended::file_shrank;
 use crate::io::byte_range::ByteRange;
 use crate::io::output::Output;
+use crate::io::read_error::file_read_error;
 use crate::io::shared_file::SharedFile;
 
 pub(super) async fn send(
@@ -23,13 +24,16 @@ pub(super) async fn send(
 ) -> io::Result<()> {
     use std::os::fd::AsRawFd;
     let own = tokio::fs::File::open(format!("/proc/self/fd/{}", file.as_raw_fd()));
-    let mut file = own.await?;
+    let mut own = own.await?;
     out.flush(false).await?;
-    file.seek(SeekFrom::Start(range.start)).await?;
-    let mut reader = BufReader::with_capacity(chunk_size, file).take(range.len);
+    own.seek(SeekFrom::Start(range.start)).await?;
+    let mut reader = BufReader::with_capacity(chunk_size, own).take(range.len);
     let mut sent = 0;
     loop {
-        let chunk = reader.fill_buf().await?;
+        let chunk = match reader.fill_buf().await {
+            Ok(chunk) => chunk,
+            Err(error) => return Err(file_read_error(file, range.start + sent, error)),
+        };
         if chunk.is_empty() {
             break;
         }

@@ -18,7 +18,7 @@ use std::io;
 use memmap2::{Advice, MmapRaw, UncheckedAdvice};
 
 use super::cold::ReadAhead;
-use super::shrank::file_shrank;
+use super::ended::{file_shrank, mapping_unreadable};
 use crate::io::byte_range::ByteRange;
 use crate::io::output::Output;
 use crate::io::shared_file::SharedFile;
@@ -58,7 +58,7 @@ pub(super) async fn send(
         }
         written.map_err(|e| {
             if e.raw_os_error() == Some(libc::EFAULT) {
-                file_shrank()
+                mapping_unreadable(file, done as u64, next as u64)
             } else {
                 e
             }

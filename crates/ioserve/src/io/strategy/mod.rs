@@ -26,10 +26,10 @@
 
 mod buffered;
 pub mod cold;
+mod ended;
 mod mmap;
 mod read;
 mod sendfile;
-mod shrank;
 
 use std::borrow::Borrow;
 use std::future::Future;

@@ -12,9 +12,10 @@ use std::ptr::NonNull;
 use std::sync::Mutex;
 
 use super::cold::ReadAhead;
-use super::shrank::file_shrank;
+use super::ended::file_shrank;
 use crate::io::byte_range::ByteRange;
 use crate::io::output::Output;
+use crate::io::read_error::file_read_error;
 use crate::io::shared_file::SharedFile;
 
 /// Alignment of pooled buffers: a page, which also satisfies O_DIRECT and cache lines.
@@ -35,7 +36,8 @@ pub(super) async fn send(
     while offset < range.end() {
         let ready = ahead.ready(offset).await;
         let want = (ready - offset).min(buffer.len() as u64) as usize;
-        let n = rustix::io::pread(&**file, &mut buffer[..want], offset)?;
+        let n = rustix::io::pread(&**file, &mut buffer[..want], offset)
+            .map_err(|error| file_read_error(file, offset, error.into()))?;
         if n == 0 {
             return Err(file_shrank());
         }

@@ -11,10 +11,11 @@
 use std::io;
 
 use super::cold::ReadAhead;
-use super::shrank::file_shrank;
+use super::ended::{ended_early, file_shrank};
 use crate::io::byte_range::ByteRange;
 use crate::io::kept_contents::KeptContents;
 use crate::io::output::Output;
+use crate::io::read_error::{file_read_error, is_from_reading};
 use crate::io::shared_file::SharedFile;
 
 /// Largest count handed to one sendfile(2) call on the event loop, after which the task
@@ -58,15 +59,23 @@ pub(super) async fn send(
             MAX_PER_CALL
         };
         let count = (ready - offset).min(most) as usize;
+        let at = offset;
         let sent = match on_pool {
             // Boxed: only a cold range sends from the pool, and its future holds the
             // pool's hand-offs.
             true => {
                 let file = ahead.file();
-                Box::pin(out.sendfile_on_pool(file, &mut offset, count, ahead.threads())).await?
+                Box::pin(out.sendfile_on_pool(file, &mut offset, count, ahead.threads())).await
             }
-            false => out.sendfile(file, &mut offset, count).await?,
+            // With the pool, a span sent from the loop was found in the page cache.
+            false => out.sendfile(file, &mut offset, count, ahead.pooled()).await,
         };
+        // sendfile(2) reports the bytes before a page it cannot read, then the error
+        // from that page: the error names the byte.
+        let sent = sent.map_err(|error| match is_from_reading(&error) {
+            true => file_read_error(file, at, error),
+            false => error,
+        })?;
         if sent == 0 {
             return Err(file_shrank());
         }
@@ -107,7 +116,8 @@ async fn send_small(
     let cached = match ahead.pooled() {
         true => {
             let ticket = ticket();
-            out.queue_from_cache(file, range.start, want)?
+            out.queue_from_cache(file, range.start, want)
+                .map_err(|error| file_read_error(file, range.start, error))?
                 .map(|read| (read, ticket))
         }
         false => None,
@@ -117,11 +127,14 @@ async fn send_small(
         None => {
             ahead.ready_through(range.start, range.end()).await;
             let ticket = ticket();
-            (out.queue_from_file(file, range.start, want)?, ticket)
+            let read = out
+                .queue_from_file(file, range.start, want)
+                .map_err(|error| file_read_error(file, range.start, error))?;
+            (read, ticket)
         }
     };
     if read < want {
-        return Err(file_shrank());
+        return Err(ended_early(file, range.start + read as u64));
     }
     if let (Some(kept), Some(ticket)) = (kept, ticket) {
         kept.keep(ticket, out.queued_tail(read));
