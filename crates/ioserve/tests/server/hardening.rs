@@ -643,15 +643,6 @@ fn holds_open(server: &Server, path: &std::path::Path) -> bool {
         .unwrap_or(false)
 }
 
-/// Raises this process's open-file limit to its hard limit; returns it.
-fn raise_nofile() -> u64 {
-    use rustix::process::{getrlimit, setrlimit, Resource};
-    let mut limit = getrlimit(Resource::Nofile);
-    limit.current = limit.maximum;
-    let _ = setrlimit(Resource::Nofile, limit);
-    getrlimit(Resource::Nofile).current.unwrap_or(u64::MAX)
-}
-
 #[test]
 fn thousands_of_idle_and_slow_clients_cost_little_memory() {
     const CLIENTS: usize = 3000;

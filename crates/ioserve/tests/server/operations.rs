@@ -1048,7 +1048,10 @@ impl MemoryCgroup {
             true => std::path::PathBuf::from("/sys/fs/cgroup"),
             false => std::path::PathBuf::from("/sys/fs/cgroup/memory"),
         };
-        let dir = parent.join(format!("ioserve-test-{}", std::process::id()));
+        // One per test of this process (they run at once).
+        static MADE: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
+        let n = MADE.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        let dir = parent.join(format!("ioserve-test-{}-{n}", std::process::id()));
         std::fs::create_dir(&dir).unwrap();
         let (file, value) = match v2 {
             true => ("memory.max", bytes.to_string()),
@@ -1189,4 +1192,111 @@ fn a_memory_limit_caps_connections_instead_of_an_oom_kill() {
     assert!(head.starts_with("HTTP/1.1 200 "), "{head}");
     assert_eq!(cgroup.oom_kills(), 0);
     eprintln!("{ok} downloads admitted (the budget: {admitted}), {busy} refused with 503");
+}
+
+#[test]
+fn twenty_thousand_connections_under_a_memory_limit_get_503_not_an_oom_kill() {
+    // A flood of 20,000 plain HTTP downloads whose clients read nothing, against a
+    // 64 MiB cgroup: the budget admits what the limit allows (each download holds its
+    // buffers), every other client gets 503 with Retry-After, and nothing is killed.
+    const CLIENTS: usize = 20_000;
+    // Connections being opened at once: with the downloads held, within the
+    // descriptor limit this process may raise itself to.
+    const IN_FLIGHT: usize = 1_000;
+    let Some(cgroup) = MemoryCgroup::make(64 << 20) else {
+        return;
+    };
+    let descriptors = raise_nofile();
+    let (dir, _) = tree();
+    let join = format!("echo $$ > {} && exec \"$@\"", cgroup.procs().display());
+    // A small send buffer: the kernel's memory for each unread download stays small
+    // (socket buffers are charged to the cgroup under v2).
+    let extra = ["--metrics-listen", "127.0.0.1:0", "--send-buffer", "16K"];
+    let server = Server::launch(
+        &["sh", "-c", &join, "sh"],
+        "sendfile",
+        dir.path(),
+        &extra,
+        true,
+    );
+    let log = server.wait_for_log("the memory limit is 64 MiB");
+    let line = log
+        .lines()
+        .find(|l| l.contains("the memory limit is"))
+        .unwrap();
+    let (_, line) = line.split_once("the memory limit is").unwrap();
+    let admitted: usize = line
+        .split_once("at most ")
+        .and_then(|(_, rest)| rest.split(' ').next())
+        .and_then(|n| n.parse().ok())
+        .unwrap_or_else(|| panic!("{line}"));
+    assert!(
+        admitted + IN_FLIGHT + 200 < descriptors as usize,
+        "{admitted} admitted, {descriptors} descriptors"
+    );
+
+    let runtime = crate::h2_client::runtime();
+    let addr = server.addr;
+    let started = std::time::Instant::now();
+    let (ok, busy, held) = runtime.block_on(async move {
+        use tokio::io::{AsyncReadExt as _, AsyncWriteExt as _};
+        let permits = std::sync::Arc::new(tokio::sync::Semaphore::new(IN_FLIGHT));
+        let clients: Vec<_> = (0..CLIENTS)
+            .map(|i| {
+                let permits = std::sync::Arc::clone(&permits);
+                tokio::spawn(async move {
+                    let _permit = permits.acquire_owned().await.unwrap();
+                    // From 127.0.X.Y, 200 clients per address: the closed connections'
+                    // TIME_WAIT entries would otherwise use up one address's ports.
+                    let socket = tokio::net::TcpSocket::new_v4().unwrap();
+                    let from =
+                        std::net::Ipv4Addr::new(127, 0, 1 + (i / 200) as u8, 1 + (i % 200) as u8);
+                    socket.bind((from, 0).into()).unwrap();
+                    let mut stream = socket.connect(addr).await.unwrap();
+                    let request = request_bytes("GET", "/big.bin", &[("Connection", "keep-alive")]);
+                    stream.write_all(request.as_bytes()).await.unwrap();
+                    // The head, and whatever of the body came with it.
+                    let mut head = Vec::new();
+                    let mut chunk = [0u8; 1024];
+                    while !head.windows(4).any(|w| w == b"\r\n\r\n") {
+                        match stream.read(&mut chunk).await.unwrap() {
+                            0 => break,
+                            n => head.extend_from_slice(&chunk[..n]),
+                        }
+                    }
+                    let head = String::from_utf8_lossy(&head).into_owned();
+                    // A refused client goes at once, as a real one would: the server
+                    // lingers on a refused connection until its client closes.
+                    let stream = head.starts_with("HTTP/1.1 200 ").then_some(stream);
+                    (head, stream)
+                })
+            })
+            .collect();
+        let (mut ok, mut busy, mut held) = (0, 0, Vec::new());
+        for client in clients {
+            let (head, stream) = client.await.unwrap();
+            if head.starts_with("HTTP/1.1 200 ") {
+                ok += 1;
+                // Kept open and unread: the download holds its buffers.
+                held.push(stream.expect("a 200 keeps its stream"));
+            } else {
+                assert!(head.starts_with("HTTP/1.1 503 "), "{head}");
+                assert!(head.contains("\r\nRetry-After: 2\r\n"), "{head}");
+                busy += 1;
+            }
+        }
+        (ok, busy, held)
+    });
+    assert_eq!(ok + busy, CLIENTS);
+    assert!(ok <= admitted, "{ok} admitted, the budget says {admitted}");
+    assert!(ok > 0 && busy > 0, "{ok} served, {busy} refused");
+    assert_eq!(cgroup.oom_kills(), 0, "the OOM killer ended a process");
+    drop(held);
+    wait_for_no_connections(&server);
+    assert_eq!(get(server.addr, "/hello.txt", &[]).body, b"hello");
+    assert_eq!(cgroup.oom_kills(), 0);
+    eprintln!(
+        "{ok} downloads admitted (the budget: {admitted}), {busy} refused with 503, in {:?}",
+        started.elapsed()
+    );
 }

@@ -645,6 +645,15 @@ pub fn wait_for_no_connections(server: &Server) {
     wait_for_metric(server, "ioserve_connections_open", |open| open == 0);
 }
 
+/// Raises this process's open-file limit to its hard limit; returns it.
+pub fn raise_nofile() -> u64 {
+    use rustix::process::{getrlimit, setrlimit, Resource};
+    let mut limit = getrlimit(Resource::Nofile);
+    limit.current = limit.maximum;
+    let _ = setrlimit(Resource::Nofile, limit);
+    getrlimit(Resource::Nofile).current.unwrap_or(u64::MAX)
+}
+
 /// Reads a response head, through its blank line, and no byte of the body.
 pub fn read_head(reader: &mut impl Read) -> Vec<u8> {
     let mut head = Vec::new();
