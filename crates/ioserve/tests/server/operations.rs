@@ -1061,6 +1061,12 @@ impl MemoryCgroup {
         Some(MemoryCgroup { dir, v2 })
     }
 
+    /// ioserve (sendfile) serving `dir` with `extra` flags, started inside the cgroup.
+    fn launch(&self, dir: &std::path::Path, extra: &[&str]) -> Server {
+        let join = format!("echo $$ > {} && exec \"$@\"", self.procs().display());
+        Server::launch(&["sh", "-c", &join, "sh"], "sendfile", dir, extra, true)
+    }
+
     /// The file a process's id is written to, to move it in.
     fn procs(&self) -> std::path::PathBuf {
         self.dir.join("cgroup.procs")
@@ -1090,6 +1096,23 @@ impl Drop for MemoryCgroup {
         }
         let _ = std::fs::remove_dir(&self.dir);
     }
+}
+
+/// The connections the server says it admits under a 64 MiB memory limit, and the
+/// rest of its log line.
+fn admitted_under_the_limit(server: &Server) -> (usize, String) {
+    let log = server.wait_for_log("the memory limit is 64 MiB");
+    let line = log
+        .lines()
+        .find(|l| l.contains("the memory limit is"))
+        .unwrap();
+    let (_, line) = line.split_once("the memory limit is").unwrap();
+    let admitted = line
+        .split_once("at most ")
+        .and_then(|(_, rest)| rest.split(' ').next())
+        .and_then(|n| n.parse().ok())
+        .unwrap_or_else(|| panic!("{line}"));
+    (admitted, line.to_string())
 }
 
 /// A TLS connection (HTTP/1.1) to `addr` as `localhost`, trusting `ca` (PEM), that
@@ -1130,28 +1153,11 @@ fn a_memory_limit_caps_connections_instead_of_an_oom_kill() {
     };
     let (dir, _) = tree();
     let tls = TestCertificate::new();
-    let join = format!("echo $$ > {} && exec \"$@\"", cgroup.procs().display());
     let flags = tls.flags();
     let mut extra: Vec<&str> = flags.iter().map(String::as_str).collect();
     extra.extend(["--metrics-listen", "127.0.0.1:0"]);
-    let server = Server::launch(
-        &["sh", "-c", &join, "sh"],
-        "sendfile",
-        dir.path(),
-        &extra,
-        true,
-    );
-    let log = server.wait_for_log("the memory limit is 64 MiB");
-    let line = log
-        .lines()
-        .find(|l| l.contains("the memory limit is"))
-        .unwrap();
-    let (_, line) = line.split_once("the memory limit is").unwrap();
-    let admitted: usize = line
-        .split_once("at most ")
-        .and_then(|(_, rest)| rest.split(' ').next())
-        .and_then(|n| n.parse().ok())
-        .unwrap_or_else(|| panic!("{line}"));
+    let server = cgroup.launch(dir.path(), &extra);
+    let (admitted, line) = admitted_under_the_limit(&server);
     assert!(admitted < CLIENTS, "{line}");
 
     let runtime = crate::h2_client::runtime();
@@ -1208,28 +1214,11 @@ fn twenty_thousand_connections_under_a_memory_limit_get_503_not_an_oom_kill() {
     };
     let descriptors = raise_nofile();
     let (dir, _) = tree();
-    let join = format!("echo $$ > {} && exec \"$@\"", cgroup.procs().display());
     // A small send buffer: the kernel's memory for each unread download stays small
     // (socket buffers are charged to the cgroup under v2).
     let extra = ["--metrics-listen", "127.0.0.1:0", "--send-buffer", "16K"];
-    let server = Server::launch(
-        &["sh", "-c", &join, "sh"],
-        "sendfile",
-        dir.path(),
-        &extra,
-        true,
-    );
-    let log = server.wait_for_log("the memory limit is 64 MiB");
-    let line = log
-        .lines()
-        .find(|l| l.contains("the memory limit is"))
-        .unwrap();
-    let (_, line) = line.split_once("the memory limit is").unwrap();
-    let admitted: usize = line
-        .split_once("at most ")
-        .and_then(|(_, rest)| rest.split(' ').next())
-        .and_then(|n| n.parse().ok())
-        .unwrap_or_else(|| panic!("{line}"));
+    let server = cgroup.launch(dir.path(), &extra);
+    let (admitted, _) = admitted_under_the_limit(&server);
     assert!(
         admitted + IN_FLIGHT + 200 < descriptors as usize,
         "{admitted} admitted, {descriptors} descriptors"
