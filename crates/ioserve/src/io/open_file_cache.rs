@@ -104,36 +104,24 @@ impl OpenFileCache {
     /// rename): their descriptors, and the disk space they pin, are released once the
     /// downloads still using them end. Returns how many entries were dropped.
     pub fn sweep(&self) -> usize {
-        let mut dropped = 0;
-        for shard in &self.shards {
-            let mut entries = shard.lock().unwrap_or_else(|e| e.into_inner());
-            let unlinked: Vec<PathBuf> = entries
-                .iter()
-                .filter(|(_, entry)| entry.file.metadata().is_ok_and(|m| m.nlink() == 0))
-                .map(|(path, _)| path.clone())
-                .collect();
-            for path in &unlinked {
-                entries.pop(path);
-            }
-            dropped += unlinked.len();
-        }
-        dropped
+        self.drop_where(|meta| meta.nlink() == 0)
     }
 
     /// Drops every entry (of every worker) for the file `(device, inode)`: after a read
     /// of it failed, the next request opens it anew. Returns how many were dropped.
     pub fn forget(&self, identity: (u64, u64)) -> usize {
+        self.drop_where(|meta| (meta.dev(), meta.ino()) == identity)
+    }
+
+    /// Drops, in every shard, the entries whose file's `fstat` satisfies `doomed`.
+    /// Returns how many were dropped.
+    fn drop_where(&self, doomed: impl Fn(&Metadata) -> bool) -> usize {
         let mut dropped = 0;
         for shard in &self.shards {
             let mut entries = shard.lock().unwrap_or_else(|e| e.into_inner());
             let matching: Vec<PathBuf> = entries
                 .iter()
-                .filter(|(_, entry)| {
-                    entry
-                        .file
-                        .metadata()
-                        .is_ok_and(|m| (m.dev(), m.ino()) == identity)
-                })
+                .filter(|(_, entry)| entry.file.metadata().is_ok_and(|m| doomed(&m)))
                 .map(|(path, _)| path.clone())
                 .collect();
             for path in &matching {
