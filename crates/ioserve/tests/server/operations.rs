@@ -1098,6 +1098,24 @@ impl Drop for MemoryCgroup {
     }
 }
 
+/// The clients' answers: how many got 200 (their streams kept open and unread, so
+/// that each download holds its buffers) and how many 503 with `Retry-After: 2`.
+async fn tally<S>(clients: Vec<tokio::task::JoinHandle<(String, S)>>) -> (usize, usize, Vec<S>) {
+    let (mut ok, mut busy, mut held) = (0, 0, Vec::new());
+    for client in clients {
+        let (head, stream) = client.await.unwrap();
+        if head.starts_with("HTTP/1.1 200 ") {
+            ok += 1;
+            held.push(stream);
+        } else {
+            assert!(head.starts_with("HTTP/1.1 503 "), "{head}");
+            assert!(head.contains("\r\nRetry-After: 2\r\n"), "{head}");
+            busy += 1;
+        }
+    }
+    (ok, busy, held)
+}
+
 /// The connections the server says it admits under a 64 MiB memory limit, and the
 /// rest of its log line.
 fn admitted_under_the_limit(server: &Server) -> (usize, String) {
@@ -1170,20 +1188,7 @@ fn a_memory_limit_caps_connections_instead_of_an_oom_kill() {
                 tokio::spawn(async move { tls_request_head(addr, &ca, "/big.bin").await })
             })
             .collect();
-        let (mut ok, mut busy, mut held) = (0, 0, Vec::new());
-        for client in clients {
-            let (head, stream) = client.await.unwrap();
-            if head.starts_with("HTTP/1.1 200 ") {
-                ok += 1;
-                // Kept open and unread: the download holds its buffers.
-                held.push(stream);
-            } else {
-                assert!(head.starts_with("HTTP/1.1 503 "), "{head}");
-                assert!(head.contains("\r\nRetry-After: 2\r\n"), "{head}");
-                busy += 1;
-            }
-        }
-        (ok, busy, held)
+        tally(clients).await
     });
     assert_eq!(ok + busy, CLIENTS);
     assert!(ok <= admitted, "{ok} admitted, the budget says {admitted}");
@@ -1261,20 +1266,7 @@ fn twenty_thousand_connections_under_a_memory_limit_get_503_not_an_oom_kill() {
                 })
             })
             .collect();
-        let (mut ok, mut busy, mut held) = (0, 0, Vec::new());
-        for client in clients {
-            let (head, stream) = client.await.unwrap();
-            if head.starts_with("HTTP/1.1 200 ") {
-                ok += 1;
-                // Kept open and unread: the download holds its buffers.
-                held.push(stream.expect("a 200 keeps its stream"));
-            } else {
-                assert!(head.starts_with("HTTP/1.1 503 "), "{head}");
-                assert!(head.contains("\r\nRetry-After: 2\r\n"), "{head}");
-                busy += 1;
-            }
-        }
-        (ok, busy, held)
+        tally(clients).await
     });
     assert_eq!(ok + busy, CLIENTS);
     assert!(ok <= admitted, "{ok} admitted, the budget says {admitted}");
