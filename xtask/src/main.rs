@@ -15,6 +15,7 @@
 //! cargo xtask arm64-vm           simd, numa, probe and ioserve on Debian's arm64 kernel
 //! cargo xtask tls-vm             ioserve's kTLS on Debian's 6.1 kernel (tls.ko)
 //! cargo xtask faults-vm          ioserve on a disk that returns EIO under a file (6.1, dm error)
+//! cargo xtask systemd-vm         the live upgrade under systemd as PID 1 (MAINPID= followed)
 //! cargo xtask bench [--quick]    criterion benches + Go peers -> target/bench-report
 //! cargo xtask bench-compare      criterion's latest run against a saved baseline
 //! cargo xtask cross [--smoke]    aarch64 binaries and bench executables in a tarball
@@ -55,7 +56,7 @@ use std::process::ExitCode;
 
 use clap::{Parser, Subcommand};
 
-use crate::guests::{arm64_vm, clock_vm, faults_vm, numa_vm, tls_vm};
+use crate::guests::{arm64_vm, clock_vm, faults_vm, numa_vm, systemd_vm, tls_vm};
 use crate::load::{loadtest, probe_overhead, udpload};
 use crate::release::cross;
 use crate::util::ioserve_process::IoserveBinary;
@@ -289,6 +290,15 @@ pub(crate) enum Task {
     /// the server lives on (installs qemu-system-x86, busybox-static, curl, openssl,
     /// dmsetup; part of ci)
     FaultsVm(IoserveBinary),
+    /// The live upgrade under systemd as PID 1, on Debian's 6.1 kernel (qemu TCG)
+    ///
+    /// Boot Debian's kernel under qemu-system-x86_64 (TCG) with the host's systemd as
+    /// PID 1 and the repository's units (the hardened ioserve.service, ioserve.socket);
+    /// start the service, rename the --to build over /usr/bin/ioserve, send SIGUSR2 with
+    /// the README's command: systemd must follow the new main PID (active, never
+    /// restarted), the old process exit, the new build serve, `systemctl reload` reach
+    /// it and `systemctl stop` stop it (part of ci)
+    SystemdVm(systemd_vm::Options),
 }
 
 fn main() -> ExitCode {
@@ -302,6 +312,7 @@ fn main() -> ExitCode {
         Task::Arm64Vm => arm64_vm::run().map(drop),
         Task::TlsVm(binary) => tls_vm::run(&binary),
         Task::FaultsVm(binary) => faults_vm::run(&binary),
+        Task::SystemdVm(options) => systemd_vm::run(&options),
         Task::Vmlinux { btf } => ci::bpf::vmlinux(&btf),
         Task::Bpf(options) => ci::bpf::run(&options),
         Task::HashQuality(options) => ci::hash_quality::run(&options),

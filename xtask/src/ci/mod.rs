@@ -20,7 +20,7 @@ use std::time::{Duration, Instant};
 
 use anyhow::{Context as _, Result};
 
-use crate::guests::{arm64_vm, clock_vm, faults_vm, tls_vm};
+use crate::guests::{arm64_vm, clock_vm, faults_vm, systemd_vm, tls_vm};
 use crate::util::beside::Beside;
 use crate::util::ioserve_process::IoserveBinary;
 use crate::util::test_run::{cargo_test, run_tests, TestTotals};
@@ -166,7 +166,7 @@ pub(crate) fn run() -> Result<()> {
     stages.time("browser", || crate::browser::ci(&packaged.join("ioserve")))?;
     stages.time("h2spec", || h2spec::run(&ioserve))?;
     // Checks that use one core (the live upgrade's and the soak's load, testssl.sh's handshakes,
-    // pebble's validations, the failing disk's guest, Miri's interpreter) run on a thread beside the guests and
+    // pebble's validations, the failing disk's and systemd's guests, Miri's interpreter) run on a thread beside the guests and
     // the aarch64 builds, whose TCG guests leave a core idle most of the time.
     let one_core = {
         let (ioserve, packaged) = (ioserve.clone(), packaged.clone());
@@ -185,6 +185,9 @@ pub(crate) fn run() -> Result<()> {
                 beside.time("acme", || crate::acme::ci(&packaged.join("ioserve")))?;
                 // A guest of one CPU.
                 beside.time("faults-vm", || faults_vm::run(&ioserve))?;
+                beside.time("systemd-vm", || {
+                    systemd_vm::upgrade_under_systemd(&packaged.join("ioserve"), &debug)
+                })?;
                 beside.time("miri", miri)
             })();
             Ok((outcome, beside))

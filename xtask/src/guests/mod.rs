@@ -1,4 +1,5 @@
-//! What every qemu guest of xtask shares (numa-vm, clock-vm, arm64-vm, tls-vm, faults-vm): Debian's
+//! What every qemu guest of xtask shares (numa-vm, clock-vm, arm64-vm, tls-vm, faults-vm,
+//! systemd-vm): Debian's
 //! kernel for an architecture, statically linked guest programs, an initramfs with
 //! busybox-static whose init runs a fixed list of commands between markers on the
 //! serial console and powers off, booting under TCG, and the console cut back into
@@ -24,6 +25,7 @@ mod cpio;
 pub(crate) mod faults_vm;
 mod numa_serving;
 pub(crate) mod numa_vm;
+pub(crate) mod systemd_vm;
 pub(crate) mod tls_vm;
 
 use self::cpio::Archive;

@@ -151,7 +151,7 @@ fn upgrade_scenarios(from: &Path, to: &Path, load: &Load, names: &[&str]) -> Res
 }
 
 /// What `ioserve --version` says of `binary`.
-fn build_of(binary: &Path) -> Result<String> {
+pub(crate) fn build_of(binary: &Path) -> Result<String> {
     let output = Command::new(binary)
         .arg("--version")
         .output()

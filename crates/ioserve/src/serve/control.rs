@@ -186,7 +186,7 @@ fn start_upgrade(upgrades: &Upgrades) -> Option<(u32, Starting)> {
     let executable = &upgrades.executable;
     match Upgrade::start(executable, &upgrades.sockets) {
         Ok(upgrade) => {
-            let pid = upgrade.pid().unwrap_or(0);
+            let pid = upgrade.pid();
             tracing::info!(
                 pid,
                 binary = %executable,
@@ -217,12 +217,8 @@ fn upgraded(pid: u32, outcome: Outcome, upgrades: &Upgrades) -> bool {
             );
             true
         }
-        Outcome::Exited(Ok(status)) => {
-            tracing::error!(pid, %binary, %status, "SIGUSR2: the new binary ended before it served (its own lines above say why); still serving");
-            false
-        }
-        Outcome::Exited(Err(error)) => {
-            tracing::error!(pid, %binary, %error, "SIGUSR2: cannot tell how the new binary ended; still serving");
+        Outcome::Ended => {
+            tracing::error!(pid, %binary, "SIGUSR2: the new binary ended before it served (its own lines above say why); still serving");
             false
         }
         Outcome::Silent => {

@@ -11,13 +11,13 @@
 //! none is refused while the two overlap. Under systemd the old process, still the main
 //! one, then names the new one with `MAINPID=`.
 
-use std::ffi::OsString;
+use std::ffi::{CString, OsString};
 use std::fmt;
 use std::io::{self, Read as _, Write as _};
 use std::net::TcpListener;
 use std::os::fd::{AsFd, AsRawFd as _, FromRawFd as _, OwnedFd, RawFd};
 use std::path::PathBuf;
-use std::process::{ExitStatus, Stdio};
+use std::process::Stdio;
 use std::time::Duration;
 
 use crate::serve::error::ServerError;
@@ -263,7 +263,7 @@ impl fmt::Display for Executable {
 /// A new binary being started by an upgrade.
 #[derive(Debug)]
 pub(super) struct Upgrade {
-    child: tokio::process::Child,
+    process: Successor,
     ready: std::fs::File,
 }
 
@@ -272,8 +272,8 @@ pub(super) struct Upgrade {
 pub(super) enum Outcome {
     /// It serves; this process must stop accepting.
     Ready,
-    /// It ended before it said so.
-    Exited(io::Result<ExitStatus>),
+    /// It ended (or closed its pipe and was stopped) before it said so.
+    Ended,
     /// It said nothing within [`READY_WAIT`]; it has been stopped.
     Silent,
 }
@@ -281,6 +281,13 @@ pub(super) enum Outcome {
 impl Upgrade {
     /// Starts `executable` with this process's arguments and environment, the
     /// `sockets` inherited, and the pipe for its word.
+    ///
+    /// The new process is started as a grandchild whose parent exits at once, so that
+    /// it is this process's sibling: the child of systemd (or of whatever started this
+    /// one as a subreaper). systemd follows a `MAINPID=` that is its own child as it
+    /// follows the process it started; one that is not ("Supervising process N which
+    /// is not our child") it cannot wait for, and `systemctl stop` then skips the
+    /// grace period and kills it with SIGKILL, cutting its downloads.
     pub(super) fn start(executable: &Executable, sockets: &Sockets) -> io::Result<Upgrade> {
         let path = executable.0.as_ref().map_err(|error| {
             io::Error::other(format!(
@@ -299,31 +306,61 @@ impl Upgrade {
             .iter()
             .map(|(role, fd)| format!("{}:{}", role.name(), fd.as_raw_fd()))
             .collect();
-        let mut command = tokio::process::Command::new(path);
-        command
-            .args(std::env::args_os().skip(1).collect::<Vec<OsString>>())
-            .env(LISTENERS_VAR, names.join(","))
-            .env(READY_VAR, writer.as_raw_fd().to_string())
-            .stdin(Stdio::null());
-        for var in ACTIVATION_VARS {
-            command.env_remove(var);
+        // Where the intermediate process writes its child's pid (close-on-exec: the
+        // new binary does not keep it).
+        let (mut pid_reader, pid_writer) = std::io::pipe()?;
+        let report = pid_writer.as_raw_fd();
+        let mut environment: Vec<(OsString, OsString)> = std::env::vars_os()
+            .filter(|(name, _)| {
+                !ACTIVATION_VARS.iter().any(|var| name == var)
+                    && name != LISTENERS_VAR
+                    && name != READY_VAR
+            })
+            .collect();
+        environment.push((LISTENERS_VAR.into(), names.join(",").into()));
+        environment.push((READY_VAR.into(), writer.as_raw_fd().to_string().into()));
+        let image = ExecImage::new(path, std::env::args_os().skip(1), environment)?;
+        // The Command forks (stdin from /dev/null, and its pipe that carries an exec
+        // error back to `spawn`); the closure forks again and execs in the grandchild.
+        let mut command = std::process::Command::new(path);
+        command.stdin(Stdio::null());
+        // SAFETY: the closure runs in the forked child between fork and exec, where
+        // only async-signal-safe calls are sound; it makes four (fork, write, _exit,
+        // execve), allocates nothing and takes no lock. `report` stays open in the
+        // child: the parent's `pid_writer` lives until `spawn` has returned.
+        unsafe {
+            std::os::unix::process::CommandExt::pre_exec(&mut command, move || {
+                orphan(report)?;
+                Err(image.exec())
+            });
         }
-        let child = command.spawn();
+        // `spawn` returns once the grandchild has exec'd (the exec error pipe closes)
+        // or with the error it failed with.
+        let spawned = command.spawn();
         drop(writer);
         drop(passed);
+        drop(pid_writer);
+        let mut intermediate = spawned?;
+        // It exits right after its fork.
+        intermediate.wait()?;
+        let mut pid = [0u8; 4];
+        pid_reader.read_exact(&mut pid).map_err(|error| {
+            io::Error::other(format!("the new process's id was not reported: {error}"))
+        })?;
+        let pid = u32::from_ne_bytes(pid);
         Ok(Upgrade {
-            child: child?,
+            process: Successor::new(pid),
             ready: std::fs::File::from(OwnedFd::from(ready)),
         })
     }
 
     /// The new process's id.
-    pub(super) fn pid(&self) -> Option<u32> {
-        self.child.id()
+    pub(super) fn pid(&self) -> u32 {
+        self.process.pid
     }
 
     /// Waits for the new process's word, its end, or [`READY_WAIT`].
-    pub(super) async fn outcome(mut self) -> Outcome {
+    pub(super) async fn outcome(self) -> Outcome {
         // The pipe is read on the blocking pool: its end comes when the new process
         // writes its word, or closes the pipe (by exiting, or by writing it).
         let mut ready = self.ready;
@@ -336,16 +373,188 @@ impl Upgrade {
         });
         let said_ready = tokio::select! {
             said = &mut reading => said.unwrap_or(false),
-            status = self.child.wait() => return Outcome::Exited(status),
             () = tokio::time::sleep(READY_WAIT) => {
-                let _ = self.child.kill().await;
+                self.process.signal(rustix::process::Signal::KILL);
                 return Outcome::Silent;
             }
         };
-        match said_ready {
-            true => Outcome::Ready,
-            // The pipe closed without the word: the process is ending, or has.
-            false => Outcome::Exited(self.child.wait().await),
+        if said_ready {
+            return Outcome::Ready;
+        }
+        // The pipe closed without the word: the process is ending, or has. One that
+        // lives on without its pipe will never say it serves.
+        if !self.process.exited_within(ENDING_WAIT).await {
+            self.process.signal(rustix::process::Signal::KILL);
+        }
+        Outcome::Ended
+    }
+}
+
+/// How long a new process that closed its pipe without the word may take to exit.
+const ENDING_WAIT: Duration = Duration::from_secs(5);
+
+/// In the child `Command` forked: forks again; the child of that goes on to exec the
+/// new binary, this one reports its pid on `report` and exits, so that the new
+/// process is reparented to this process's parent (or nearest subreaper).
+fn orphan(report: RawFd) -> io::Result<()> {
+    // SAFETY: fork in a single-threaded process (the child of a fork); both sides
+    // only make async-signal-safe calls until exec or _exit.
+    match unsafe { libc::fork() } {
+        -1 => Err(io::Error::last_os_error()),
+        0 => Ok(()),
+        pid => {
+            let bytes = pid.to_ne_bytes();
+            // SAFETY: `bytes` is a live 4-byte buffer; `report` is open (see the
+            // caller). _exit skips atexit handlers and buffered IO, which belong to
+            // the parent.
+            unsafe {
+                libc::write(report, bytes.as_ptr().cast(), bytes.len());
+                libc::_exit(0)
+            }
+        }
+    }
+}
+
+/// What the new process is exec'd with, made before the fork: `execve` itself, not
+/// std's `execvp`, which on ENOEXEC (a file that is not a program) runs the file with
+/// /bin/sh instead of failing.
+struct ExecImage {
+    program: CString,
+    /// The strings the pointers below point into (their heap buffers do not move
+    /// when the vectors do).
+    _strings: Vec<CString>,
+    argv: Vec<*const libc::c_char>,
+    envp: Vec<*const libc::c_char>,
+}
+
+// SAFETY: the pointers point into `_strings` (and `program`), owned by the same value
+// and never changed: sharing or moving it across threads shares no mutable state.
+unsafe impl Send for ExecImage {}
+// SAFETY: as for Send: nothing is ever written through the pointers.
+unsafe impl Sync for ExecImage {}
+
+impl ExecImage {
+    fn new(
+        program: &std::path::Path,
+        args: impl Iterator<Item = OsString>,
+        environment: Vec<(OsString, OsString)>,
+    ) -> io::Result<ExecImage> {
+        use std::os::unix::ffi::{OsStrExt as _, OsStringExt as _};
+        let c_string = |bytes: Vec<u8>| {
+            CString::new(bytes)
+                .map_err(|_| io::Error::other("a NUL byte in an argument or variable"))
+        };
+        let program = c_string(program.as_os_str().as_bytes().to_vec())?;
+        let mut strings = vec![program.clone()];
+        for arg in args {
+            strings.push(c_string(arg.into_vec())?);
+        }
+        let arguments = strings.len();
+        for (name, value) in environment {
+            let mut pair = name.into_vec();
+            pair.push(b'=');
+            pair.extend_from_slice(value.as_bytes());
+            strings.push(c_string(pair)?);
+        }
+        let pointers = |range: &[CString]| {
+            range
+                .iter()
+                .map(|s| s.as_ptr())
+                .chain(std::iter::once(std::ptr::null()))
+                .collect::<Vec<_>>()
+        };
+        let argv = pointers(&strings[..arguments]);
+        let envp = pointers(&strings[arguments..]);
+        Ok(ExecImage {
+            program,
+            _strings: strings,
+            argv,
+            envp,
+        })
+    }
+
+    /// Replaces this process with the new binary; returns only its error.
+    fn exec(&self) -> io::Error {
+        // SAFETY: `program` is a C string; `argv` and `envp` are null-terminated arrays
+        // of pointers to C strings that `self` owns and keeps alive.
+        unsafe {
+            libc::execve(
+                self.program.as_ptr(),
+                self.argv.as_ptr(),
+                self.envp.as_ptr(),
+            )
+        };
+        io::Error::last_os_error()
+    }
+}
+
+/// The new process of an upgrade, which is not this process's child: its pid, and a
+/// pidfd where the kernel has them (5.3 and later), which neither a reused pid nor the
+/// lack of a wait status can confuse.
+#[derive(Debug)]
+struct Successor {
+    pid: u32,
+    pidfd: Option<OwnedFd>,
+}
+
+impl Successor {
+    fn new(pid: u32) -> Successor {
+        let pidfd = i32::try_from(pid)
+            .ok()
+            .and_then(rustix::process::Pid::from_raw)
+            .and_then(|pid| {
+                rustix::process::pidfd_open(pid, rustix::process::PidfdFlags::empty()).ok()
+            });
+        Successor { pid, pidfd }
+    }
+
+    fn signal(&self, signal: rustix::process::Signal) {
+        match &self.pidfd {
+            Some(pidfd) => {
+                let _ = rustix::process::pidfd_send_signal(pidfd, signal);
+            }
+            None => {
+                if let Some(pid) = i32::try_from(self.pid)
+                    .ok()
+                    .and_then(rustix::process::Pid::from_raw)
+                {
+                    let _ = rustix::process::kill_process(pid, signal);
+                }
+            }
+        }
+    }
+
+    /// Whether the process has exited (a pidfd turns readable then), waiting up to
+    /// `wait`; without a pidfd, whether signal 0 still finds it.
+    async fn exited_within(&self, wait: Duration) -> bool {
+        match &self.pidfd {
+            Some(pidfd) => {
+                let Ok(copy) = pidfd.try_clone() else {
+                    return false;
+                };
+                let interest = tokio::io::Interest::READABLE;
+                // SAFETY: the AsyncFd owns `copy`, an open descriptor that stays the
+                // same until the AsyncFd drops it.
+                match unsafe { tokio::io::unix::AsyncFd::register_with_interest(copy, interest) } {
+                    Ok(watched) => tokio::time::timeout(wait, watched.readable())
+                        .await
+                        .is_ok_and(|ready| ready.is_ok()),
+                    Err(_) => false,
+                }
+            }
+            None => {
+                let deadline = tokio::time::Instant::now() + wait;
+                loop {
+                    let gone = i32::try_from(self.pid)
+                        .ok()
+                        .and_then(rustix::process::Pid::from_raw)
+                        .is_none_or(|pid| rustix::process::test_kill_process(pid).is_err());
+                    if gone || tokio::time::Instant::now() >= deadline {
+                        return gone;
+                    }
+                    tokio::time::sleep(Duration::from_millis(50)).await;
+                }
+            }
         }
     }
 }
@@ -364,6 +573,7 @@ pub(super) fn terminate(pid: u32) {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use std::path::Path;
 
     #[test]
     fn the_roles_and_descriptors_are_read() {
@@ -433,5 +643,72 @@ mod tests {
         std::mem::forget(raw);
         let taken = take_listener(number).unwrap();
         assert_eq!(taken.local_addr().unwrap(), addr);
+    }
+
+    /// A script at `dir/name` with `body`, executable.
+    fn script(dir: &Path, name: &str, body: &str) -> PathBuf {
+        use std::os::unix::fs::PermissionsExt as _;
+        let path = dir.join(name);
+        std::fs::write(&path, body).unwrap();
+        std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o755)).unwrap();
+        path
+    }
+
+    /// std's execvp would hand such a file to /bin/sh; an upgrade refuses it, as
+    /// nginx's execve does.
+    #[test]
+    fn a_file_that_is_not_a_program_is_refused_not_run_by_the_shell() {
+        let dir = tempfile::tempdir().unwrap();
+        let ran = dir.path().join("ran");
+        let path = script(dir.path(), "ioserve", &format!("touch {}\n", ran.display()));
+        let error = Upgrade::start(&Executable(Ok(path)), &Sockets::default()).unwrap_err();
+        assert_eq!(error.raw_os_error(), Some(libc::ENOEXEC), "{error}");
+        std::thread::sleep(Duration::from_millis(300));
+        assert!(!ran.exists(), "the shell ran it");
+    }
+
+    /// The new process is not this process's child (systemd waits only for its own),
+    /// gets its variables and arguments, and can be stopped through its pidfd.
+    #[tokio::test]
+    async fn the_new_process_is_a_sibling_with_the_sockets_named() {
+        let dir = tempfile::tempdir().unwrap();
+        let seen = dir.path().join("seen");
+        let path = script(
+            dir.path(),
+            "ioserve",
+            &format!(
+                "#!/bin/sh\necho \"$IOSERVE_INHERITED_LISTENERS ${{LISTEN_FDS:-none}}\" > {}.tmp\n\
+                 mv {0}.tmp {0}\nexec sleep 30\n",
+                seen.display()
+            ),
+        );
+        let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+        let sockets = Sockets::copy(std::slice::from_ref(&listener), None, None).unwrap();
+        let upgrade = Upgrade::start(&Executable(Ok(path)), &sockets).unwrap();
+        let pid = upgrade.pid();
+        let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap();
+        let parent: u32 = status
+            .lines()
+            .find_map(|l| l.strip_prefix("PPid:"))
+            .unwrap()
+            .trim()
+            .parse()
+            .unwrap();
+        assert_ne!(
+            parent,
+            std::process::id(),
+            "the new process is this one's child"
+        );
+        for _ in 0..100 {
+            if seen.exists() {
+                break;
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        let said = std::fs::read_to_string(&seen).unwrap();
+        assert!(said.starts_with("serve:"), "{said}");
+        assert!(said.trim_end().ends_with(" none"), "{said}");
+        upgrade.process.signal(rustix::process::Signal::KILL);
+        assert!(upgrade.process.exited_within(Duration::from_secs(5)).await);
     }
 }
