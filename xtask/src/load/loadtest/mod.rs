@@ -293,15 +293,35 @@ pub fn run(options: &Options) -> Result<()> {
     if let Some(why) = syscalls::unavailable().filter(|_| count_syscalls) {
         bail!("cannot count syscalls: {why}; pass --no-syscalls to run without");
     }
+    // With the package's features (its allocator), so that the figures are the
+    // package's.
+    crate::release::dist::ensure_packaged_allocator()?;
+    let features = crate::release::dist::PACKAGED_FEATURES;
     if count_syscalls {
         step(
             "build ioserve and probe (release)",
-            cargo(&["build", "--release", "-p", "ioserve", "-p", "ioserve-probe"]),
+            cargo(&[
+                "build",
+                "--release",
+                "--features",
+                features,
+                "-p",
+                "ioserve",
+                "-p",
+                "ioserve-probe",
+            ]),
         )?;
     } else {
         step(
             "build ioserve (release)",
-            cargo(&["build", "--release", "-p", "ioserve"]),
+            cargo(&[
+                "build",
+                "--release",
+                "--features",
+                features,
+                "-p",
+                "ioserve",
+            ]),
         )?;
     }
     let www = out.join("www");

@@ -73,7 +73,16 @@ pub(crate) fn run(options: &Options) -> Result<()> {
     let out = target.join("profile");
     fs::create_dir_all(&out)?;
     let cargo_dir = out.join("cargo");
-    let mut build = cargo(&["build", "--release", "-p", "ioserve", "--target-dir"]);
+    crate::release::dist::ensure_packaged_allocator()?;
+    let mut build = cargo(&[
+        "build",
+        "--release",
+        "--features",
+        crate::release::dist::PACKAGED_FEATURES,
+        "-p",
+        "ioserve",
+        "--target-dir",
+    ]);
     build
         .arg(&cargo_dir)
         .env("CARGO_PROFILE_RELEASE_DEBUG", "line-tables-only")
