@@ -296,34 +296,22 @@ pub fn run(options: &Options) -> Result<()> {
     // With the package's features (its allocator), so that the figures are the
     // package's.
     crate::release::dist::ensure_packaged_allocator()?;
-    let features = crate::release::dist::PACKAGED_FEATURES;
+    let mut build = cargo(&[
+        "build",
+        "--release",
+        "--features",
+        crate::release::dist::PACKAGED_FEATURES,
+        "-p",
+        "ioserve",
+    ]);
     if count_syscalls {
-        step(
-            "build ioserve and probe (release)",
-            cargo(&[
-                "build",
-                "--release",
-                "--features",
-                features,
-                "-p",
-                "ioserve",
-                "-p",
-                "ioserve-probe",
-            ]),
-        )?;
-    } else {
-        step(
-            "build ioserve (release)",
-            cargo(&[
-                "build",
-                "--release",
-                "--features",
-                features,
-                "-p",
-                "ioserve",
-            ]),
-        )?;
+        build.args(["-p", "ioserve-probe"]);
     }
+    let what = match count_syscalls {
+        true => "build ioserve and probe (release)",
+        false => "build ioserve (release)",
+    };
+    step(what, build)?;
     let www = out.join("www");
     prepare_files(&www, &FILES)?;
     fs::write(out.join("report.lua"), REPORT_LUA)?;
