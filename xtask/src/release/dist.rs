@@ -245,9 +245,23 @@ fn build(out: Option<&Path>, profile: &str) -> Result<Vec<PathBuf>> {
 /// what the package runs.
 pub(crate) const PACKAGED_FEATURES: &str = "ioserve/jemalloc";
 
+/// `cargo build --release -p ioserve` with [`PACKAGED_FEATURES`], what the load tests
+/// measure, after installing what linking them needs.
+pub(crate) fn packaged_release_build() -> Result<Command> {
+    ensure_packaged_allocator()?;
+    Ok(cargo(&[
+        "build",
+        "--release",
+        "--features",
+        PACKAGED_FEATURES,
+        "-p",
+        "ioserve",
+    ]))
+}
+
 /// Installs what linking [`PACKAGED_FEATURES`] needs (libjemalloc-dev) when it is
 /// missing.
-pub(crate) fn ensure_packaged_allocator() -> Result<()> {
+fn ensure_packaged_allocator() -> Result<()> {
     let library = format!(
         "/usr/lib/{}-linux-gnu/libjemalloc.so",
         std::env::consts::ARCH

@@ -24,7 +24,7 @@ use std::process::Command;
 use anyhow::{bail, Result};
 use serde::Serialize;
 
-use crate::util::{cargo, ensure_packages, on_path, project_root, step};
+use crate::util::{ensure_packages, on_path, project_root, step};
 
 mod cold;
 mod h2load;
@@ -295,15 +295,7 @@ pub fn run(options: &Options) -> Result<()> {
     }
     // With the package's features (its allocator), so that the figures are the
     // package's.
-    crate::release::dist::ensure_packaged_allocator()?;
-    let mut build = cargo(&[
-        "build",
-        "--release",
-        "--features",
-        crate::release::dist::PACKAGED_FEATURES,
-        "-p",
-        "ioserve",
-    ]);
+    let mut build = crate::release::dist::packaged_release_build()?;
     if count_syscalls {
         build.args(["-p", "ioserve-probe"]);
     }

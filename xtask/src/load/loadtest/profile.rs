@@ -31,7 +31,7 @@ use inferno::collapse::Collapse as _;
 use super::servers::{cpu_seconds, select, servers, start_built, Running, ServerSpec};
 use super::wrk::{wrk, REPORT_LUA};
 use super::{prepare_files, Workload, FILES, WORKLOADS};
-use crate::util::{cargo, ensure_packages, step};
+use crate::util::{ensure_packages, step};
 
 /// The workloads profiled: the 8 MiB download and the 4 KiB request.
 const PROFILED_WORKLOADS: [(&str, &str); 2] = [("a", "8MiB"), ("b", "4KiB")];
@@ -73,17 +73,9 @@ pub(crate) fn run(options: &Options) -> Result<()> {
     let out = target.join("profile");
     fs::create_dir_all(&out)?;
     let cargo_dir = out.join("cargo");
-    crate::release::dist::ensure_packaged_allocator()?;
-    let mut build = cargo(&[
-        "build",
-        "--release",
-        "--features",
-        crate::release::dist::PACKAGED_FEATURES,
-        "-p",
-        "ioserve",
-        "--target-dir",
-    ]);
+    let mut build = crate::release::dist::packaged_release_build()?;
     build
+        .arg("--target-dir")
         .arg(&cargo_dir)
         .env("CARGO_PROFILE_RELEASE_DEBUG", "line-tables-only")
         .env("RUSTFLAGS", "-C force-frame-pointers=yes");
