@@ -101,13 +101,17 @@ fn say_where(server: &Server, config: &Config) -> anyhow::Result<()> {
     let mut stdout = std::io::stdout().lock();
     writeln!(
         stdout,
-        "ioserve: serving {} at {}://{}/ (strategy {}, {} worker{})",
+        "ioserve: serving {} at {}://{}/ (strategy {}, {} worker{}{})",
         server.root().display(),
         if config.tls() { "https" } else { "http" },
         server.local_addr(),
         config.strategy.name(),
         config.workers,
         if config.workers == 1 { "" } else { "s" },
+        match server.http3_addr() {
+            Some(udp) => format!(", HTTP/3 on UDP {udp}"),
+            None => String::new(),
+        },
     )?;
     if let Some(addr) = server.redirect_addr() {
         writeln!(stdout, "ioserve: redirecting http://{addr}/ to https")?;

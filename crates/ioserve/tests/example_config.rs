@@ -24,7 +24,10 @@ fn uncommented(text: &str) -> String {
 
 fn is_setting(line: &str) -> bool {
     line.split_once(" = ").is_some_and(|(key, _)| {
-        !key.is_empty() && key.chars().all(|c| c.is_ascii_lowercase() || c == '-')
+        key.starts_with(|c: char| c.is_ascii_lowercase())
+            && key
+                .chars()
+                .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '-')
     })
 }
 

@@ -44,6 +44,9 @@ pub enum Version {
     /// HTTP/2 (over TLS, by ALPN): one stream per request, the host in `:authority`,
     /// no `Connection` or `Transfer-Encoding`.
     Http2,
+    /// HTTP/3 (over QUIC): as HTTP/2, one stream per request and no connection-specific
+    /// fields.
+    Http3,
 }
 
 /// A parsed request head.

@@ -429,6 +429,12 @@ settings! {
         #[arg(long, value_enum, value_name = "WHEN")]
         ktls: KtlsSetting, NeedsRestart
             => ktls: KtlsSetting = given.ktls.unwrap_or(KtlsSetting::Auto);
+        /// With TLS, also serve HTTP/3 (QUIC) on UDP at the listener's address and port, with
+        /// the same certificate, and advertise it to HTTP/1.1 and HTTP/2 clients with
+        /// Alt-Svc; `--http3=false` serves TCP only [default: true with TLS]
+        #[arg(long, num_args = 0..=1, require_equals = true, default_missing_value = "true",
+              value_name = "BOOL")]
+        http3: bool, NeedsRestart => http3: Option<bool> = http3(given)?;
         /// Serve HTTPS with a certificate for NAME that ioserve gets and renews itself from
         /// an ACME CA (Let's Encrypt unless --acme-ca says), instead of --tls-cert and
         /// --tls-key; repeat it for more names on the same certificate [default: off]
@@ -485,6 +491,12 @@ impl Config {
         self.tls_cert.is_some() || !self.acme_domains.is_empty()
     }
 
+    /// Whether HTTP/3 is served beside the TLS listener: `--http3`, by default where
+    /// the listener speaks TLS.
+    pub fn serves_http3(&self) -> bool {
+        self.tls() && self.http3.unwrap_or(true)
+    }
+
     /// The ACME settings, when `--acme-domain` names at least one name.
     pub fn acme(&self) -> Option<AcmeSettings> {
         (!self.acme_domains.is_empty()).then(|| AcmeSettings {
@@ -531,6 +543,24 @@ fn acme_domains(given: &Settings) -> Result<Vec<String>, ConfigError> {
         ));
     }
     Ok(names)
+}
+
+/// `--http3` as given (unset: served where TLS is, see [`Config::http3`]); asked for
+/// without TLS, refused (QUIC is always encrypted).
+fn http3(given: &Settings) -> Result<Option<bool>, ConfigError> {
+    let tls = given.tls_cert.is_some()
+        || given
+            .acme_domain
+            .as_ref()
+            .is_some_and(|names| !names.is_empty());
+    match given.http3 {
+        Some(true) if !tls => Err(invalid(
+            "--http3",
+            "true",
+            "needs TLS (--tls-cert and --tls-key, or --acme-domain): QUIC is always encrypted",
+        )),
+        asked => Ok(asked),
+    }
 }
 
 /// The challenge, refused where it cannot be answered: HTTP-01 needs the plain
@@ -885,6 +915,7 @@ mod tests {
         ("hsts", "31536000", "31536000"),
         ("redirect-http", "127.0.0.1:9997", "\"127.0.0.1:9997\""),
         ("ktls", "off", "\"off\""),
+        ("http3", "false", "false"),
         ("acme-domain", "example.org", "[\"example.org\"]"),
         ("acme-email", "admin@example.org", "\"admin@example.org\""),
         (

@@ -29,6 +29,14 @@ pub enum ServerError {
         /// The cause.
         source: io::Error,
     },
+    /// HTTP/3's UDP socket cannot be bound.
+    #[error("cannot listen for HTTP/3 on UDP {addr}: {source} (--http3=false serves TCP only)")]
+    Http3 {
+        /// The address (the TLS listener's).
+        addr: SocketAddr,
+        /// The cause.
+        source: io::Error,
+    },
     /// Socket activation passed descriptors that cannot be served.
     #[error("socket activation (LISTEN_FDS): {0}")]
     Activation(String),

@@ -156,7 +156,8 @@ pub(super) fn decide(
 }
 
 /// Completes a decided answer into its reply, with `Strict-Transport-Security` where
-/// the connection is `encrypted` and `--hsts` is set.
+/// the connection is `encrypted` and `--hsts` is set, and `Alt-Svc` where it is
+/// encrypted and HTTP/3 is served.
 ///
 /// What may wait for the disk runs on the blocking pool, where it stalls no other
 /// connection of this worker: a listing (reading a large directory), and with
@@ -204,13 +205,22 @@ pub(super) async fn complete(
                 .unwrap_or_else(|_| Reply::error(500))
         }
     };
+    if !encrypted {
+        return reply;
+    }
     // HSTS only where it is true: a plain response may come from anyone on the path.
-    match (encrypted, live.hsts) {
-        (true, Some(max_age)) => reply.header(
+    let reply = match live.hsts {
+        Some(max_age) => reply.header(
             "Strict-Transport-Security",
             format_args!("max-age={max_age}"),
         ),
-        _ => reply,
+        None => reply,
+    };
+    // HTTP/3 is offered on encrypted responses only: a plain one may come from anyone
+    // on the path, and would send the client to their port.
+    match &shared.alt_svc {
+        Some(alt_svc) => reply.header("Alt-Svc", alt_svc),
+        None => reply,
     }
 }
 

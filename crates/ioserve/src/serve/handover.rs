@@ -3,18 +3,26 @@
 //! that it serves, then stops accepting and finishes what it has in flight.
 //!
 //! Both sides live here. The old process dups its sockets without close-on-exec, names
-//! them in [`LISTENERS_VAR`] (`serve:3,serve:4,metrics:5`), and gives the new process
+//! them in [`LISTENERS_VAR`] (`serve:3,serve:4,quic:5,metrics:6`), and gives the new process
 //! the writing end of a pipe in [`READY_VAR`]; the new process takes the sockets
 //! ([`inherited`]) instead of binding or of socket activation's, starts its workers,
 //! and writes `ready` ([`ReadyPipe`]). The sockets are the same kernel objects in both
 //! processes, so a connection waiting in a backlog is accepted by one or the other and
 //! none is refused while the two overlap. Under systemd the old process, still the main
 //! one, then names the new one with `MAINPID=`.
+//!
+//! HTTP/3's UDP socket passes the same way, so new QUIC connections reach the new
+//! process at once. A QUIC connection has no backlog to wait in: its packets come to
+//! whichever process reads the socket, so the old process closes its HTTP/3
+//! connections at the hand-over (CONNECTION_CLOSE with H3_NO_ERROR) and moves off the
+//! socket; their clients go on with new connections to the new process (a download
+//! resumes with a range). Downloads in flight over HTTP/1.1 and HTTP/2 finish in the
+//! old process.
 
 use std::ffi::{CString, OsString};
 use std::fmt;
 use std::io::{self, Read as _, Write as _};
-use std::net::TcpListener;
+use std::net::{TcpListener, UdpSocket};
 use std::os::fd::{AsFd, AsRawFd as _, FromRawFd as _, OwnedFd, RawFd};
 use std::path::PathBuf;
 use std::process::Stdio;
@@ -43,6 +51,8 @@ enum Role {
     Metrics,
     /// The redirect to HTTPS (`--redirect-http`).
     Redirect,
+    /// HTTP/3's UDP socket (`--http3`).
+    Quic,
 }
 
 impl Role {
@@ -51,11 +61,12 @@ impl Role {
             Role::Serve => "serve",
             Role::Metrics => "metrics",
             Role::Redirect => "redirect",
+            Role::Quic => "quic",
         }
     }
 
     fn named(name: &str) -> Option<Role> {
-        [Role::Serve, Role::Metrics, Role::Redirect]
+        [Role::Serve, Role::Metrics, Role::Redirect, Role::Quic]
             .into_iter()
             .find(|role| role.name() == name)
     }
@@ -68,6 +79,7 @@ pub(super) struct Sockets {
     serve: Vec<OwnedFd>,
     metrics: Option<OwnedFd>,
     redirect: Option<OwnedFd>,
+    quic: Option<OwnedFd>,
 }
 
 impl Sockets {
@@ -82,14 +94,22 @@ impl Sockets {
             serve: serve.iter().map(copy).collect::<io::Result<_>>()?,
             metrics: metrics.map(copy).transpose()?,
             redirect: redirect.map(copy).transpose()?,
+            quic: None,
         })
+    }
+
+    /// These sockets and a copy of HTTP/3's UDP socket.
+    pub(super) fn with_quic(mut self, socket: &UdpSocket) -> io::Result<Sockets> {
+        self.quic = Some(socket.as_fd().try_clone_to_owned()?);
+        Ok(self)
     }
 
     fn roles(&self) -> impl Iterator<Item = (Role, &OwnedFd)> {
         let serve = self.serve.iter().map(|fd| (Role::Serve, fd));
+        let quic = self.quic.iter().map(|fd| (Role::Quic, fd));
         let metrics = self.metrics.iter().map(|fd| (Role::Metrics, fd));
         let redirect = self.redirect.iter().map(|fd| (Role::Redirect, fd));
-        serve.chain(metrics).chain(redirect)
+        serve.chain(quic).chain(metrics).chain(redirect)
     }
 }
 
@@ -102,6 +122,8 @@ pub(super) struct Inherited {
     pub(super) metrics: Option<TcpListener>,
     /// The redirect's, if the old process had one.
     pub(super) redirect: Option<TcpListener>,
+    /// HTTP/3's UDP socket, if the old process served HTTP/3.
+    pub(super) quic: Option<UdpSocket>,
 }
 
 /// The sockets passed in [`LISTENERS_VAR`], when this process was started by an
@@ -117,14 +139,20 @@ pub(super) fn inherited() -> Result<Option<Inherited>, ServerError> {
         serve: Vec::new(),
         metrics: None,
         redirect: None,
+        quic: None,
     };
     for (role, fd) in passed {
-        let listener =
-            take_listener(fd).map_err(|why| refused(format!("descriptor {fd}: {why}")))?;
+        let why = |why: String| refused(format!("descriptor {fd}: {why}"));
+        if role == Role::Quic {
+            inherited.quic = Some(take_udp(fd).map_err(why)?);
+            continue;
+        }
+        let listener = take_listener(fd).map_err(why)?;
         match role {
             Role::Serve => inherited.serve.push(listener),
             Role::Metrics => inherited.metrics = Some(listener),
             Role::Redirect => inherited.redirect = Some(listener),
+            Role::Quic => unreachable!("taken above"),
         }
     }
     if inherited.serve.is_empty() {
@@ -134,7 +162,7 @@ pub(super) fn inherited() -> Result<Option<Inherited>, ServerError> {
 }
 
 /// `serve:3,serve:4,metrics:5` as roles and descriptors: each descriptor once, at
-/// most one metrics and one redirect socket, descriptors above 2.
+/// most one metrics, one redirect and one quic socket, descriptors above 2.
 fn parse(text: &str) -> Result<Vec<(Role, RawFd)>, String> {
     let mut passed: Vec<(Role, RawFd)> = Vec::new();
     for item in text.split(',') {
@@ -142,7 +170,7 @@ fn parse(text: &str) -> Result<Vec<(Role, RawFd)>, String> {
             .split_once(':')
             .ok_or_else(|| format!("{item:?} is not ROLE:DESCRIPTOR"))?;
         let role = Role::named(role)
-            .ok_or_else(|| format!("{role:?}: the roles are serve, metrics, redirect"))?;
+            .ok_or_else(|| format!("{role:?}: the roles are serve, metrics, redirect, quic"))?;
         let fd: RawFd = fd
             .parse()
             .ok()
@@ -171,6 +199,19 @@ fn take_listener(fd: RawFd) -> Result<TcpListener, String> {
     let listener = TcpListener::from(fd);
     listener.set_nonblocking(true).map_err(|e| e.to_string())?;
     Ok(listener)
+}
+
+/// The UDP socket at `fd`, set non-blocking and close-on-exec.
+fn take_udp(fd: RawFd) -> Result<UdpSocket, String> {
+    use rustix::net::{sockopt, SocketType};
+    let fd = take(fd)?;
+    if sockopt::socket_type(&fd) != Ok(SocketType::DGRAM) {
+        return Err("not a UDP socket".into());
+    }
+    rustix::io::fcntl_setfd(&fd, rustix::io::FdFlags::CLOEXEC).map_err(|e| e.to_string())?;
+    let socket = UdpSocket::from(fd);
+    socket.set_nonblocking(true).map_err(|e| e.to_string())?;
+    Ok(socket)
 }
 
 /// The open descriptor `fd`, which the parent passed to this process.
@@ -578,12 +619,13 @@ mod tests {
     #[test]
     fn the_roles_and_descriptors_are_read() {
         assert_eq!(
-            parse("serve:3,serve:4,metrics:5,redirect:6").unwrap(),
+            parse("serve:3,serve:4,metrics:5,redirect:6,quic:7").unwrap(),
             vec![
                 (Role::Serve, 3),
                 (Role::Serve, 4),
                 (Role::Metrics, 5),
-                (Role::Redirect, 6)
+                (Role::Redirect, 6),
+                (Role::Quic, 7)
             ]
         );
     }
@@ -596,7 +638,8 @@ mod tests {
             ("serve:2", "a number above 2"),
             ("serve:x", "a number above 2"),
             ("serve", "is not ROLE:DESCRIPTOR"),
-            ("udp:3", "the roles are serve, metrics, redirect"),
+            ("quic:3,quic:4", "two quic sockets"),
+            ("udp:3", "the roles are serve, metrics, redirect, quic"),
             ("", "is not ROLE:DESCRIPTOR"),
         ] {
             let error = parse(text).unwrap_err();

@@ -20,6 +20,9 @@ pub(super) struct Bound {
     pub(super) loops: Vec<std::net::TcpListener>,
     /// How many of the first `loops` are the distinct sockets (the others are copies).
     pub(super) distinct: usize,
+    /// A UDP socket that socket activation passed beside them (`ListenDatagram=`), for
+    /// HTTP/3.
+    pub(super) activated_udp: Option<std::net::UdpSocket>,
 }
 
 /// The accept loops' listeners and the address they serve: the sockets `upgraded` from
@@ -29,6 +32,7 @@ pub(super) fn bind(
     config: &Config,
     upgraded: Option<Vec<std::net::TcpListener>>,
 ) -> Result<Bound, ServerError> {
+    let mut activated_udp = None;
     let passed = match upgraded {
         Some(sockets) => {
             tracing::info!(
@@ -37,7 +41,13 @@ pub(super) fn bind(
             );
             Some(sockets)
         }
-        None => inherited_listeners()?,
+        None => match inherited_listeners()? {
+            Some((listeners, udp)) => {
+                activated_udp = udp;
+                Some(listeners)
+            }
+            None => None,
+        },
     };
     let distinct = passed.as_ref().map(Vec::len);
     let (local_addr, listeners) = match passed {
@@ -71,6 +81,7 @@ pub(super) fn bind(
         local_addr,
         distinct: distinct.unwrap_or(listeners.len()),
         loops: listeners,
+        activated_udp,
     })
 }
 
@@ -149,9 +160,13 @@ fn listen_error(addr: SocketAddr) -> impl Fn(io::Error) -> ServerError {
     move |source| ServerError::Listen { addr, source }
 }
 
-/// The TCP listeners systemd (or `systemd-socket-activate`) passed in `LISTEN_FDS`,
-/// when it passed any.
-fn inherited_listeners() -> Result<Option<Vec<std::net::TcpListener>>, ServerError> {
+/// What socket activation passed: its TCP listeners, and the one UDP socket among them
+/// (HTTP/3's), if there is one.
+type Activated = (Vec<std::net::TcpListener>, Option<std::net::UdpSocket>);
+
+/// The sockets systemd (or `systemd-socket-activate`) passed in `LISTEN_FDS`, when it
+/// passed any.
+fn inherited_listeners() -> Result<Option<Activated>, ServerError> {
     let mut passed = listenfd::ListenFd::from_env();
     if passed.len() == 0 {
         return Ok(None);
@@ -161,7 +176,9 @@ fn inherited_listeners() -> Result<Option<Vec<std::net::TcpListener>>, ServerErr
         "socket activation: serving the listeners passed in LISTEN_FDS (--listen is not used)"
     );
     let mut listeners = Vec::with_capacity(passed.len());
+    let mut udp: Option<std::net::UdpSocket> = None;
     for index in 0..passed.len() {
+        let descriptor = 3 + index;
         match passed.take_tcp_listener(index) {
             Ok(Some(listener)) => {
                 listener
@@ -170,12 +187,24 @@ fn inherited_listeners() -> Result<Option<Vec<std::net::TcpListener>>, ServerErr
                 listeners.push(listener);
             }
             Ok(None) => {}
-            Err(error) => {
-                return Err(ServerError::Activation(format!(
-                    "descriptor {} is not a TCP listening socket: {error}",
-                    3 + index
-                )))
-            }
+            Err(tcp_error) => match passed.take_udp_socket(index) {
+                Ok(Some(socket)) if udp.is_none() => {
+                    socket.set_nonblocking(true).map_err(ServerError::Worker)?;
+                    udp = Some(socket);
+                }
+                Ok(Some(_)) => {
+                    return Err(ServerError::Activation(format!(
+                        "descriptor {descriptor} is a second UDP socket: HTTP/3 serves one"
+                    )))
+                }
+                Ok(None) => {}
+                Err(_) => {
+                    return Err(ServerError::Activation(format!(
+                        "descriptor {descriptor} is neither a TCP listening socket nor a \
+                         UDP socket: {tcp_error}"
+                    )))
+                }
+            },
         }
     }
     if listeners.is_empty() {
@@ -184,7 +213,45 @@ fn inherited_listeners() -> Result<Option<Vec<std::net::TcpListener>>, ServerErr
             passed.len()
         )));
     }
-    Ok(Some(listeners))
+    Ok(Some((listeners, udp)))
+}
+
+/// The HTTP/3 socket beside the TLS listener at `tcp_addr`, when HTTP/3 is served: the
+/// one `upgraded` from the process this one replaces, else socket activation's
+/// (`activated`), else a new one on `tcp_addr`. Under socket activation without a
+/// UDP socket, a bind that fails (a privileged port) leaves HTTP/3 off with a warning
+/// that says how to pass one; elsewhere it is an error.
+pub(super) fn bind_http3(
+    config: &Config,
+    tcp_addr: SocketAddr,
+    upgraded: Option<std::net::UdpSocket>,
+    activated: Option<std::net::UdpSocket>,
+    socket_activation: bool,
+) -> Result<Option<std::net::UdpSocket>, ServerError> {
+    if !config.serves_http3() {
+        return Ok(None);
+    }
+    if let Some(socket) = upgraded.or(activated) {
+        crate::serve::http3::size_buffers(&socket2::SockRef::from(&socket));
+        return Ok(Some(socket));
+    }
+    match crate::serve::http3::bind_socket(tcp_addr, config.reuse_port) {
+        Ok(socket) => Ok(Some(socket)),
+        Err(error) if socket_activation => {
+            tracing::warn!(
+                %error,
+                udp = %tcp_addr,
+                "HTTP/3 is off: its UDP socket cannot be bound here; pass it with \
+                 `ListenDatagram={}` in the socket unit beside ListenStream=",
+                tcp_addr.port()
+            );
+            Ok(None)
+        }
+        Err(source) => Err(ServerError::Http3 {
+            addr: tcp_addr,
+            source,
+        }),
+    }
 }
 
 /// Spreads inherited sockets over the accept loops: per-core, one loop per worker (and

@@ -241,6 +241,7 @@ mod tests {
                 "max-connections",
                 "redirect-http",
                 "ktls",
+                "http3",
                 "acme-domain",
                 "acme-email",
                 "acme-ca",

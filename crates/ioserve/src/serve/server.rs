@@ -44,6 +44,7 @@ pub use crate::serve::control::ConfigSource;
 use crate::serve::control::{self, Control, Ended, Reload, Upgrades};
 pub use crate::serve::error::ServerError;
 use crate::serve::handover::{self, Executable, ReadyPipe, Sockets};
+use crate::serve::http3::{self, Http3};
 use crate::serve::ktls::{self, KernelTls};
 use crate::serve::listeners;
 use crate::serve::redirect;
@@ -56,6 +57,10 @@ use crate::serve::workers::{self, Placement};
 #[derive(Debug)]
 pub struct Server {
     shared: Arc<Shared>,
+    /// HTTP/3's UDP socket, when it is served.
+    http3_socket: Option<std::net::UdpSocket>,
+    /// `--idle-timeout` at start: QUIC's own idle timeout.
+    idle_timeout: Duration,
     listeners: Vec<std::net::TcpListener>,
     metrics_listener: Option<std::net::TcpListener>,
     redirect_listener: Option<std::net::TcpListener>,
@@ -104,12 +109,26 @@ impl Server {
             None => None,
         };
         let built = reload::build(config, descriptor_limit, acme_tls.as_ref())?;
-        let (upgraded_serve, upgraded_metrics, upgraded_redirect) = match upgraded {
-            Some(passed) => (Some(passed.serve), passed.metrics, passed.redirect),
-            None => (None, None, None),
+        let (upgraded_serve, upgraded_metrics, upgraded_redirect, upgraded_quic) = match upgraded {
+            Some(passed) => (
+                Some(passed.serve),
+                passed.metrics,
+                passed.redirect,
+                passed.quic,
+            ),
+            None => (None, None, None, None),
         };
-        let bound = listeners::bind(config, upgraded_serve)?;
+        let upgrading = upgraded_serve.is_some();
+        let mut bound = listeners::bind(config, upgraded_serve)?;
         let local_addr = bound.local_addr;
+        let socket_activation = !upgrading && std::env::var_os("LISTEN_FDS").is_some();
+        let http3_socket = listeners::bind_http3(
+            config,
+            local_addr,
+            upgraded_quic,
+            bound.activated_udp.take(),
+            socket_activation,
+        )?;
         let metrics_listener = listeners::bind_metrics(config, upgraded_metrics)?;
         if acme.is_some() {
             log_validation_port(config, local_addr);
@@ -118,12 +137,15 @@ impl Server {
             return Err(ServerError::RedirectWithoutTls);
         }
         let redirect_listener = listeners::bind_redirect(config, upgraded_redirect)?;
-        let sockets = Sockets::copy(
+        let mut sockets = Sockets::copy(
             &bound.loops[..bound.distinct],
             metrics_listener.as_ref(),
             redirect_listener.as_ref(),
         )
         .map_err(ServerError::Worker)?;
+        if let Some(socket) = &http3_socket {
+            sockets = sockets.with_quic(socket).map_err(ServerError::Worker)?;
+        }
         let kernel_tls = kernel_tls(config.ktls, built.live.tls.is_some())?;
         if built.live.tls.is_some() && kernel_tls.is_none() {
             match config.strategy {
@@ -142,7 +164,7 @@ impl Server {
                  network in clear text (put a TLS proxy in front, or listen on loopback)"
             );
         }
-        let shared = Arc::new(Shared::new(
+        let mut shared = Shared::new(
             built.live,
             Arc::new(
                 Metrics::new(config.workers, config.strategy.name())
@@ -152,9 +174,16 @@ impl Server {
             built.fitted.max_connections,
             config.workers,
             kernel_tls,
-        ));
+        );
+        if let Some(socket) = &http3_socket {
+            let port = socket.local_addr().map_err(ServerError::Worker)?.port();
+            shared = shared.advertising_http3(port);
+        }
+        let shared = Arc::new(shared);
         Ok(Server {
             shared,
+            http3_socket,
+            idle_timeout: config.idle_timeout,
             listeners: bound.loops,
             metrics_listener,
             redirect_listener,
@@ -184,6 +213,13 @@ impl Server {
     /// The address the server listens on (the real port when 0 was asked for).
     pub fn local_addr(&self) -> SocketAddr {
         self.local_addr
+    }
+
+    /// The UDP address of HTTP/3, if it is served.
+    pub fn http3_addr(&self) -> Option<SocketAddr> {
+        self.http3_socket
+            .as_ref()
+            .and_then(|socket| socket.local_addr().ok())
     }
 
     /// The metrics address, if metrics are served.
@@ -227,6 +263,8 @@ impl Server {
     pub fn run(self) -> Result<(), ServerError> {
         let Server {
             shared,
+            http3_socket,
+            idle_timeout,
             listeners,
             metrics_listener,
             redirect_listener,
@@ -243,13 +281,22 @@ impl Server {
             ready,
         } = self;
         let placement = Arc::new(Placement { pin, numa });
+        let quic = http3_socket
+            .map(|socket| QuicThread::start(socket, &shared, idle_timeout))
+            .transpose()?;
+        let http3 = quic.as_ref().map(|quic| quic.http3.clone());
         let threads = match runtime {
             RuntimeKind::PerCore => {
-                workers::spawn_per_core(listeners, &shared, shutdown_timeout, &placement)?
+                workers::spawn_per_core(listeners, http3, &shared, shutdown_timeout, &placement)?
             }
-            RuntimeKind::Multi => {
-                workers::spawn_multi(listeners, &shared, shutdown_timeout, workers, placement.pin)?
-            }
+            RuntimeKind::Multi => workers::spawn_multi(
+                listeners,
+                http3,
+                &shared,
+                shutdown_timeout,
+                workers,
+                placement.pin,
+            )?,
         };
 
         match ready {
@@ -322,9 +369,68 @@ impl Server {
                 tracing::error!("a worker thread panicked");
             }
         }
+        if let Some(quic) = quic {
+            quic.stop();
+        }
         // The last lines of the access log reach their file before run returns.
         drop(reload);
         Ok(())
+    }
+}
+
+/// The thread that drives HTTP/3's endpoint (its UDP socket: receiving, GRO,
+/// demultiplexing) until the workers are done with its connections.
+struct QuicThread {
+    http3: Http3,
+    done: CancellationToken,
+    thread: std::thread::JoinHandle<()>,
+}
+
+impl QuicThread {
+    fn start(
+        socket: std::net::UdpSocket,
+        shared: &Arc<Shared>,
+        idle_timeout: Duration,
+    ) -> Result<QuicThread, ServerError> {
+        http3::log_offloads(&socket);
+        let runtime = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .map_err(ServerError::Worker)?;
+        let http3 = Http3::new(socket, shared, idle_timeout, runtime.handle())
+            .map_err(ServerError::Worker)?;
+        let done = CancellationToken::new();
+        let thread = {
+            let (done, http3, shared) = (done.clone(), http3.clone(), Arc::clone(shared));
+            std::thread::Builder::new()
+                .name("ioserve-quic".into())
+                .spawn(move || {
+                    runtime.block_on(async move {
+                        shared.shutdown.cancelled().await;
+                        if shared.handed_over() {
+                            http3.hand_over().await;
+                        }
+                        drop(shared);
+                        done.cancelled().await;
+                        http3.flush_closes().await;
+                    });
+                })
+                .map_err(ServerError::Worker)?
+        };
+        Ok(QuicThread {
+            http3,
+            done,
+            thread,
+        })
+    }
+
+    /// Ends the thread, once the workers have ended their connections.
+    fn stop(self) {
+        self.done.cancel();
+        drop(self.http3);
+        if self.thread.join().is_err() {
+            tracing::error!("the HTTP/3 endpoint's thread panicked");
+        }
     }
 }
 

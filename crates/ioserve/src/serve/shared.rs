@@ -84,6 +84,8 @@ pub(crate) struct Shared {
     pub per_ip: Arc<PerIpConnections>,
     /// What the kernel's TLS takes, where TLS connections are handed to it (`--ktls`).
     pub kernel_tls: Option<KernelTls>,
+    /// The `Alt-Svc` value of HTTPS responses where HTTP/3 is served (`--http3`).
+    pub alt_svc: Option<String>,
 }
 
 impl Shared {
@@ -137,9 +139,20 @@ impl Shared {
                 .collect(),
             per_ip: Arc::default(),
             kernel_tls,
+            alt_svc: None,
         }
     }
+
+    /// Advertises HTTP/3 on UDP `port` to the clients of HTTPS responses (`Alt-Svc`,
+    /// RFC 7838), for a day as Caddy and nginx do.
+    pub fn advertising_http3(mut self, port: u16) -> Shared {
+        self.alt_svc = Some(format!("h3=\":{port}\"; ma={ALT_SVC_MAX_AGE}"));
+        self
+    }
 }
+
+/// Seconds a client may remember that HTTP/3 is served (`Alt-Svc`'s `ma`).
+const ALT_SVC_MAX_AGE: u64 = 86_400;
 
 /// A connection's place in the count of open connections. Dropping it gives the place
 /// back, so a connection task that ends in any way, a panic included, frees its slot.

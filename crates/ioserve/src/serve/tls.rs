@@ -114,6 +114,44 @@ impl TlsSetup {
     }
 }
 
+/// The certificate that TLS connections are presented now: the TLS setup of the
+/// settings in force (SIGHUP may have loaded new files; ACME swaps its certificate in
+/// place), asked at each handshake. HTTP/3 presents it through this, so that a reload
+/// or a renewal reaches QUIC handshakes too without a new endpoint configuration.
+#[derive(Debug)]
+pub(crate) struct CurrentCertificate(pub(crate) Arc<crate::serve::shared::Shared>);
+
+impl ResolvesServerCert for CurrentCertificate {
+    fn resolve(
+        &self,
+        hello: rustls::server::ClientHello<'_>,
+    ) -> Option<Arc<rustls::sign::CertifiedKey>> {
+        match self.0.live().tls.as_ref()? {
+            TlsSetup::Files(config) => config.cert_resolver.resolve(hello),
+            // Without a valid certificate yet the handshake fails; an HTTP/3 client
+            // then goes on over TCP, where the handshake waits for one.
+            TlsSetup::Acme(acme) => acme.serving.cert_resolver.resolve(hello),
+        }
+    }
+}
+
+/// The rustls configuration of QUIC handshakes (HTTP/3): TLS 1.3 only (QUIC has no
+/// other), ALPN `h3`, the certificate of `resolver`, resumption by tickets as over TCP,
+/// 0-RTT off (`max_early_data_size` stays 0: early data can be replayed).
+pub(crate) fn quic_server_config(
+    resolver: Arc<dyn ResolvesServerCert>,
+) -> Result<ServerConfig, rustls::Error> {
+    let mut config =
+        ServerConfig::builder_with_provider(Arc::new(rustls::crypto::ring::default_provider()))
+            .with_protocol_versions(&[&rustls::version::TLS13])?
+            .with_no_client_auth()
+            .with_cert_resolver(resolver);
+    config.ticketer = rustls::crypto::ring::Ticketer::new()?;
+    config.alpn_protocols = vec![b"h3".to_vec()];
+    config.ignore_client_order = true;
+    Ok(config)
+}
+
 /// Why a certificate and key cannot serve HTTPS; each names its file.
 #[derive(Debug, thiserror::Error)]
 pub enum TlsError {

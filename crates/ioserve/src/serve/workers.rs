@@ -9,6 +9,7 @@ use std::time::Duration;
 use crate::ops::placement::WorkerPlace;
 use crate::serve::accept::accept_loop;
 use crate::serve::error::ServerError;
+use crate::serve::http3::{self, Http3};
 use crate::serve::shared::Shared;
 
 /// Where the per-core workers run: pinned or not, and with `--numa` their places.
@@ -44,6 +45,7 @@ impl Placement {
 /// `id` use shard `id` of the metrics and of the open-file cache.
 pub(super) fn spawn_per_core(
     listeners: Vec<std::net::TcpListener>,
+    http3: Option<Http3>,
     shared: &Arc<Shared>,
     shutdown_timeout: Duration,
     placement: &Arc<Placement>,
@@ -64,13 +66,23 @@ pub(super) fn spawn_per_core(
             .map_err(ServerError::Worker)?;
         let shared = Arc::clone(shared);
         let placement = Arc::clone(placement);
+        let http3 = http3.clone();
         let handle = thread::Builder::new()
             .name(placement.thread_name(id))
             .spawn(move || {
                 // Before the first connection: what the worker allocates and first
                 // touches from here on follows its node's policy.
                 placement.apply(id);
-                runtime.block_on(accept_loop(listener, shared, shutdown_timeout, || id));
+                let quic = http3.map(|http3| {
+                    http3::accept_loop(http3, Arc::clone(&shared), shutdown_timeout, id)
+                });
+                let tcp = accept_loop(listener, shared, shutdown_timeout, || id);
+                runtime.block_on(async move {
+                    match quic {
+                        Some(quic) => drop(tokio::join!(tcp, quic)),
+                        None => tcp.await,
+                    }
+                });
             })
             .map_err(ServerError::Worker)?;
         threads.push(handle);
@@ -82,6 +94,7 @@ pub(super) fn spawn_per_core(
 /// passed by socket activation); connections are given shards round-robin.
 pub(super) fn spawn_multi(
     listeners: Vec<std::net::TcpListener>,
+    http3: Option<Http3>,
     shared: &Arc<Shared>,
     shutdown_timeout: Duration,
     workers: usize,
@@ -112,7 +125,15 @@ pub(super) fn spawn_multi(
                     next
                 })
             });
-            runtime.block_on(futures_util::future::join_all(loops));
+            // HTTP/3 takes its connections on one loop: the runtime spreads their tasks.
+            let quic = http3
+                .map(|http3| http3::accept_loop(http3, Arc::clone(&shared), shutdown_timeout, 0));
+            runtime.block_on(async move {
+                match quic {
+                    Some(quic) => drop(tokio::join!(futures_util::future::join_all(loops), quic)),
+                    None => drop(futures_util::future::join_all(loops).await),
+                }
+            });
         })
         .map_err(ServerError::Worker)?;
     Ok(vec![handle])

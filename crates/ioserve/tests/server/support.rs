@@ -21,10 +21,12 @@ pub enum Protocol {
     Http1,
     /// HTTP/2 over TLS (ALPN `h2`), by the `h2` crate's client.
     Http2,
+    /// HTTP/3 over QUIC (ALPN `h3`), by quinn and h3's client.
+    Http3,
 }
 
 /// Every protocol.
-pub const PROTOCOLS: [Protocol; 2] = [Protocol::Http1, Protocol::Http2];
+pub const PROTOCOLS: [Protocol; 3] = [Protocol::Http1, Protocol::Http2, Protocol::Http3];
 
 /// Every protocol with every strategy.
 pub fn protocols_and_strategies() -> impl Iterator<Item = (Protocol, &'static str)> {
@@ -81,8 +83,10 @@ pub struct Server {
     log: Option<ServerLog>,
     /// Started under a tracer: the server is the tracer's child.
     traced: bool,
-    /// Started by [`Server::start_over`] for HTTP/2: its certificate.
+    /// Started by [`Server::start_over`] for HTTP/2 or HTTP/3: its certificate.
     pub tls: Option<TestCertificate>,
+    /// The protocol [`Server::request`] speaks.
+    pub protocol: Protocol,
 }
 
 impl Server {
@@ -91,18 +95,20 @@ impl Server {
         Self::start_with(strategy, root, extra, false)
     }
 
-    /// As [`Server::start`], speaking `protocol` to [`Server::request`]: HTTP/2 adds a
-    /// test certificate (HTTPS, where clients choose `h2` by ALPN).
+    /// As [`Server::start`], speaking `protocol` to [`Server::request`]: HTTP/2 and
+    /// HTTP/3 add a test certificate (HTTPS, where clients choose `h2` by ALPN, and
+    /// HTTP/3 on the same port over UDP).
     pub fn start_over(protocol: Protocol, strategy: &str, root: &Path, extra: &[&str]) -> Server {
         match protocol {
             Protocol::Http1 => Self::start(strategy, root, extra),
-            Protocol::Http2 => {
+            Protocol::Http2 | Protocol::Http3 => {
                 let tls = TestCertificate::new();
                 let flags = tls.flags();
                 let mut all: Vec<&str> = flags.iter().map(String::as_str).collect();
                 all.extend(extra);
                 let mut server = Self::start(strategy, root, &all);
                 server.tls = Some(tls);
+                server.protocol = protocol;
                 server
             }
         }
@@ -111,9 +117,16 @@ impl Server {
     /// `METHOD path` with extra header lines, on a new connection: HTTP/1.1 (with
     /// `Host` and `Connection: close`), or HTTP/2 for a server started over it.
     pub fn request(&self, method: &str, path: &str, headers: &[(&str, &str)]) -> Response {
-        match &self.tls {
-            None => raw(self.addr, request_bytes(method, path, headers).as_bytes()),
-            Some(tls) => crate::h2_client::request(self.addr, &tls.pem, method, path, headers),
+        match (&self.tls, self.protocol) {
+            (None, _) | (_, Protocol::Http1) => {
+                raw(self.addr, request_bytes(method, path, headers).as_bytes())
+            }
+            (Some(tls), Protocol::Http2) => {
+                crate::h2_client::request(self.addr, &tls.pem, method, path, headers)
+            }
+            (Some(tls), Protocol::Http3) => {
+                crate::h3_client::request(self.addr, &tls.pem, method, path, headers)
+            }
         }
     }
 
@@ -223,6 +236,7 @@ impl Server {
             log,
             traced,
             tls: None,
+            protocol: Protocol::Http1,
         }
     }
 

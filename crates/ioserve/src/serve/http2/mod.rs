@@ -17,7 +17,6 @@
 //! ([`crate::serve::linger`]): it is read until the client closes it, for two seconds
 //! at most, so that the close is a FIN and not a reset.
 
-mod body;
 mod returned;
 
 use std::convert::Infallible;
@@ -28,7 +27,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use hyper::body::Body as _;
-use hyper::header::{HeaderMap, HeaderName, HeaderValue};
+use hyper::header::HeaderMap;
 use hyper::server::conn::http2::Builder;
 use hyper::StatusCode;
 use hyper_util::rt::{TokioExecutor, TokioIo, TokioTimer};
@@ -37,13 +36,14 @@ use tokio::sync::{watch, Notify};
 use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 
-use crate::http::request::{self, RequestError, Version, MAX_HEADERS, MAX_HEAD_BYTES};
+use crate::http::request::{Version, MAX_HEAD_BYTES};
 use crate::http::response::{self, Reply};
 use crate::io::output::Output;
 use crate::io::pacing::Pacer;
 use crate::ops::access_log::Record;
+use crate::serve::body::{self, BodyWriter, ResponseBody};
 use crate::serve::exchange::{self, Decision, Sent};
-use crate::serve::http2::body::{BodyWriter, ResponseBody};
+use crate::serve::fields::{self, fields_of};
 use crate::serve::http2::returned::Returned;
 use crate::serve::linger;
 use crate::serve::shared::{ConnectionSlot, Live, Shared};
@@ -301,7 +301,7 @@ async fn answer(
         Ok(Err(_)) => return refuse(shared, *peer, *worker, Reply::error(400)),
         Err(_elapsed) => return refuse(shared, *peer, *worker, Reply::error(408)),
     }
-    let decided = decide(shared, *peer, *worker, &parts);
+    let decided = fields::decide(shared, *peer, *worker, &parts, Version::Http2);
     drop(parts);
     let Decision {
         live,
@@ -388,37 +388,6 @@ async fn read_body(body: &mut hyper::body::Incoming) -> Result<(), hyper::Error>
     Ok(())
 }
 
-/// The decision for a request's HEADERS, or the status that refuses them.
-fn decide(
-    shared: &Shared,
-    peer: SocketAddr,
-    worker: usize,
-    parts: &hyper::http::request::Parts,
-) -> Result<Decision, u16> {
-    if parts.headers.len() > MAX_HEADERS {
-        return Err(431);
-    }
-    let target = parts.uri.path_and_query().map_or("/", |p| p.as_str());
-    let fields = parts
-        .headers
-        .iter()
-        .map(|(name, value)| (name.as_str(), value.as_bytes()));
-    let request = request::origin_path(target).and_then(|target| {
-        request::from_fields(parts.method.as_str(), target, Version::Http2, fields)
-    });
-    match request {
-        Ok(request) => Ok(exchange::decide(shared, peer, worker, &request)),
-        Err(error) => {
-            tracing::debug!(%peer, %error, "bad HTTP/2 request");
-            Err(match error {
-                RequestError::Bad(_) => 400,
-                RequestError::TooLarge => 431,
-                RequestError::Version => 505,
-            })
-        }
-    }
-}
-
 /// The error `reply` to a request that cannot be answered, counted and logged as
 /// HTTP/1.1's refusals are.
 fn refuse(
@@ -450,43 +419,6 @@ fn response(status: u16, fields: HeaderMap, body: ResponseBody) -> hyper::Respon
         StatusCode::from_u16(status).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR);
     *response.headers_mut() = fields;
     response
-}
-
-/// Header fields HTTP/2 forbids in a response (RFC 9113 §8.2.2): they describe an
-/// HTTP/1.1 connection.
-const CONNECTION_SPECIFIC: [&str; 5] = [
-    "connection",
-    "keep-alive",
-    "proxy-connection",
-    "transfer-encoding",
-    "upgrade",
-];
-
-/// A reply's header lines (after its status line) as HTTP/2 fields, without the
-/// connection-specific ones.
-fn fields_of(headers: &str) -> HeaderMap {
-    let mut fields = HeaderMap::new();
-    for line in headers.split("\r\n").skip(1) {
-        let Some((name, value)) = line.split_once(':') else {
-            continue;
-        };
-        if CONNECTION_SPECIFIC
-            .iter()
-            .any(|forbidden| name.eq_ignore_ascii_case(forbidden))
-        {
-            continue;
-        }
-        match (
-            HeaderName::from_bytes(name.as_bytes()),
-            HeaderValue::from_str(value.trim()),
-        ) {
-            (Ok(name), Ok(value)) => {
-                fields.append(name, value);
-            }
-            _ => tracing::warn!(line, "a reply header that HTTP/2 cannot carry is left out"),
-        }
-    }
-    fields
 }
 
 /// A file, multipart or tar body on its way: the strategy writes it through an
@@ -529,26 +461,5 @@ impl Streaming {
                 tracing::debug!(peer = %connection.peer, %error, "HTTP/2 response cut short");
             }
         }
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn reply_headers_become_fields_without_the_connection_specific_ones() {
-        let reply = Reply::error(404)
-            .header("Connection", "close")
-            .header("Transfer-Encoding", "chunked")
-            .header("X-Custom", "a, b");
-        let fields = fields_of(&reply.headers);
-        assert_eq!(fields["content-length"], "14");
-        assert_eq!(fields["server"], "ioserve");
-        assert_eq!(fields["x-custom"], "a, b");
-        assert!(fields.contains_key("date"));
-        assert!(!fields.contains_key("connection"));
-        assert!(!fields.contains_key("transfer-encoding"));
-        assert_eq!(fields.len(), 5);
     }
 }

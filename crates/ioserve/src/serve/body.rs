@@ -1,10 +1,10 @@
-//! An HTTP/2 response body: small bodies made by the server as they are, file bodies
-//! fed by the IO strategy through a bounded channel.
+//! A response body of HTTP/2 and HTTP/3: small bodies made by the server as they are,
+//! file bodies fed by the IO strategy through a bounded channel.
 //!
 //! The strategy writes through an [`crate::io::output::Output`] over a [`BodyWriter`]:
 //! each write becomes a chunk of at most [`MAX_CHUNK`] bytes in a channel of
-//! [`CHUNKS_IN_FLIGHT`], which hyper's stream drains as the client's flow-control
-//! windows allow. A client that reads slowly holds at most those chunks (and hyper's
+//! [`CHUNKS_IN_FLIGHT`], which the protocol's stream drains (hyper's HTTP/2 stream, or
+//! the HTTP/3 stream's sender) as the client's flow-control windows allow. A client that reads slowly holds at most those chunks (and hyper's
 //! send buffer) in memory: a full channel makes the writer wait, and that wait is bounded
 //! by the send timeout like a full socket buffer's.
 
@@ -20,13 +20,13 @@ use tokio_util::sync::PollSender;
 
 /// Most bytes of one chunk: a few DATA frames of the largest size a client usually
 /// allows (16 KiB by default).
-pub(super) const MAX_CHUNK: usize = 64 * 1024;
+pub(crate) const MAX_CHUNK: usize = 64 * 1024;
 /// Chunks a stream may have written and not yet handed to hyper.
-pub(super) const CHUNKS_IN_FLIGHT: usize = 4;
+pub(crate) const CHUNKS_IN_FLIGHT: usize = 4;
 
 /// A body of `len` bytes that a [`BodyWriter`] fills; `held` is dropped with the body,
 /// when hyper has taken all of it (or gave up on the stream).
-pub(super) fn channel(len: u64, held: Box<dyn Send>) -> (BodyWriter, ResponseBody) {
+pub(crate) fn channel(len: u64, held: Box<dyn Send>) -> (BodyWriter, ResponseBody) {
     let (sender, receiver) = mpsc::channel(CHUNKS_IN_FLIGHT);
     let writer = BodyWriter {
         sender: PollSender::new(sender),
@@ -41,9 +41,9 @@ pub(super) fn channel(len: u64, held: Box<dyn Send>) -> (BodyWriter, ResponseBod
     )
 }
 
-/// What an HTTP/2 response carries after its HEADERS.
+/// What a response carries after its HEADERS.
 #[derive(Debug)]
-pub(super) enum ResponseBody {
+pub(crate) enum ResponseBody {
     /// Nothing: END_STREAM on the HEADERS frame.
     Empty,
     /// Bytes made by the server (error texts, listings), sent once.
@@ -58,7 +58,7 @@ pub(super) enum ResponseBody {
 
 /// What a streamed body keeps until it is dropped (the stream's place among those in
 /// flight).
-pub(super) struct Held {
+pub(crate) struct Held {
     _guard: Box<dyn Send>,
 }
 
@@ -119,12 +119,12 @@ impl hyper::body::Body for ResponseBody {
 /// Writes fail with `BrokenPipe` once the stream is gone (reset by the client, or its
 /// connection closed).
 #[derive(Debug)]
-pub(super) struct BodyWriter {
+pub(crate) struct BodyWriter {
     sender: PollSender<Bytes>,
 }
 
 fn stream_gone() -> io::Error {
-    io::Error::new(io::ErrorKind::BrokenPipe, "the HTTP/2 stream is gone")
+    io::Error::new(io::ErrorKind::BrokenPipe, "the stream is gone")
 }
 
 impl AsyncWrite for BodyWriter {
