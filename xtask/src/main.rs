@@ -46,6 +46,7 @@ mod bench_compare;
 mod browser;
 mod ci;
 mod guests;
+mod http3;
 mod load;
 mod operations;
 mod release;
@@ -216,6 +217,15 @@ pub(crate) enum Task {
     /// viewport has no horizontal scroll, axe-core finds no serious or critical
     /// violation; screenshots in TARGET_DIR/browser (part of ci)
     Browser(browser::Options),
+    /// HTTP/3 with clients no one here wrote: quic-go, aioquic, Chromium over QUIC
+    ///
+    /// Build ioserve (or take --ioserve), serve a tree over HTTPS (and so HTTP/3) with a
+    /// certificate from a test CA; a client on quic-go's http3 package (go build, its
+    /// module committed) and one on aioquic (pip install under the target directory)
+    /// each download 32 MiB byte-exact, a range, a 304 for its ETag, the listing, and
+    /// 300 requests at once on one connection; headless Chromium forced onto QUIC loads
+    /// the listing and a download, both over h3 (part of ci)
+    Http3(http3::Options),
     /// ACME against pebble (Let's Encrypt's test CA)
     ///
     /// Build ioserve (or take --ioserve), install pebble and pebble-challtestsrv (go
@@ -322,6 +332,7 @@ fn main() -> ExitCode {
         Task::H2spec(binary) => ci::h2spec::run(&binary),
         Task::Testssl(binary) => ci::testssl::run(&binary),
         Task::Browser(options) => browser::run(&options),
+        Task::Http3(options) => http3::run(&options),
         Task::Acme(options) => acme::run(&options),
         Task::Upgrade(options) => operations::upgrade::run(&options),
         Task::Soak(options) => operations::soak::run(&options),

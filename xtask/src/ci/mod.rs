@@ -50,6 +50,8 @@ use crate::util::{
 /// `cargo xtask upgrade` loads ioserve with wrk through a live upgrade.
 /// `cargo xtask acme` checks certificates with openssl and curl, and has Chromium
 /// trust pebble's root through certutil's NSS database.
+/// `cargo xtask http3` installs aioquic with pip and hashes the test certificate's key
+/// with openssl for Chromium.
 const SYSTEM_PACKAGES: &[(&str, &str)] = &[
     ("chrony", "/usr/sbin/chronyd"),
     ("ntpsec-ntpdig", "ntpdig"),
@@ -75,6 +77,7 @@ const SYSTEM_PACKAGES: &[(&str, &str)] = &[
     ("nghttp2-client", "h2load"),
     ("wrk", "wrk"),
     ("dmsetup", "dmsetup"),
+    ("python3-pip", "/usr/lib/python3/dist-packages/pip"),
     ("e2fsprogs", "filefrag"),
     // Chromium, for the listing's browser check (`cargo xtask browser`).
     crate::browser::CHROMIUM,
@@ -176,6 +179,9 @@ pub(crate) fn run() -> Result<()> {
     stages.time("hash quality", hash_quality::ci_embedding_checks)?;
     stages.time("browser", || crate::browser::ci(&packaged.join("ioserve")))?;
     stages.time("h2spec", || h2spec::run(&ioserve))?;
+    stages.time("http3 clients", || {
+        crate::http3::ci(&packaged.join("ioserve"))
+    })?;
     // Checks that use one core (the live upgrade's and the soak's load, testssl.sh's handshakes,
     // pebble's validations, the failing disk's and systemd's guests, Miri's interpreter) run on a thread beside the guests and
     // the aarch64 builds, whose TCG guests leave a core idle most of the time.

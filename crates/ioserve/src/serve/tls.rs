@@ -75,6 +75,20 @@ impl AcmeTls {
 }
 
 impl TlsSetup {
+    /// The certificate this setup presents to `hello` now: HTTP/3's handshakes ask it
+    /// of the settings in force, so that a reload or a renewal reaches them too.
+    /// Without a valid ACME certificate yet there is none: the handshake fails, and an
+    /// HTTP/3 client goes on over TCP, where the handshake waits for one.
+    pub(crate) fn resolve(
+        &self,
+        hello: rustls::server::ClientHello<'_>,
+    ) -> Option<Arc<rustls::sign::CertifiedKey>> {
+        match self {
+            TlsSetup::Files(config) => config.cert_resolver.resolve(hello),
+            TlsSetup::Acme(acme) => acme.serving.cert_resolver.resolve(hello),
+        }
+    }
+
     /// How long a handshake may take beyond the header timeout.
     pub(crate) fn extra_wait(&self) -> Duration {
         match self {
@@ -111,27 +125,6 @@ impl TlsSetup {
         acme.certificates.wait_until_valid(CERTIFICATE_WAIT).await;
         let stream = start.into_stream(Arc::clone(&acme.serving)).await?;
         Ok(Some(stream))
-    }
-}
-
-/// The certificate that TLS connections are presented now: the TLS setup of the
-/// settings in force (SIGHUP may have loaded new files; ACME swaps its certificate in
-/// place), asked at each handshake. HTTP/3 presents it through this, so that a reload
-/// or a renewal reaches QUIC handshakes too without a new endpoint configuration.
-#[derive(Debug)]
-pub(crate) struct CurrentCertificate(pub(crate) Arc<crate::serve::shared::Shared>);
-
-impl ResolvesServerCert for CurrentCertificate {
-    fn resolve(
-        &self,
-        hello: rustls::server::ClientHello<'_>,
-    ) -> Option<Arc<rustls::sign::CertifiedKey>> {
-        match self.0.live().tls.as_ref()? {
-            TlsSetup::Files(config) => config.cert_resolver.resolve(hello),
-            // Without a valid certificate yet the handshake fails; an HTTP/3 client
-            // then goes on over TCP, where the handshake waits for one.
-            TlsSetup::Acme(acme) => acme.serving.cert_resolver.resolve(hello),
-        }
     }
 }
 

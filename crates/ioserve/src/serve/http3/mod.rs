@@ -23,6 +23,7 @@
 //! (address validation, RFC 9000 §8.1) while many handshakes are under way, so that a
 //! flood of Initials from forged addresses costs one packet each.
 
+mod connection;
 mod stream;
 
 use std::io;
@@ -33,13 +34,13 @@ use std::time::Duration;
 
 use quinn::crypto::rustls::QuicServerConfig;
 use quinn::{IdleTimeout, TransportConfig, VarInt};
-use tokio::sync::{watch, Notify};
-use tokio::time::Instant;
+use rustls::server::{ClientHello, ResolvesServerCert};
+use rustls::sign::CertifiedKey;
 use tokio_util::task::TaskTracker;
 
-use crate::http::request::MAX_HEAD_BYTES;
+use crate::serve::http3::connection::code;
 use crate::serve::shared::{ConnectionSlot, Shared};
-use crate::serve::tls::{self, CurrentCertificate};
+use crate::serve::tls;
 
 /// Request streams a client may have open at once (as HTTP/2's).
 pub const MAX_CONCURRENT_STREAMS: u32 = 128;
@@ -69,19 +70,9 @@ pub const MAX_INCOMING: usize = 4096;
 /// Handshakes under way above which a new client must first prove its address with a
 /// Retry round trip.
 pub const RETRY_ABOVE: usize = 64;
-/// How long a connection told to close (GOAWAY) with no request in flight may stay
-/// open before it is closed.
-pub const CLOSE_GRACE: Duration = Duration::from_secs(2);
 /// How long a worker waits, at its end, for the close of its connections to reach
 /// their clients.
 const CLOSE_FLUSH: Duration = Duration::from_millis(500);
-
-/// HTTP/3's application error codes (RFC 9114 §8.1) that the server sends.
-mod code {
-    use quinn::VarInt;
-    /// H3_NO_ERROR: a graceful close.
-    pub(super) const NO_ERROR: VarInt = VarInt::from_u32(0x100);
-}
 
 /// The HTTP/3 endpoint: its UDP socket and the state its workers share.
 #[derive(Clone, Debug)]
@@ -154,6 +145,17 @@ impl Http3 {
     /// clients.
     pub(crate) async fn flush_closes(&self) {
         let _ = tokio::time::timeout(CLOSE_FLUSH, self.endpoint.wait_idle()).await;
+    }
+}
+
+/// The certificate of the settings in force, asked at each QUIC handshake: SIGHUP's
+/// new files and ACME's renewals reach HTTP/3 without a new endpoint configuration.
+#[derive(Debug)]
+struct CurrentCertificate(Arc<Shared>);
+
+impl ResolvesServerCert for CurrentCertificate {
+    fn resolve(&self, hello: ClientHello<'_>) -> Option<Arc<CertifiedKey>> {
+        self.0.live().tls.as_ref()?.resolve(hello)
     }
 }
 
@@ -316,7 +318,7 @@ fn admit(
             }
         };
         drop(handshaking);
-        serve(connection, shared, slot).await;
+        connection::serve(connection, shared, slot).await;
     });
 }
 
@@ -334,103 +336,4 @@ impl Drop for Handshaking {
     fn drop(&mut self) {
         self.0.fetch_sub(1, Ordering::Relaxed);
     }
-}
-
-/// What every stream of one connection shares.
-pub(super) struct Connection {
-    pub(super) shared: Arc<Shared>,
-    pub(super) worker: usize,
-    /// Requests being answered (their bodies included).
-    in_flight: watch::Sender<usize>,
-}
-
-/// A request's place in [`Connection::in_flight`], given back when dropped.
-pub(super) struct InFlight(Arc<Connection>);
-
-impl InFlight {
-    fn new(connection: &Arc<Connection>) -> InFlight {
-        connection.in_flight.send_modify(|n| *n += 1);
-        InFlight(Arc::clone(connection))
-    }
-}
-
-impl Drop for InFlight {
-    fn drop(&mut self) {
-        self.0.in_flight.send_modify(|n| *n -= 1);
-    }
-}
-
-/// Serves one QUIC connection after its handshake, to its end.
-async fn serve(quic: quinn::Connection, shared: Arc<Shared>, slot: ConnectionSlot) {
-    let peer = quic.remote_address();
-    let mut builder = h3::server::builder();
-    builder.max_field_section_size(MAX_HEAD_BYTES as u64);
-    let mut h3 = match builder.build(h3_quinn::Connection::new(quic.clone())).await {
-        Ok(h3) => h3,
-        Err(error) => return tracing::debug!(%peer, %error, "HTTP/3 connection setup failed"),
-    };
-    let (in_flight, mut streams) = watch::channel(0);
-    let connection = Arc::new(Connection {
-        shared: Arc::clone(&shared),
-        worker: slot.worker(),
-        in_flight,
-    });
-    // The first request must come within the header timeout, later ones within the
-    // idle timeout of the last request's end.
-    let mut wait = shared.live().limits.header_timeout;
-    let mut quiet_since = Instant::now();
-    let mut closing: Option<Instant> = None;
-    let mut served = false;
-    let make_room = Arc::new(Notify::new());
-    loop {
-        let idle = *streams.borrow_and_update() == 0;
-        let deadline = match closing {
-            Some(closed) => closed.max(quiet_since) + CLOSE_GRACE,
-            None => quiet_since + wait,
-        };
-        let evictable = idle && served && closing.is_none();
-        let _waiting = evictable.then(|| slot.idle(&make_room));
-        let mut goaway = false;
-        tokio::select! {
-            accepted = h3.accept() => match accepted {
-                Ok(Some(resolver)) => {
-                    let in_flight = InFlight::new(&connection);
-                    tokio::spawn(stream::answer(in_flight, peer, resolver));
-                }
-                // The client said GOAWAY and its requests are done, or it closed.
-                Ok(None) => break,
-                Err(error) => {
-                    tracing::debug!(%peer, %error, "HTTP/3 connection ended by an error");
-                    break;
-                }
-            },
-            () = make_room.notified(), if evictable => goaway = true,
-            () = shared.shutdown.cancelled(), if closing.is_none() => goaway = true,
-            changed = streams.changed() => {
-                if changed.is_err() {
-                    break;
-                }
-                wait = shared.live().limits.idle_timeout;
-                quiet_since = Instant::now();
-                served = true;
-            }
-            () = tokio::time::sleep_until(deadline), if idle => match closing {
-                Some(_) => break,
-                None => {
-                    tracing::debug!(%peer, "HTTP/3 connection idle or incomplete: GOAWAY");
-                    goaway = true;
-                }
-            },
-        }
-        if goaway {
-            // Requests already taken are answered; later ones are refused by h3.
-            if let Err(error) = h3.shutdown(0).await {
-                tracing::debug!(%peer, %error, "HTTP/3 GOAWAY not sent");
-                break;
-            }
-            closing = Some(Instant::now());
-        }
-    }
-    // Streams still in flight (the connection closed under them) end with it.
-    quic.close(code::NO_ERROR, b"");
 }

@@ -22,7 +22,7 @@ use crate::ops::access_log::Record;
 use crate::serve::body::{self, ResponseBody};
 use crate::serve::exchange::{self, Decision, Sent};
 use crate::serve::fields::{self, fields_of};
-use crate::serve::http3::InFlight;
+use crate::serve::shared::Shared;
 
 /// Most bytes of a request body read (and dropped) before the request is answered, as
 /// over HTTP/2.
@@ -30,14 +30,16 @@ pub const MAX_READ_BODY: u64 = 64 * 1024;
 
 type Stream = RequestStream<h3_quinn::BidiStream<Bytes>, Bytes>;
 
-/// Answers the request that `resolver` reads.
-pub(super) async fn answer(
-    in_flight: InFlight,
+/// Answers the request that `resolver` reads, on worker `worker`; `in_flight`, the
+/// request's place among its connection's, is held until the response has ended.
+pub(super) async fn answer<G: Send>(
+    in_flight: G,
+    shared: Arc<Shared>,
+    worker: usize,
     peer: SocketAddr,
     resolver: RequestResolver<h3_quinn::Connection, Bytes>,
 ) {
-    let connection = Arc::clone(&in_flight.0);
-    let (shared, worker) = (&connection.shared, connection.worker);
+    let shared = &shared;
     let within = shared.live().limits.header_timeout;
     let (request, mut stream) = match tokio::time::timeout(within, resolver.resolve_request()).await
     {
@@ -51,7 +53,7 @@ pub(super) async fn answer(
         Ok(Ok(())) => {}
         Ok(Err(error)) => return tracing::debug!(%peer, %error, "HTTP/3 request body failed"),
         Err(_elapsed) => {
-            return refuse(&mut stream, &connection, peer, Reply::error(408)).await;
+            return refuse(&mut stream, shared, worker, peer, Reply::error(408)).await;
         }
     }
     let decided = fields::decide(shared, peer, worker, &parts, Version::Http3);
@@ -66,7 +68,7 @@ pub(super) async fn answer(
     } = match decided {
         Ok(decision) => decision,
         Err(status) => {
-            return refuse(&mut stream, &connection, peer, Reply::error(status)).await;
+            return refuse(&mut stream, shared, worker, peer, Reply::error(status)).await;
         }
     };
     let reply = exchange::complete(shared, worker, &live, answer, unverified, true).await;
@@ -192,11 +194,11 @@ async fn read_body(stream: &mut Stream) -> Result<(), h3::error::StreamError> {
 /// refusals are.
 async fn refuse(
     stream: &mut Stream,
-    connection: &super::Connection,
+    shared: &Shared,
+    worker: usize,
     peer: SocketAddr,
     reply: Reply,
 ) {
-    let (shared, worker) = (&connection.shared, connection.worker);
     let status = reply.status;
     let live = shared.live();
     let len = reply.body.len();
