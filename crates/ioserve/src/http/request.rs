@@ -49,6 +49,19 @@ pub enum Version {
     Http3,
 }
 
+impl Version {
+    /// The protocol as a request line and the access log name it (`HTTP/1.1`,
+    /// `HTTP/2.0`).
+    pub fn name(self) -> &'static str {
+        match self {
+            Version::Http10 => "HTTP/1.0",
+            Version::Http11 => "HTTP/1.1",
+            Version::Http2 => "HTTP/2.0",
+            Version::Http3 => "HTTP/3.0",
+        }
+    }
+}
+
 /// A parsed request head.
 #[derive(Debug)]
 pub struct Request<'a> {

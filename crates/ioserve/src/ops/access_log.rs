@@ -25,7 +25,7 @@ use time::macros::format_description;
 use time::{OffsetDateTime, PrimitiveDateTime};
 use tracing_appender::non_blocking::{NonBlocking, WorkerGuard};
 
-use crate::http::request::{Request, Version};
+use crate::http::request::Request;
 use crate::ops::log_file::LogFile;
 
 /// The layout of access-log lines.
@@ -58,12 +58,7 @@ pub(crate) struct Record {
 impl Record {
     /// A record of `request` from `peer`, starting now.
     pub fn new(peer: SocketAddr, request: &Request<'_>) -> Record {
-        let version = match request.version {
-            Version::Http10 => "HTTP/1.0",
-            Version::Http11 => "HTTP/1.1",
-            Version::Http2 => "HTTP/2.0",
-            Version::Http3 => "HTTP/3.0",
-        };
+        let version = request.version.name();
         let text = |bytes: Option<&[u8]>| bytes.map(|b| String::from_utf8_lossy(b).into_owned());
         Record {
             peer,

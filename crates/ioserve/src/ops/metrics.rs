@@ -13,6 +13,7 @@ use ioserve_exporter::prometheus_client::registry::Registry;
 
 use crate::acme::status::AcmeStatus;
 use crate::http::auth::Failure;
+use crate::http::request::Version;
 use crate::ops::tls_outcome::{HandshakeFailure, TlsCipher, TlsMode, TlsVersion};
 
 /// Upper bounds of the request-duration histogram, in seconds: from a cached small
@@ -24,6 +25,14 @@ const DURATION_BOUNDS: [f64; 12] = [
 /// The statuses counted by code; any other lands in `other`.
 const STATUSES: [u16; 16] = [
     200, 206, 301, 304, 400, 403, 404, 405, 408, 412, 416, 431, 500, 503, 505, 401,
+];
+
+/// The protocols requests are counted by, as the access log names them.
+const PROTOCOLS: [Version; 4] = [
+    Version::Http10,
+    Version::Http11,
+    Version::Http2,
+    Version::Http3,
 ];
 
 /// One worker's counters, alone on its cache lines.
@@ -50,6 +59,10 @@ struct Shard {
     /// Failed TLS handshakes, by [`HandshakeFailure::ALL`] order.
     tls_handshake_failures: [AtomicU64; HandshakeFailure::ALL.len()],
     refused_per_ip: AtomicU64,
+    /// Requests decided, by [`PROTOCOLS`] order.
+    protocols: [AtomicU64; PROTOCOLS.len()],
+    /// QUIC connection attempts answered with a Retry (address validation).
+    quic_retries: AtomicU64,
     paced_responses: AtomicU64,
     paced_micros: AtomicU64,
     /// Requests per duration bucket (the last one is +Inf), not cumulative.
@@ -197,7 +210,18 @@ impl Metrics {
         self.shard(worker).idle_closed.fetch_add(1, Relaxed);
     }
 
-    /// Counts a request refused by Basic authentication.
+    /// Counts a request decided over `version`.
+    pub fn protocol_request(&self, worker: usize, version: Version) {
+        let slot = PROTOCOLS.iter().position(|&v| v == version).unwrap_or(0);
+        self.shard(worker).protocols[slot].fetch_add(1, Relaxed);
+    }
+
+    /// Counts a QUIC connection attempt answered with a Retry.
+    pub fn quic_retry(&self, worker: usize) {
+        self.shard(worker).quic_retries.fetch_add(1, Relaxed);
+    }
+
+    /// Counts a request refused by Basic authentication, by reason.
     pub fn auth_failure(&self, worker: usize, failure: Failure) {
         let slot = Failure::ALL
             .iter()
@@ -362,6 +386,25 @@ impl Collector for MetricsCollector {
         }
         exposition::counter_family(
             out,
+            "ioserve_protocol_requests",
+            "Requests decided (parsed and answered by the server's rules), by protocol: HTTP/1.0, HTTP/1.1, HTTP/2.0, HTTP/3.0.",
+            PROTOCOLS.iter().enumerate().map(|(slot, &version)| {
+                let count: u64 = metrics
+                    .shards
+                    .iter()
+                    .map(|s| s.protocols[slot].load(Relaxed))
+                    .sum();
+                ([("protocol", version.name())], count)
+            }),
+        )?;
+        exposition::counter(
+            out,
+            "ioserve_quic_retries",
+            "HTTP/3 connection attempts answered with a Retry (address validation while many handshakes are under way).",
+            metrics.sum(|s| &s.quic_retries),
+        )?;
+        exposition::counter_family(
+            out,
             "ioserve_auth_failures",
             "Requests refused by Basic authentication (401), by reason: missing or wrong credentials.",
             Failure::ALL.iter().enumerate().map(|(slot, failure)| {
@@ -504,6 +547,10 @@ mod tests {
         metrics.auth_failure(0, Failure::Wrong);
         metrics.auth_failure(1, Failure::Wrong);
         metrics.auth_failure(1, Failure::Missing);
+        metrics.protocol_request(0, Version::Http3);
+        metrics.protocol_request(1, Version::Http3);
+        metrics.protocol_request(1, Version::Http11);
+        metrics.quic_retry(1);
         let text = render(metrics);
         assert!(text.contains("ioserve_requests_total{status=\"200\"} 2\n"));
         assert!(text.contains("ioserve_requests_total{status=\"other\"} 1\n"));
@@ -513,6 +560,10 @@ mod tests {
         assert!(text.contains("ioserve_downloads_in_flight 1\n"));
         assert!(text.contains("ioserve_auth_failures_total{reason=\"missing\"} 1\n"));
         assert!(text.contains("ioserve_auth_failures_total{reason=\"wrong\"} 2\n"));
+        assert!(text.contains("ioserve_protocol_requests_total{protocol=\"HTTP/3.0\"} 2\n"));
+        assert!(text.contains("ioserve_protocol_requests_total{protocol=\"HTTP/1.1\"} 1\n"));
+        assert!(text.contains("ioserve_protocol_requests_total{protocol=\"HTTP/2.0\"} 0\n"));
+        assert!(text.contains("ioserve_quic_retries_total 1\n"));
     }
 
     #[test]

@@ -112,6 +112,7 @@ pub(super) fn decide(
     request: &Request<'_>,
 ) -> Decision {
     let started = Instant::now();
+    shared.metrics.protocol_request(worker, request.version);
     let live = shared.live();
     let log = live
         .access_log

@@ -343,3 +343,28 @@ fn sigusr2_passes_the_http3_socket_to_the_new_process() {
         |&running| !running,
     );
 }
+
+#[test]
+fn requests_are_counted_by_protocol() {
+    let (dir, _) = tree();
+    let server = Server::start_over(
+        Protocol::Http3,
+        "sendfile",
+        dir.path(),
+        &["--metrics-listen", "127.0.0.1:0"],
+    );
+    let pem = server.tls.as_ref().unwrap().pem.clone();
+    for _ in 0..3 {
+        assert_eq!(server.get("/hello.txt", &[]).body, b"hello");
+    }
+    crate::h2_client::request(server.addr, &pem, "GET", "/hello.txt", &[]);
+    let metrics = crate::support::scrape(server.metrics.unwrap());
+    assert!(
+        metrics.contains("ioserve_protocol_requests_total{protocol=\"HTTP/3.0\"} 3\n"),
+        "{metrics}"
+    );
+    assert!(
+        metrics.contains("ioserve_protocol_requests_total{protocol=\"HTTP/2.0\"} 1\n"),
+        "{metrics}"
+    );
+}

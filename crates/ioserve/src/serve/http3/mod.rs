@@ -283,6 +283,7 @@ fn admit(
     {
         // Answered by one packet, with no state kept: a client at a real address comes
         // back with the token, a forged one never does.
+        shared.metrics.quic_retry(worker);
         let _ = incoming.retry();
         return;
     }
