@@ -368,3 +368,140 @@ fn requests_are_counted_by_protocol() {
         "{metrics}"
     );
 }
+
+/// `n` clients' first datagrams (each an Initial of its own connection ID, padded to
+/// 1200 bytes or more), caught on a socket of our own instead of reaching a server.
+fn initial_datagrams(ca: &str, n: usize) -> Vec<Vec<u8>> {
+    runtime().block_on(async {
+        let trap = tokio::net::UdpSocket::bind("127.0.0.1:0").await.unwrap();
+        let to = trap.local_addr().unwrap();
+        let endpoint = endpoint(ca);
+        let connecting: Vec<_> = (0..n)
+            .map(|_| endpoint.connect(to, "localhost").unwrap())
+            .collect();
+        let mut seen = std::collections::HashSet::new();
+        let mut datagrams = Vec::with_capacity(n);
+        while datagrams.len() < n {
+            let mut datagram = vec![0; 65536];
+            let len = tokio::time::timeout(Duration::from_secs(10), trap.recv(&mut datagram))
+                .await
+                .expect("the clients send their Initials")
+                .unwrap();
+            datagram.truncate(len);
+            // A long header: flags, version, then the destination connection ID.
+            let id_len = datagram[5] as usize;
+            if seen.insert(datagram[6..6 + id_len].to_vec()) {
+                datagrams.push(datagram);
+            }
+        }
+        drop(connecting);
+        datagrams
+    })
+}
+
+/// How long `GET /hello.txt` takes over a new HTTP/3 connection to `addr`.
+async fn polite_get(addr: std::net::SocketAddr, ca: &str) -> Duration {
+    let started = Instant::now();
+    let endpoint = endpoint(ca);
+    let mut sender = connect(&endpoint, addr).await;
+    let response = exchange(&mut sender, request_of("GET", "/hello.txt", &[])).await;
+    assert_eq!(response.unwrap().body, b"hello");
+    started.elapsed()
+}
+
+#[test]
+fn a_flood_of_initials_from_many_ports_is_retried_and_a_polite_client_is_served() {
+    let (dir, _) = tree();
+    let server = Server::start_over(
+        Protocol::Http3,
+        "sendfile",
+        dir.path(),
+        &["--metrics-listen", "127.0.0.1:0"],
+    );
+    let ca = server.tls.as_ref().unwrap().pem.clone();
+    let initials = initial_datagrams(&ca, 3000);
+    assert!(
+        initials.iter().all(|initial| initial.len() >= 1200),
+        "Initials are padded"
+    );
+    let before = server.rss_kib();
+    // 3000 connection attempts from 3000 ports that never answer the server: each is
+    // a handshake the server would keep until its timeout.
+    let sockets: Vec<std::net::UdpSocket> = (0..initials.len())
+        .map(|_| std::net::UdpSocket::bind("127.0.0.1:0").unwrap())
+        .collect();
+    for (socket, initial) in sockets.iter().zip(&initials) {
+        socket.send_to(initial, server.addr).unwrap();
+    }
+    let took = runtime().block_on(polite_get(server.addr, &ca));
+    assert!(
+        took < Duration::from_secs(1),
+        "the polite client waited {took:?}"
+    );
+    let retried = crate::support::wait_for_metric(&server, "ioserve_quic_retries_total", |n| n > 0);
+    let grown = server.rss_kib().saturating_sub(before);
+    assert!(grown < 64 * 1024, "{grown} KiB more after the flood");
+    eprintln!("flood: {retried} Retries, polite GET in {took:?}, RSS +{grown} KiB");
+    drop(sockets);
+}
+
+#[test]
+fn streams_opened_and_reset_at_once_leave_the_server_serving() {
+    let (dir, data) = tree();
+    let server = Server::start_over(Protocol::Http3, "read", dir.path(), &[]);
+    let ca = server.tls.as_ref().unwrap().pem.clone();
+    let addr = server.addr;
+    runtime().block_on(async {
+        let endpoint = endpoint(&ca);
+        let mut sender = connect(&endpoint, addr).await;
+        for _ in 0..1000 {
+            let Ok(mut stream) = sender
+                .send_request(request_of("GET", "/big.bin", &[]))
+                .await
+            else {
+                break;
+            };
+            stream.stop_sending(h3::error::Code::H3_REQUEST_CANCELLED);
+            stream.stop_stream(h3::error::Code::H3_REQUEST_CANCELLED);
+        }
+        let took = polite_get(addr, &ca).await;
+        assert!(
+            took < Duration::from_secs(1),
+            "the polite client waited {took:?}"
+        );
+        let mut other = connect(&endpoint, addr).await;
+        let response = exchange(&mut other, request_of("GET", "/big.bin", &[])).await;
+        assert!(response.unwrap().body == data);
+    });
+}
+
+#[test]
+fn thousands_of_idle_connections_hold_bounded_memory_and_a_polite_client_is_served() {
+    let (dir, _) = tree();
+    let server = Server::start_over(Protocol::Http3, "sendfile", dir.path(), &[]);
+    let ca = server.tls.as_ref().unwrap().pem.clone();
+    let addr = server.addr;
+    let before = server.rss_kib();
+    const IDLE: usize = 2000;
+    runtime().block_on(async {
+        let endpoint = endpoint(&ca);
+        let mut held = Vec::with_capacity(IDLE);
+        for _ in 0..IDLE {
+            let connection = endpoint.connect(addr, "localhost").unwrap().await.unwrap();
+            held.push(connection);
+        }
+        let took = polite_get(addr, &ca).await;
+        assert!(
+            took < Duration::from_secs(1),
+            "the polite client waited {took:?}"
+        );
+        let grown = server.rss_kib().saturating_sub(before);
+        let per_connection = grown * 1024 / IDLE as u64;
+        eprintln!("{IDLE} idle QUIC connections: RSS +{grown} KiB, {per_connection} B each");
+        assert!(
+            per_connection < 64 * 1024,
+            "{per_connection} bytes per idle connection"
+        );
+        drop(held);
+    });
+}
