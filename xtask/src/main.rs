@@ -8,7 +8,8 @@
 //! cargo xtask packages           the Debian packages the checks need (ci's first step)
 //! cargo xtask fuzz [SECONDS]     a short run of every cargo-fuzz target (nightly)
 //! cargo xtask loadtest [--quick]  ioserve against nginx and Go's FileServer (wrk);
-//!                                 --cold: hot requests beside cold downloads
+//!                                 --cold: hot requests beside cold downloads;
+//!                                 --tls: over HTTPS; --h3: HTTP/3 against Caddy
 //! cargo xtask profile            ioserve and nginx under perf: flamegraphs, CPU s/GiB
 //! cargo xtask numa-vm            numa in 2- and 4-node qemu guests
 //! cargo xtask clock-vm           probe's clock checks under tsc, hpet and acpi_pm guests
@@ -29,12 +30,14 @@
 //! cargo xtask hash-quality       simd's hash beside foldhash-quality and gxhash
 //! cargo xtask browser [--docs]   ioserve's listing in headless Chromium (WebDriver, axe)
 //! cargo xtask acme [--only NAME]  ioserve's ACME client against pebble (Let's Encrypt's test CA)
+//! cargo xtask http3              ioserve's HTTP/3 with quic-go's and aioquic's clients, Chromium
 //! ```
 //!
 //! The modules group the tasks by job: `ci` (the CI run and the checks only it makes,
 //! probe's BPF objects, fuzzing, the workflows' lint), `browser` (ioserve's listing in
 //! Chromium), `acme` (ioserve's ACME client against pebble), `guests` (the qemu
-//! guests and what they share), `load` (load tests), `bench` and `bench_compare` (criterion benches,
+//! guests and what they share), `http3` (ioserve's HTTP/3 with other clients), `load`
+//! (load tests), `bench` and `bench_compare` (criterion benches,
 //! their report, the pull-request gate), `release` (aarch64 and cross builds, the
 //! Debian packages with their man pages and completions); `util` holds what they
 //! all use (running cargo and programs, cargo's target directory, Debian packages,

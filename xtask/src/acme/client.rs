@@ -212,6 +212,56 @@ pub(crate) fn download(root: &Path, name: &str, port: u16, path: &str, out: &Pat
     Ok(())
 }
 
+/// Downloads `path` from ioserve over HTTP/3 with quic-go's client (h3get, built under
+/// the target directory), verifying the certificate against `root` for `name`, and
+/// compares what came with the file at `local` by length and SHA-256: ACME's
+/// certificate serves QUIC handshakes too.
+pub(crate) fn http3_download_matches(
+    root: &Path,
+    name: &str,
+    port: u16,
+    path: &str,
+    local: &Path,
+) -> Result<()> {
+    let h3get = crate::util::target_dir()?.join("http3/h3get");
+    if let Some(dir) = h3get.parent() {
+        std::fs::create_dir_all(dir)?;
+    }
+    crate::http3::build_h3get(&h3get)?;
+    let url = format!("https://127.0.0.1:{port}/{path}");
+    let mut command = Command::new(&h3get);
+    command
+        .arg("-ca")
+        .arg(root)
+        .args(["-servername", name])
+        .arg(&url);
+    let output = output_within(&format!("h3get {url}"), command, None, CURL_LIMIT)?;
+    let printed = String::from_utf8_lossy(&output.stdout);
+    ensure!(
+        output.status.success(),
+        "h3get -ca {} -servername {name} {url}: {}{} ({})",
+        root.display(),
+        printed.trim(),
+        String::from_utf8_lossy(&output.stderr).trim(),
+        output.status
+    );
+    let response: serde_json::Value = serde_json::from_str(printed.trim())
+        .with_context(|| format!("h3get printed no response: {printed}"))?;
+    let expected = std::fs::read(local)?;
+    let sha256 = crate::http3::sha256_hex(&expected);
+    ensure!(
+        response["status"] == 200
+            && response["proto"] == "HTTP/3.0"
+            && response["length"] == expected.len()
+            && response["sha256"] == sha256.as_str(),
+        "over HTTP/3, {url} (as {name}): expected 200 with the {} bytes of {} (SHA-256 \
+         {sha256}), got {printed}",
+        expected.len(),
+        local.display()
+    );
+    Ok(())
+}
+
 /// Downloads `path` from ioserve (see [`download`]) and compares it byte for byte with
 /// the file at `local`.
 pub(crate) fn download_matches(

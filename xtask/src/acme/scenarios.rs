@@ -258,7 +258,7 @@ fn promtool_accepts(text: &str) -> Result<()> {
 
 /// The checks of a first certificate: ioserve says it obtained one; a handshake
 /// presents it for [`DOMAIN`] with a serial pebble issued; [`FILE`] downloads byte-exact
-/// over it, verified against pebble's root; the expiry gauge equals its notAfter;
+/// over it, verified against pebble's root, over HTTPS and over HTTP/3; the expiry gauge equals its notAfter;
 /// ioserve counts one issued order and pebble logged one order; promtool accepts the
 /// metrics. The served certificate.
 pub(crate) fn first_certificate(setup: &Setup, server: &mut AcmeServer) -> Result<ServedCert> {
@@ -275,6 +275,7 @@ pub(crate) fn first_certificate(setup: &Setup, server: &mut AcmeServer) -> Resul
     expect_issued_by_pebble(&setup.pebble, &served)?;
     let root = setup.pebble.root()?;
     client::download_matches(&root, DOMAIN, server.addr.port(), FILE, &setup.file)?;
+    client::http3_download_matches(&root, DOMAIN, server.addr.port(), FILE, &setup.file)?;
     server.wait_for_expiry_gauge(DOMAIN, served.not_after, METRICS_WAIT)?;
     let issued = wait_until(
         &format!(

@@ -235,6 +235,17 @@ fn results(s: &guest::Sections) -> Vec<(String, Outcome)> {
             )
         }),
     ));
+    results.push((
+        "HTTP/3 beside it: UDP segmentation offload (GSO) found on 6.1".into(),
+        s.ok("ioserve-log").and_then(|lines| {
+            expect(
+                lines
+                    .iter()
+                    .any(|l| l.contains("HTTP/3: UDP segmentation offload (GSO) in use")),
+                format!("no GSO line in the log: {}", lines.join(" | ")),
+            )
+        }),
+    ));
     let metrics = s.ok("metrics").map(|lines| lines.join("\n"));
     for (name, _, version, cipher) in DOWNLOADS {
         results.push((

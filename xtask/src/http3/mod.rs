@@ -210,7 +210,8 @@ fn make_tree(root: &Path) -> Result<Big> {
     })
 }
 
-fn sha256_hex(data: &[u8]) -> String {
+/// The SHA-256 of `data`, in hex.
+pub(crate) fn sha256_hex(data: &[u8]) -> String {
     use sha2::Digest as _;
     sha2::Sha256::digest(data)
         .iter()
@@ -377,17 +378,22 @@ fn spki_sha256_base64(cert: &Path) -> Result<String> {
     Ok(spki)
 }
 
-/// quic-go's client (h3get), built into `work` from its committed module.
-fn go_client(work: &Path) -> Result<Client> {
-    let go = find_go()?;
-    let program = work.join("h3get");
-    let mut build = Command::new(&go);
+/// Builds h3get, the client on quic-go's `http3` package, from its committed module
+/// (xtask/src/http3/h3get) into `program`.
+pub(crate) fn build_h3get(program: &Path) -> Result<()> {
+    let mut build = Command::new(find_go()?);
     build
         .current_dir(project_root().join("xtask/src/http3/h3get"))
         .args(["build", "-trimpath", "-o"])
-        .arg(&program)
+        .arg(program)
         .arg(".");
-    step("go build h3get (quic-go's http3)", build)?;
+    step("go build h3get (quic-go's http3)", build)
+}
+
+/// quic-go's client (h3get), built into `work`.
+fn go_client(work: &Path) -> Result<Client> {
+    let program = work.join("h3get");
+    build_h3get(&program)?;
     Ok(Client {
         name: "quic-go",
         program,

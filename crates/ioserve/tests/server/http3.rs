@@ -147,14 +147,14 @@ async fn read_some<S: h3::quic::RecvStream>(
 #[test]
 fn a_client_that_changes_its_address_keeps_its_download() {
     let dir = tempfile::tempdir().unwrap();
-    let data = random_bytes(24 << 20, 4);
+    let data = random_bytes(256 << 20, 4);
     std::fs::write(dir.path().join("big.bin"), &data).unwrap();
     // Paced, so that the download is in flight when the client moves.
     let server = Server::start_over(
         Protocol::Http3,
         "sendfile",
         dir.path(),
-        &["--limit-rate", "8M"],
+        &["--limit-rate", "64M"],
     );
     let ca = server.tls.as_ref().unwrap().pem.clone();
     let addr = server.addr;
@@ -168,8 +168,8 @@ fn a_client_that_changes_its_address_keeps_its_download() {
             .unwrap();
         stream.finish().await.unwrap();
         assert_eq!(stream.recv_response().await.unwrap().status(), 200);
-        let mut body = Vec::new();
-        assert!(read_some(&mut stream, &mut body, 4 << 20).await);
+        let mut body = Vec::with_capacity(data.len());
+        assert!(read_some(&mut stream, &mut body, 64 << 20).await);
         // A new UDP socket, as after a NAT rebinding or a move from Wi-Fi to cellular:
         // the server sees packets from another address and validates the new path.
         let socket = std::net::UdpSocket::bind("127.0.0.1:0").unwrap();
@@ -504,4 +504,50 @@ fn thousands_of_idle_connections_hold_bounded_memory_and_a_polite_client_is_serv
         );
         drop(held);
     });
+}
+
+#[test]
+fn a_client_that_goes_away_mid_download_frees_its_response_at_once() {
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::write(dir.path().join("big.bin"), random_bytes(64 << 20, 6)).unwrap();
+    for strategy in STRATEGIES {
+        let server = Server::start_over(
+            Protocol::Http3,
+            strategy,
+            dir.path(),
+            &["--metrics-listen", "127.0.0.1:0", "--send-timeout", "60s"],
+        );
+        let ca = server.tls.as_ref().unwrap().pem.clone();
+        let addr = server.addr;
+        runtime().block_on(async {
+            let endpoint = endpoint(&ca);
+            let mut sender = connect(&endpoint, addr).await;
+            let mut stream = sender
+                .send_request(request_of("GET", "/big.bin", &[]))
+                .await
+                .unwrap();
+            stream.finish().await.unwrap();
+            assert_eq!(stream.recv_response().await.unwrap().status(), 200);
+            let mut body = Vec::new();
+            assert!(read_some(&mut stream, &mut body, 1 << 20).await);
+            // The client stops reading and says so (STOP_SENDING), as a browser whose
+            // download was cancelled does.
+            stream.stop_sending(h3::error::Code::H3_REQUEST_CANCELLED);
+            drop(stream);
+            // The response ends within seconds, not after the send timeout.
+            let metrics = server.metrics.unwrap();
+            let deadline = Instant::now() + Duration::from_secs(10);
+            loop {
+                let text = crate::support::scrape(metrics);
+                if text.contains("ioserve_downloads_in_flight 0\n") {
+                    break;
+                }
+                assert!(
+                    Instant::now() < deadline,
+                    "{strategy}: still in flight: {text}"
+                );
+                tokio::time::sleep(Duration::from_millis(100)).await;
+            }
+        });
+    }
 }

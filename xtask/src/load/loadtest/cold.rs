@@ -650,6 +650,7 @@ mod tests {
             connections: 0,
             cold: true,
             tls: false,
+            h3: false,
             disk_mbps,
             client_copy: false,
             syscalls: false,

@@ -28,6 +28,7 @@ use crate::util::{ensure_packages, on_path, project_root, step};
 
 mod cold;
 mod h2load;
+mod h3;
 mod memory;
 pub(crate) mod profile;
 mod report;
@@ -57,6 +58,8 @@ pub struct Options {
     pub cold: bool,
     /// Run ioserve against nginx over HTTPS instead.
     pub tls: bool,
+    /// Run ioserve's HTTP/3 against Caddy's instead.
+    pub h3: bool,
     /// The cold scenario's disk read limit in MB/s (0: none).
     pub disk_mbps: u64,
     /// Whether the cold scenario's download clients copy the bodies they receive
@@ -98,6 +101,12 @@ pub struct Args {
     /// 4 KiB over HTTP/2 (h2load); writes tls.md and tls.json
     #[arg(long)]
     tls: bool,
+    /// ioserve's HTTP/3 against Caddy's (quic-go; go install when missing) instead, the
+    /// same certificate, TLS in user space: 64 MiB and 4 KiB files over HTTP/3 (h3get,
+    /// quic-go's client) and over HTTPS on TCP (HTTP/2, h2load); writes h3.md and
+    /// h3.json, with the targets judged on the per-round ratios
+    #[arg(long, conflicts_with_all = ["cold", "tls"])]
+    h3: bool,
     /// With --cold: limit the servers' disk reads to this many MB/s (a cgroup throttle),
     /// as a cloud volume or a spinning disk would; 0 for none [default: 200]
     #[arg(long, value_name = "MB/S", requires = "cold")]
@@ -147,6 +156,7 @@ impl Args {
             only: self.only,
             cold: self.cold,
             tls: self.tls,
+            h3: self.h3,
             disk_mbps: self.disk_mbps.unwrap_or(200),
             client_copy: self.client_copy,
             syscalls: !self.no_syscalls,
@@ -155,6 +165,9 @@ impl Args {
     }
 }
 
+/// What generates the plain and TLS loads, as the report says it.
+const WRK_CLIENTS: &str = "wrk -t2 (h2load -t2 for HTTP/2)";
+
 /// The load generator of a workload.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 enum Client {
@@ -162,6 +175,8 @@ enum Client {
     Wrk,
     /// h2load: HTTP/2 (over TLS, chosen by ALPN).
     H2load,
+    /// h3get (quic-go's http3 client): HTTP/3.
+    H3get,
 }
 
 /// One workload of the seed's download service.
@@ -254,12 +269,13 @@ struct Median {
     figures: Figures,
     /// Errors summed over the rounds.
     errors: u64,
-    /// The headline figure (MB/s or requests/s) over nginx's.
-    ratio_to_nginx: Option<f64>,
-    /// CPU seconds per GB over nginx's.
-    cpu_ratio_to_nginx: Option<f64>,
+    /// The headline figure (MB/s or requests/s) over the peer's (nginx's; Caddy's for
+    /// HTTP/3).
+    ratio_to_peer: Option<f64>,
+    /// CPU seconds per GB over the peer's.
+    cpu_ratio_to_peer: Option<f64>,
     /// Per round, the headline figure over nginx's in the same round (the servers run
-    /// one after the other within a round): the spread behind `ratio_to_nginx`.
+    /// one after the other within a round): the spread behind `ratio_to_peer`.
     round_ratios: Vec<f64>,
     /// Per round, CPU seconds per GB over nginx's in the same round.
     cpu_round_ratios: Vec<f64>,
@@ -289,7 +305,7 @@ pub fn run(options: &Options) -> Result<()> {
     let out = crate::util::target_dir()?.join("loadtest");
     fs::create_dir_all(&out)?;
     // Refused before the rounds, not after them.
-    let count_syscalls = options.syscalls && !options.cold && !options.tls;
+    let count_syscalls = options.syscalls && !options.cold && !options.tls && !options.h3;
     if let Some(why) = syscalls::unavailable().filter(|_| count_syscalls) {
         bail!("cannot count syscalls: {why}; pass --no-syscalls to run without");
     }
@@ -312,6 +328,9 @@ pub fn run(options: &Options) -> Result<()> {
     }
     if options.tls {
         return tls::run(options, &www, &out);
+    }
+    if options.h3 {
+        return h3::run(options, &www, &out);
     }
     let specs = select(servers(), &options.only)?
         .into_iter()
@@ -409,12 +428,12 @@ fn write_report(
     options: &Options,
     out: &Path,
 ) -> Result<()> {
-    let medians = medians(samples, specs, &WORKLOADS);
+    let medians = medians(samples, specs, &WORKLOADS, "nginx");
     let syscall_table = match syscalls {
         Ok(counts) => syscalls::render_table(counts),
         Err(why) => format!("Syscalls per request: {why}.\n\n"),
     };
-    let table = render_table(&medians, options, &WORKLOADS)
+    let table = render_table(&medians, options, &WORKLOADS, "nginx", WRK_CLIENTS)
         + &syscall_table
         + &memory::render_table(memory);
     println!("{table}");
@@ -498,6 +517,7 @@ fn load(server: &Running, workload: &Workload, seconds: u64, out: &Path) -> Resu
     match workload.client {
         Client::Wrk => wrk(server, workload, seconds, out),
         Client::H2load => h2load(server, workload, seconds),
+        Client::H3get => h3::h3get(server, workload, seconds, out),
     }
 }
 

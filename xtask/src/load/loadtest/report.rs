@@ -1,4 +1,5 @@
-//! The report: medians over rounds with ratios to nginx, as a table and a chart.
+//! The report: medians over rounds with ratios to the peer (nginx; Caddy for HTTP/3),
+//! as a table and a chart.
 
 use std::fmt::Write as _;
 
@@ -7,11 +8,13 @@ use super::{Figures, Median, Options, Sample, Workload, WORKLOADS};
 use crate::util::stats::median;
 use crate::util::svg::{Anchor, Svg, PALETTE};
 
-/// Each server's medians under each of `workloads`, with the ratio to nginx's.
+/// Each server's medians under each of `workloads`, with the ratio to the `peer`
+/// server's.
 pub(super) fn medians(
     samples: &[Sample],
     specs: &[ServerSpec],
     workloads: &[Workload],
+    peer: &str,
 ) -> Vec<Median> {
     let mut out = Vec::new();
     for workload in workloads {
@@ -29,10 +32,10 @@ pub(super) fn medians(
             false => |sample| sample.figures.requests_per_s,
         };
         let headline = |server: &str| of(server, headline_of);
-        let has_nginx = specs.iter().any(|s| s.name == "nginx");
-        let nginx = has_nginx.then(|| headline("nginx"));
-        let nginx_cpu = has_nginx.then(|| of("nginx", |s| s.figures.cpu_s_per_gb));
-        // Per round, `f` of the server's sample over `f` of nginx's in the same round.
+        let has_peer = specs.iter().any(|s| s.name == peer);
+        let peer_headline = has_peer.then(|| headline(peer));
+        let peer_cpu = has_peer.then(|| of(peer, |s| s.figures.cpu_s_per_gb));
+        // Per round, `f` of the server's sample over `f` of the peer's in the same round.
         let round_ratios = |server: &str, f: fn(&Sample) -> f64| -> Vec<f64> {
             let mut ratios: Vec<(usize, f64)> = samples
                 .iter()
@@ -41,9 +44,7 @@ pub(super) fn medians(
                     samples
                         .iter()
                         .find(|n| {
-                            n.server == "nginx"
-                                && n.workload == workload.key
-                                && n.round == ours.round
+                            n.server == peer && n.workload == workload.key && n.round == ours.round
                         })
                         .map(|theirs| (ours.round, f(ours) / f(theirs)))
                 })
@@ -69,8 +70,8 @@ pub(super) fn medians(
                     .filter(|s| s.server == name && s.workload == workload.key)
                     .map(|s| s.errors)
                     .sum(),
-                ratio_to_nginx: nginx.map(|n| headline(name) / n),
-                cpu_ratio_to_nginx: nginx_cpu.map(|n| of(name, |s| s.figures.cpu_s_per_gb) / n),
+                ratio_to_peer: peer_headline.map(|n| headline(name) / n),
+                cpu_ratio_to_peer: peer_cpu.map(|n| of(name, |s| s.figures.cpu_s_per_gb) / n),
                 round_ratios: round_ratios(name, headline_of),
                 cpu_round_ratios: round_ratios(name, |s| s.figures.cpu_s_per_gb),
             });
@@ -79,16 +80,19 @@ pub(super) fn medians(
     out
 }
 
-/// The medians as a Markdown table per one of `workloads`.
+/// The medians as a Markdown table per one of `workloads`, with the ratios to `peer`;
+/// `clients` says what generated the load.
 pub(super) fn render_table(
     medians: &[Median],
     options: &Options,
     workloads: &[Workload],
+    peer: &str,
+    clients: &str,
 ) -> String {
     let mut text = String::new();
     let _ = writeln!(
         text,
-        "Medians of {} round(s) of {} s per server and workload; wrk -t2 (h2load -t2 for HTTP/2) on the same {} CPUs; ratio = headline figure / nginx's; CPU vs nginx = CPU s/GB / nginx's; per round: the same ratio in each round, the servers measured one after the other.\n",
+        "Medians of {} round(s) of {} s per server and workload; {clients} on the same {} CPUs; ratio = headline figure / {peer}'s; CPU vs {peer} = CPU s/GB / {peer}'s; per round: the same ratio in each round, the servers measured one after the other.\n",
         options.rounds,
         options.duration,
         std::thread::available_parallelism().map_or(1, |n| n.get())
@@ -103,7 +107,7 @@ pub(super) fn render_table(
         let _ = writeln!(text, "({}) {}\n", workload.key, workload.title);
         let _ = writeln!(
             text,
-            "| server | req/s | MB/s | p50 ms | p99 ms | CPU s/GB | peak RSS MiB | errors | {unit} vs nginx | per round | CPU vs nginx | per round |",
+            "| server | req/s | MB/s | p50 ms | p99 ms | CPU s/GB | peak RSS MiB | errors | {unit} vs {peer} | per round | CPU vs {peer} | per round |",
             unit = if workload.bulk { "MB/s" } else { "req/s" }
         );
         let _ = writeln!(
@@ -131,9 +135,9 @@ pub(super) fn render_table(
                 m.figures.cpu_s_per_gb,
                 m.figures.peak_rss_mib,
                 m.errors,
-                ratio(m.ratio_to_nginx),
+                ratio(m.ratio_to_peer),
                 rounds(&m.round_ratios),
-                ratio(m.cpu_ratio_to_nginx),
+                ratio(m.cpu_ratio_to_peer),
                 rounds(&m.cpu_round_ratios),
             );
         }
@@ -149,7 +153,7 @@ pub(super) fn render_chart(medians: &[Median], specs: &[ServerSpec]) -> String {
     let plot_right = left + group * WORKLOADS.len() as f64;
     let max = medians
         .iter()
-        .filter_map(|m| m.ratio_to_nginx)
+        .filter_map(|m| m.ratio_to_peer)
         .filter(|r| r.is_finite())
         .fold(1.5f64, f64::max);
     let mut svg = Svg::new(
@@ -166,7 +170,7 @@ pub(super) fn render_chart(medians: &[Median], specs: &[ServerSpec]) -> String {
             let ratio = medians
                 .iter()
                 .find(|m| m.workload == workload.key && m.server == spec.name)
-                .and_then(|m| m.ratio_to_nginx)
+                .and_then(|m| m.ratio_to_peer)
                 .filter(|r| r.is_finite())
                 .unwrap_or(0.0);
             let y = y_of(ratio);
@@ -221,7 +225,7 @@ mod tests {
             sample("ioserve-sendfile", "b", 2, 59918.0, 4.5),
             sample("nginx", "b", 2, 43372.0, 6.5),
         ];
-        let medians = medians(&samples, &specs, workloads);
+        let medians = medians(&samples, &specs, workloads, "nginx");
         let options = Options {
             duration: 10,
             rounds: 3,
@@ -229,12 +233,19 @@ mod tests {
             connections: 5000,
             cold: false,
             tls: false,
+            h3: false,
             disk_mbps: 0,
             client_copy: false,
             syscalls: false,
             send_buffer: None,
         };
-        let table = render_table(&medians, &options, workloads);
+        let table = render_table(
+            &medians,
+            &options,
+            workloads,
+            "nginx",
+            super::super::WRK_CLIENTS,
+        );
         assert!(
             table.contains("| errors | req/s vs nginx | per round | CPU vs nginx | per round |"),
             "{table}"

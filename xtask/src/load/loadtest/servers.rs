@@ -20,6 +20,10 @@ enum Kind {
         aio_threads: bool,
     },
     Go,
+    /// Caddy (its file server, HTTP/3 by quic-go), the program at `binary`.
+    Caddy {
+        binary: std::path::PathBuf,
+    },
     Ioserve {
         strategy: &'static str,
         runtime: &'static str,
@@ -155,6 +159,32 @@ pub(super) fn tls_servers(pair: &CertificatePair) -> Vec<ServerSpec> {
     ]
 }
 
+/// The servers of `loadtest --h3`, both over HTTPS with `pair` (TLS in user space) and
+/// HTTP/3 on the same port: Caddy (`caddy`, its file server; quic-go for HTTP/3) and
+/// ioserve with the sendfile strategy.
+pub(super) fn h3_servers(pair: &CertificatePair, caddy: &Path) -> Vec<ServerSpec> {
+    vec![
+        ServerSpec {
+            name: "caddy".into(),
+            kind: Kind::Caddy {
+                binary: caddy.to_path_buf(),
+            },
+            tls: Some(pair.clone()),
+            send_buffer: None,
+        },
+        ServerSpec {
+            name: "ioserve-sendfile".into(),
+            kind: Kind::Ioserve {
+                strategy: "sendfile",
+                runtime: "per-core",
+                cold_reads: "pool",
+            },
+            tls: Some(pair.clone()),
+            send_buffer: None,
+        },
+    ]
+}
+
 /// The servers of `all` that one of `only` names (all of them when `only` is empty): a
 /// server's exact name picks that server alone, other text every server whose name
 /// contains it (`nginx` is nginx, `aio` nginx-aio-threads, `ioserve` every ioserve);
@@ -250,6 +280,24 @@ pub(super) fn start_built(
             )?;
             let mut command = Command::new("nginx");
             command.arg("-c").arg(&conf).arg("-p").arg(&dir);
+            command
+        }
+        Kind::Caddy { binary } => {
+            let dir = out.join(&spec.name);
+            fs::create_dir_all(&dir)?;
+            let pair = spec
+                .tls
+                .as_ref()
+                .context("Caddy is measured over HTTPS only")?;
+            let conf = dir.join("Caddyfile");
+            fs::write(&conf, caddyfile(&dir, www, addr, pair))?;
+            let mut command = Command::new(binary);
+            command
+                .args(["run", "--adapter", "caddyfile", "--config"])
+                .arg(&conf)
+                // Caddy keeps its data (certificates, locks) under these.
+                .env("XDG_DATA_HOME", dir.join("data"))
+                .env("XDG_CONFIG_HOME", dir.join("config"));
             command
         }
         Kind::Go => {
@@ -352,6 +400,21 @@ fn nginx_conf(
          fastcgi_temp_path {tmp};\n  uwsgi_temp_path {tmp};\n  scgi_temp_path {tmp};\n  \
          server {{ {server} }}\n}}\n",
         dir = dir.display(),
+    )
+}
+
+/// Caddy's file server on `addr` over HTTPS with `pair`, as a user would set it up:
+/// HTTP/1.1, HTTP/2 and HTTP/3 (its default), no admin endpoint, no redirect listener
+/// on port 80, no access log (Caddy's default).
+fn caddyfile(dir: &Path, www: &Path, addr: SocketAddr, pair: &CertificatePair) -> String {
+    format!(
+        "{{\n\tadmin off\n\tauto_https disable_redirects\n\tpersist_config off\n\t\
+         storage file_system {data}\n\tservers {{\n\t\tprotocols h1 h2 h3\n\t}}\n}}\n\n\
+         https://{addr} {{\n\ttls {cert} {key}\n\troot * {www}\n\tfile_server\n}}\n",
+        data = dir.join("data").display(),
+        cert = pair.cert.display(),
+        key = pair.key.display(),
+        www = www.display(),
     )
 }
 

@@ -83,10 +83,16 @@ pub(super) fn run(options: &Options, www: &Path, out: &Path) -> Result<()> {
     }
     let samples = measure_rounds(&running, &TLS_WORKLOADS, options, out)?;
     drop(running);
-    let medians = medians(&samples, &specs, &TLS_WORKLOADS);
+    let medians = medians(&samples, &specs, &TLS_WORKLOADS, "nginx");
     let table = format!(
         "Over HTTPS (TLS 1.3): {NOTE}\n\n{}{}",
-        render_table(&medians, options, &TLS_WORKLOADS),
+        render_table(
+            &medians,
+            options,
+            &TLS_WORKLOADS,
+            "nginx",
+            super::WRK_CLIENTS
+        ),
         targets(&medians)
     );
     println!("{table}");
@@ -165,8 +171,8 @@ mod tests {
             workload,
             figures: Figures::for_test(rps, mb, cpu),
             errors: 0,
-            ratio_to_nginx: None,
-            cpu_ratio_to_nginx: None,
+            ratio_to_peer: None,
+            cpu_ratio_to_peer: None,
             round_ratios: Vec::new(),
             cpu_round_ratios: Vec::new(),
         }

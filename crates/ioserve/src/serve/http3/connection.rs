@@ -74,7 +74,8 @@ pub(super) async fn serve(quic: quinn::Connection, shared: Arc<Shared>, slot: Co
                 Ok(Some(resolver)) => {
                     let request = InFlight::new(&in_flight);
                     let shared = Arc::clone(&shared);
-                    tokio::spawn(stream::answer(request, shared, worker, peer, resolver));
+                    let quic = quic.clone();
+                    tokio::spawn(stream::answer(request, shared, worker, quic, resolver));
                 }
                 // The client said GOAWAY and its requests are done, or it closed.
                 Ok(None) => break,

@@ -30,15 +30,17 @@ pub const MAX_READ_BODY: u64 = 64 * 1024;
 
 type Stream = RequestStream<h3_quinn::BidiStream<Bytes>, Bytes>;
 
-/// Answers the request that `resolver` reads, on worker `worker`; `in_flight`, the
-/// request's place among its connection's, is held until the response has ended.
+/// Answers the request that `resolver` reads from the connection `quic`, on worker
+/// `worker`; `in_flight`, the request's place among its connection's, is held until
+/// the response has ended.
 pub(super) async fn answer<G: Send>(
     in_flight: G,
     shared: Arc<Shared>,
     worker: usize,
-    peer: SocketAddr,
+    quic: quinn::Connection,
     resolver: RequestResolver<h3_quinn::Connection, Bytes>,
 ) {
+    let peer = quic.remote_address();
     let shared = &shared;
     let within = shared.live().limits.header_timeout;
     let (request, mut stream) = match tokio::time::timeout(within, resolver.resolve_request()).await
@@ -91,7 +93,7 @@ pub(super) async fn answer<G: Send>(
             // stream; either side ending (the client resets the stream, the file cannot
             // be read) ends the other.
             let len = file.len();
-            let (writer, mut body) = body::channel(len, Box::new(()));
+            let (writer, body) = body::channel(len, Box::new(()));
             let sending = async {
                 let mut writer = writer;
                 let mut pacer = Pacer::new(live.limits.pace);
@@ -105,7 +107,10 @@ pub(super) async fn answer<G: Send>(
                 shared.metrics.duration(worker, started.elapsed());
                 result
             };
-            let draining = drain(&mut stream, &mut body, send_timeout);
+            // The body goes with the draining: when the client is gone it is dropped,
+            // and the strategy's next write fails at once instead of waiting out the
+            // send timeout for room in a channel nobody drains.
+            let draining = drain(&mut stream, body, &quic, send_timeout);
             let (delivered, drained) = tokio::join!(sending, draining);
             if let Err(error) = delivered.and(drained) {
                 tracing::debug!(%peer, %error, "HTTP/3 response cut short");
@@ -143,14 +148,20 @@ pub(super) async fn answer<G: Send>(
 }
 
 /// Sends the chunks of `body` on `stream` until its end, each within `send_timeout`
-/// (a client that never extends its flow-control window has its stream reset then).
+/// (a client that never extends its flow-control window has its stream reset then),
+/// and fails as soon as the connection `quic` closes (a write waiting for flow-control
+/// credit is not always woken by the close); `body` is dropped when this returns,
+/// ended or failed.
 async fn drain(
     stream: &mut Stream,
-    body: &mut ResponseBody,
+    mut body: ResponseBody,
+    quic: &quinn::Connection,
     send_timeout: std::time::Duration,
 ) -> io::Result<()> {
+    let closed = quic.closed();
+    tokio::pin!(closed);
     loop {
-        let frame = std::future::poll_fn(|cx| Pin::new(&mut *body).poll_frame(cx)).await;
+        let frame = std::future::poll_fn(|cx| Pin::new(&mut body).poll_frame(cx)).await;
         let chunk = match frame {
             None => return Ok(()),
             Some(Err(error)) => return Err(error),
@@ -159,7 +170,12 @@ async fn drain(
                 Err(_) => continue,
             },
         };
-        within_send_timeout(send_timeout, stream.send_data(chunk)).await?;
+        tokio::select! {
+            sent = within_send_timeout(send_timeout, stream.send_data(chunk)) => sent?,
+            error = &mut closed => {
+                return Err(io::Error::new(io::ErrorKind::BrokenPipe, error.to_string()));
+            }
+        }
     }
 }
 
