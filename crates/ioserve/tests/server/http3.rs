@@ -551,3 +551,107 @@ fn a_client_that_goes_away_mid_download_frees_its_response_at_once() {
         });
     }
 }
+
+#[test]
+fn basic_authentication_pacing_and_the_per_ip_limit_hold_over_http3() {
+    let (dir, _) = tree();
+    let secrets = tempfile::tempdir().unwrap();
+    let htpasswd = secrets.path().join("htpasswd");
+    let made = Command::new(testdata::require("htpasswd", "apache2-utils"))
+        .args(["-b", "-c", "-B"])
+        .arg(&htpasswd)
+        .args(["alice", "open sesame"])
+        .output()
+        .unwrap();
+    assert!(made.status.success(), "{made:?}");
+    let server = Server::start_over(
+        Protocol::Http3,
+        "read",
+        dir.path(),
+        &[
+            "--auth-file",
+            htpasswd.to_str().unwrap(),
+            "--limit-rate",
+            "1M",
+            "--max-conns-per-ip",
+            "1",
+        ],
+    );
+    let ca = server.tls.as_ref().unwrap().pem.clone();
+    let addr = server.addr;
+    let credentials = format!(
+        "Basic {}",
+        ioserve_simd::base64::STANDARD.encode("alice:open sesame")
+    );
+    runtime().block_on(async {
+        let endpoint = endpoint(&ca);
+        let mut sender = connect(&endpoint, addr).await;
+        let refused = exchange(&mut sender, request_of("GET", "/hello.txt", &[])).await;
+        let refused = refused.unwrap();
+        assert_eq!(refused.status, 401);
+        assert!(refused
+            .header("www-authenticate")
+            .is_some_and(|c| c.starts_with("Basic ")));
+        // 3 MiB at 1 MiB/s: paced per stream, as over HTTP/1.1 and HTTP/2.
+        let started = Instant::now();
+        let range = request_of(
+            "GET",
+            "/big.bin",
+            &[
+                ("authorization", &credentials),
+                ("range", "bytes=0-3145727"),
+            ],
+        );
+        let response = exchange(&mut sender, range).await.unwrap();
+        assert_eq!((response.status, response.body.len()), (206, 3 << 20));
+        let took = started.elapsed();
+        assert!(took >= Duration::from_millis(1800), "not paced: {took:?}");
+        // A second connection from the same address, past --max-conns-per-ip 1, is
+        // refused (its client goes on over TCP, where the 503 says so).
+        let second = endpoint.connect(addr, "localhost").unwrap().await;
+        assert!(second.is_err(), "a second connection was admitted");
+        // The first one still serves.
+        let hello = request_of("GET", "/hello.txt", &[("authorization", &credentials)]);
+        assert_eq!(exchange(&mut sender, hello).await.unwrap().body, b"hello");
+    });
+}
+
+#[test]
+fn zero_rtt_is_never_offered() {
+    let (dir, _) = tree();
+    let server = Server::start_over(Protocol::Http3, "sendfile", dir.path(), &[]);
+    let ca = server.tls.as_ref().unwrap().pem.clone();
+    let addr = server.addr;
+    runtime().block_on(async {
+        // A client that would send early data if the server's ticket allowed it.
+        let mut tls = crate::support::tls_client_config(&ca);
+        tls.alpn_protocols = vec![b"h3".to_vec()];
+        tls.enable_early_data = true;
+        let tls = quinn::crypto::rustls::QuicClientConfig::try_from(tls).unwrap();
+        let mut endpoint = quinn::Endpoint::client("127.0.0.1:0".parse().unwrap()).unwrap();
+        endpoint.set_default_client_config(quinn::ClientConfig::new(std::sync::Arc::new(tls)));
+        // A first connection gets the session ticket.
+        let first = endpoint.connect(addr, "localhost").unwrap().await.unwrap();
+        let mut sender = {
+            let (mut driver, sender) = h3::client::new(h3_quinn::Connection::new(first))
+                .await
+                .unwrap();
+            tokio::spawn(async move {
+                let _ = std::future::poll_fn(|cx| driver.poll_close(cx)).await;
+            });
+            sender
+        };
+        let response = exchange(&mut sender, request_of("GET", "/hello.txt", &[])).await;
+        assert_eq!(response.unwrap().body, b"hello");
+        tokio::time::sleep(Duration::from_millis(200)).await;
+        // The second resumes, but may not send early data: no 0-RTT keys.
+        let connecting = endpoint.connect(addr, "localhost").unwrap();
+        match connecting.into_0rtt() {
+            Ok(_) => panic!("the server's ticket allowed 0-RTT"),
+            Err(connecting) => {
+                let resumed = connecting.await.unwrap();
+                assert!(resumed.handshake_data().is_some());
+            }
+        }
+    });
+}
