@@ -3,7 +3,8 @@
 //! libraries) compile, since they need none of it: the Debian packages of every stage
 //! in one apt-get run, the arm64 cross toolchain and libraries, the rustup toolchains
 //! (simd's MSRV, nightly with Miri) and the aarch64 target, the Go programs
-//! (actionlint, h2spec, pebble) and cargo-deb.
+//! (actionlint, h2spec, pebble), the HTTP/3 clients' modules (quic-go, aioquic) and
+//! cargo-deb.
 //!
 //! One after the other between the stages, these took 6 minutes of a fresh 2-core
 //! host's CI run (2026-11-28: apt-get 130 s in six runs, rustup 64 s, Go 85 s,
@@ -60,6 +61,7 @@ fn provision() -> Result<()> {
     super::workflows::actionlint()?;
     go_tool("h2spec", super::h2spec::H2SPEC)?;
     crate::acme::pebble::PebbleInstall::ensure()?;
+    crate::http3::prefetch()?;
     crate::release::dist::ensure_cargo_deb().map(drop)
 }
 

@@ -402,8 +402,19 @@ fn go_client(work: &Path) -> Result<Client> {
     })
 }
 
-/// aioquic's client, with aioquic installed under `work` (pip --target).
-fn aioquic_client(work: &Path) -> Result<Client> {
+/// Fetches what the checks install (h3get's Go modules, aioquic from PyPI), so that a
+/// fresh host's CI run downloads them beside its first stages.
+pub(crate) fn prefetch() -> Result<()> {
+    let mut download = Command::new(find_go()?);
+    download
+        .current_dir(project_root().join("xtask/src/http3/h3get"))
+        .args(["mod", "download"]);
+    step("go mod download (h3get: quic-go)", download)?;
+    install_aioquic(&target_dir()?.join("http3")).map(drop)
+}
+
+/// aioquic installed under `work` (pip --target), once: the directory for PYTHONPATH.
+fn install_aioquic(work: &Path) -> Result<PathBuf> {
     ensure_packages(&[("python3-pip", "/usr/lib/python3/dist-packages/pip")])?;
     let packages = work.join("python");
     let marker = packages.join(format!("{}.installed", AIOQUIC.replace("==", "-")));
@@ -426,6 +437,12 @@ fn aioquic_client(work: &Path) -> Result<Client> {
         step(&format!("pip install {AIOQUIC}"), install)?;
         std::fs::write(&marker, "")?;
     }
+    Ok(packages)
+}
+
+/// aioquic's client, with aioquic installed under `work`.
+fn aioquic_client(work: &Path) -> Result<Client> {
+    let packages = install_aioquic(work)?;
     let script: PathBuf = project_root().join("xtask/src/http3/aioquic_get.py");
     if !script.is_file() {
         bail!("{} is missing", script.display());

@@ -190,7 +190,7 @@ settings! {
     #[command(
         name = "ioserve",
         version = crate::VERSION,
-        about = "Serve a directory over HTTP/1.1 for large downloads: ranges, conditional requests, zero-copy IO.",
+        about = "Serve a directory for large downloads over HTTP/1.1, and with TLS HTTP/2 and HTTP/3: ranges, conditional requests, zero-copy IO.",
         after_help = "IO strategies (--strategy):\n  \
             sendfile  sendfile(2) from the page cache to the socket; no copy through user space (default)\n  \
             mmap      map the file and write(2) from the mapping; the kernel copies once, no read(2)\n  \
