@@ -122,6 +122,25 @@ fn downloads_are_byte_exact_with_hundreds_of_streams_under_every_strategy() {
     }
 }
 
+/// A request stream for `GET path` on `sender` whose response head (200) has come;
+/// its body is still to read.
+async fn get_started(
+    sender: &mut h3::client::SendRequest<h3_quinn::OpenStreams, bytes::Bytes>,
+    path: &str,
+) -> h3::client::RequestStream<h3_quinn::BidiStream<bytes::Bytes>, bytes::Bytes> {
+    let mut stream = sender
+        .send_request(request_of("GET", path, &[]))
+        .await
+        .unwrap();
+    stream.finish().await.unwrap();
+    assert_eq!(
+        stream.recv_response().await.unwrap().status(),
+        200,
+        "{path}"
+    );
+    stream
+}
+
 /// Reads a response's body from `stream` into `body` until it has `len` bytes or ends.
 async fn read_some<S: h3::quic::RecvStream>(
     stream: &mut h3::client::RequestStream<S, bytes::Bytes>,
@@ -162,12 +181,7 @@ fn a_client_that_changes_its_address_keeps_its_download() {
         let endpoint = endpoint(&ca);
         let before = endpoint.local_addr().unwrap();
         let mut sender = connect(&endpoint, addr).await;
-        let mut stream = sender
-            .send_request(request_of("GET", "/big.bin", &[]))
-            .await
-            .unwrap();
-        stream.finish().await.unwrap();
-        assert_eq!(stream.recv_response().await.unwrap().status(), 200);
+        let mut stream = get_started(&mut sender, "/big.bin").await;
         let mut body = Vec::with_capacity(data.len());
         assert!(read_some(&mut stream, &mut body, 64 << 20).await);
         // A new UDP socket, as after a NAT rebinding or a move from Wi-Fi to cellular:
@@ -228,12 +242,7 @@ fn a_download_in_flight_finishes_across_shutdown() {
     runtime().block_on(async {
         let endpoint = endpoint(&ca);
         let mut sender = connect(&endpoint, addr).await;
-        let mut stream = sender
-            .send_request(request_of("GET", "/big.bin", &[]))
-            .await
-            .unwrap();
-        stream.finish().await.unwrap();
-        assert_eq!(stream.recv_response().await.unwrap().status(), 200);
+        let mut stream = get_started(&mut sender, "/big.bin").await;
         let mut body = Vec::new();
         assert!(read_some(&mut stream, &mut body, 1 << 20).await);
         server.signal("TERM");
@@ -258,12 +267,7 @@ fn a_stream_nobody_reads_is_reset_at_the_send_timeout_and_others_are_served() {
     runtime().block_on(async {
         let endpoint = endpoint(&ca);
         let mut sender = connect(&endpoint, addr).await;
-        let mut stuck = sender
-            .send_request(request_of("GET", "/big.bin", &[]))
-            .await
-            .unwrap();
-        stuck.finish().await.unwrap();
-        assert_eq!(stuck.recv_response().await.unwrap().status(), 200);
+        let mut stuck = get_started(&mut sender, "/big.bin").await;
         // Not read: the client's stream window (1.25 MB by default) fills and is
         // never extended.
         let started = Instant::now();
@@ -522,12 +526,7 @@ fn a_client_that_goes_away_mid_download_frees_its_response_at_once() {
         runtime().block_on(async {
             let endpoint = endpoint(&ca);
             let mut sender = connect(&endpoint, addr).await;
-            let mut stream = sender
-                .send_request(request_of("GET", "/big.bin", &[]))
-                .await
-                .unwrap();
-            stream.finish().await.unwrap();
-            assert_eq!(stream.recv_response().await.unwrap().status(), 200);
+            let mut stream = get_started(&mut sender, "/big.bin").await;
             let mut body = Vec::new();
             assert!(read_some(&mut stream, &mut body, 1 << 20).await);
             // The client stops reading and says so (STOP_SENDING), as a browser whose
