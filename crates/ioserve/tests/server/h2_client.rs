@@ -69,16 +69,7 @@ pub async fn exchange(
     let (response, _) = client.send_request(request, true)?;
     let response = response.await?;
     let status = response.status().as_u16();
-    let headers = response
-        .headers()
-        .iter()
-        .map(|(name, value)| {
-            (
-                name.as_str().to_string(),
-                value.to_str().unwrap().to_string(),
-            )
-        })
-        .collect();
+    let headers = Response::header_pairs(response.headers());
     let mut stream = response.into_body();
     let mut body = Vec::new();
     while let Some(chunk) = stream.data().await {

@@ -5,7 +5,7 @@
 use std::net::SocketAddr;
 use std::sync::Arc;
 
-use bytes::{Buf as _, Bytes};
+use bytes::{BufMut as _, Bytes};
 use hyper::http;
 
 use crate::h2_client::{request_of, runtime};
@@ -46,24 +46,10 @@ pub async fn exchange(
     stream.finish().await?;
     let response = stream.recv_response().await?;
     let status = response.status().as_u16();
-    let headers = response
-        .headers()
-        .iter()
-        .map(|(name, value)| {
-            (
-                name.as_str().to_string(),
-                value.to_str().unwrap().to_string(),
-            )
-        })
-        .collect();
+    let headers = Response::header_pairs(response.headers());
     let mut body = Vec::new();
-    while let Some(mut chunk) = stream.recv_data().await? {
-        while chunk.has_remaining() {
-            let part = chunk.chunk();
-            body.extend_from_slice(part);
-            let len = part.len();
-            chunk.advance(len);
-        }
+    while let Some(chunk) = stream.recv_data().await? {
+        body.put(chunk);
     }
     Ok(Response {
         status,

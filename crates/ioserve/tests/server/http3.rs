@@ -8,7 +8,7 @@
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
-use bytes::Buf as _;
+use bytes::{Buf as _, BufMut as _};
 
 use crate::h2_client::{request_of, runtime};
 use crate::h3_client::{self, connect, endpoint, exchange};
@@ -149,14 +149,7 @@ async fn read_some<S: h3::quic::RecvStream>(
 ) -> bool {
     while body.len() < len {
         match stream.recv_data().await.unwrap() {
-            Some(mut chunk) => {
-                while chunk.has_remaining() {
-                    let part = chunk.chunk();
-                    body.extend_from_slice(part);
-                    let n = part.len();
-                    chunk.advance(n);
-                }
-            }
+            Some(chunk) => body.put(chunk),
             None => return false,
         }
     }

@@ -425,6 +425,20 @@ pub struct Response {
 }
 
 impl Response {
+    /// The name and value of each of `fields` (an HTTP/2 or HTTP/3 response's), in
+    /// order, as [`Response::headers`] holds them.
+    pub fn header_pairs(fields: &hyper::http::HeaderMap) -> Vec<(String, String)> {
+        fields
+            .iter()
+            .map(|(name, value)| {
+                (
+                    name.as_str().to_string(),
+                    value.to_str().unwrap().to_string(),
+                )
+            })
+            .collect()
+    }
+
     /// The value of a header (case-insensitive name), if present once or more.
     pub fn header(&self, name: &str) -> Option<&str> {
         self.headers

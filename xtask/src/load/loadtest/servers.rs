@@ -146,16 +146,7 @@ pub(super) fn tls_servers(pair: &CertificatePair) -> Vec<ServerSpec> {
             tls: Some(pair.clone()),
             send_buffer: None,
         },
-        ServerSpec {
-            name: "ioserve-sendfile".into(),
-            kind: Kind::Ioserve {
-                strategy: "sendfile",
-                runtime: "per-core",
-                cold_reads: "pool",
-            },
-            tls: Some(pair.clone()),
-            send_buffer: None,
-        },
+        ioserve_over_tls(pair),
     ]
 }
 
@@ -172,17 +163,23 @@ pub(super) fn h3_servers(pair: &CertificatePair, caddy: &Path) -> Vec<ServerSpec
             tls: Some(pair.clone()),
             send_buffer: None,
         },
-        ServerSpec {
-            name: "ioserve-sendfile".into(),
-            kind: Kind::Ioserve {
-                strategy: "sendfile",
-                runtime: "per-core",
-                cold_reads: "pool",
-            },
-            tls: Some(pair.clone()),
-            send_buffer: None,
-        },
+        ioserve_over_tls(pair),
     ]
+}
+
+/// ioserve with the sendfile strategy over HTTPS with `pair`, as the TLS and HTTP/3
+/// load tests run it.
+fn ioserve_over_tls(pair: &CertificatePair) -> ServerSpec {
+    ServerSpec {
+        name: "ioserve-sendfile".into(),
+        kind: Kind::Ioserve {
+            strategy: "sendfile",
+            runtime: "per-core",
+            cold_reads: "pool",
+        },
+        tls: Some(pair.clone()),
+        send_buffer: None,
+    }
 }
 
 /// The servers of `all` that one of `only` names (all of them when `only` is empty): a
