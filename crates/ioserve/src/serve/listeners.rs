@@ -23,6 +23,44 @@ pub(super) struct Bound {
     /// A UDP socket that socket activation passed beside them (`ListenDatagram=`), for
     /// HTTP/3.
     pub(super) activated_udp: Option<std::net::UdpSocket>,
+    /// Whether the kernel picked the port (`--listen` with port 0 and nothing passed).
+    pub(super) picked_port: bool,
+}
+
+/// How many ports the kernel picks (`--listen` with port 0) before HTTP/3 gives up
+/// finding one whose UDP side is free too: the kernel picks TCP ports without looking
+/// at UDP, so the TCP port it gives may be taken by a UDP socket.
+const PICKED_PORT_TRIES: usize = 16;
+
+/// The TCP listeners as [`bind`] gives them and HTTP/3's UDP socket as [`bind_http3`]
+/// gives it, on one port: where the kernel picked the TCP port and its UDP side is
+/// taken, both are bound again on another port.
+pub(super) fn bind_with_http3(
+    config: &Config,
+    mut upgraded: Option<Vec<std::net::TcpListener>>,
+    mut upgraded_quic: Option<std::net::UdpSocket>,
+    socket_activation: bool,
+) -> Result<(Bound, Option<std::net::UdpSocket>), ServerError> {
+    let mut tries = 1;
+    loop {
+        let mut bound = bind(config, upgraded.take())?;
+        match bind_http3(
+            config,
+            bound.local_addr,
+            upgraded_quic.take(),
+            bound.activated_udp.take(),
+            socket_activation,
+        ) {
+            Err(ServerError::Http3 { source, .. })
+                if bound.picked_port
+                    && source.kind() == io::ErrorKind::AddrInUse
+                    && tries < PICKED_PORT_TRIES =>
+            {
+                tries += 1;
+            }
+            udp => return Ok((bound, udp?)),
+        }
+    }
 }
 
 /// The accept loops' listeners and the address they serve: the sockets `upgraded` from
@@ -50,6 +88,7 @@ pub(super) fn bind(
         },
     };
     let distinct = passed.as_ref().map(Vec::len);
+    let picked_port = passed.is_none() && config.listen.port() == 0;
     let (local_addr, listeners) = match passed {
         Some(inherited) => share_inherited(inherited, config)?,
         None => {
@@ -82,6 +121,7 @@ pub(super) fn bind(
         distinct: distinct.unwrap_or(listeners.len()),
         loops: listeners,
         activated_udp,
+        picked_port,
     })
 }
 
@@ -221,7 +261,7 @@ fn inherited_listeners() -> Result<Option<Activated>, ServerError> {
 /// (`activated`), else a new one on `tcp_addr`. Under socket activation without a
 /// UDP socket, a bind that fails (a privileged port) leaves HTTP/3 off with a warning
 /// that says how to pass one; elsewhere it is an error.
-pub(super) fn bind_http3(
+fn bind_http3(
     config: &Config,
     tcp_addr: SocketAddr,
     upgraded: Option<std::net::UdpSocket>,

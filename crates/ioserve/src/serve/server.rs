@@ -119,16 +119,10 @@ impl Server {
             None => (None, None, None, None),
         };
         let upgrading = upgraded_serve.is_some();
-        let mut bound = listeners::bind(config, upgraded_serve)?;
-        let local_addr = bound.local_addr;
         let socket_activation = !upgrading && std::env::var_os("LISTEN_FDS").is_some();
-        let http3_socket = listeners::bind_http3(
-            config,
-            local_addr,
-            upgraded_quic,
-            bound.activated_udp.take(),
-            socket_activation,
-        )?;
+        let (bound, http3_socket) =
+            listeners::bind_with_http3(config, upgraded_serve, upgraded_quic, socket_activation)?;
+        let local_addr = bound.local_addr;
         let metrics_listener = listeners::bind_metrics(config, upgraded_metrics)?;
         if acme.is_some() {
             log_validation_port(config, local_addr);
