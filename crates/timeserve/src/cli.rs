@@ -3,6 +3,7 @@
 //! parses with.
 
 use std::net::SocketAddr;
+use std::path::PathBuf;
 use std::time::Duration;
 
 use clap::Parser;
@@ -72,6 +73,65 @@ pub struct Args {
     /// Serve Prometheus metrics at http://ADDR/metrics (and /healthz).
     #[arg(long, value_name = "ADDR")]
     pub metrics_listen: Option<SocketAddr>,
+
+    /// Serve Network Time Security (RFC 8915) with this certificate chain (PEM):
+    /// the key exchange (NTS-KE, TLS 1.3) on TCP port 4460 and authenticated NTP on
+    /// the UDP workers. Needs --nts-key; both are read again on SIGHUP.
+    #[arg(long, value_name = "PATH", requires = "nts_key", help_heading = "NTS")]
+    pub nts_cert: Option<PathBuf>,
+
+    /// The private key (PEM) of --nts-cert.
+    #[arg(long, value_name = "PATH", requires = "nts_cert", help_heading = "NTS")]
+    pub nts_key: Option<PathBuf>,
+
+    /// Address of the NTS key exchange; repeat for several. Default: the IP of each
+    /// --listen address, port 4460.
+    #[arg(long, value_name = "ADDR", requires = "nts_cert", help_heading = "NTS")]
+    pub nts_ke_listen: Vec<SocketAddr>,
+
+    /// File of the master secret cookies are sealed under (64 hex digits; made,
+    /// mode 0600, when missing; read again on SIGHUP). Replicas behind one address
+    /// share it so that each opens the others' cookies, and a restart keeps clients'
+    /// cookies. Default: a random secret per start.
+    #[arg(long, value_name = "PATH", requires = "nts_cert", help_heading = "NTS")]
+    pub nts_key_file: Option<PathBuf>,
+
+    /// How often the cookie key changes (derived from the master secret, so
+    /// replicas change together); a cookie opens for 7 more periods.
+    #[arg(long, value_name = "DURATION", default_value = "1d", value_parser = parse_rotation,
+          help_heading = "NTS")]
+    pub nts_key_rotation: Duration,
+
+    /// NTP server named to clients in the key exchange (a host name or address),
+    /// when they should not use the key exchange's own address.
+    #[arg(long, value_name = "HOST", requires = "nts_cert", help_heading = "NTS")]
+    pub nts_ntp_server: Option<String>,
+
+    /// NTP port named to clients in the key exchange, when not 123.
+    #[arg(long, value_name = "PORT", requires = "nts_cert", help_heading = "NTS",
+          value_parser = clap::value_parser!(u16).range(1..))]
+    pub nts_ntp_port: Option<u16>,
+
+    /// Key exchanges served at once; more are closed unanswered.
+    #[arg(long, value_name = "N", default_value_t = 100, help_heading = "NTS",
+          value_parser = clap::value_parser!(u32).range(1..=100_000))]
+    pub nts_ke_max_connections: u32,
+
+    /// How long one key exchange may take, TLS handshake included.
+    #[arg(long, value_name = "DURATION", default_value = "5s", value_parser = parse_duration,
+          help_heading = "NTS")]
+    pub nts_ke_timeout: Duration,
+}
+
+/// A rotation interval: a duration of at least a second.
+fn parse_rotation(text: &str) -> Result<Duration, String> {
+    let duration = parse_duration(text)?;
+    if duration < Duration::from_secs(1) {
+        return Err(format!(
+            "'{text}' is under a second: the cookie key rotates every second at most"
+        ));
+    }
+    Ok(duration)
 }
 
 /// A duration: seconds (`2`, `0.5`) or a number with a unit (`500ms`, `5s`, `1m`),

@@ -60,6 +60,17 @@ pub enum Error {
         #[source]
         cause: io::Error,
     },
+    /// The NTS-KE certificate or key cannot be used.
+    #[error("NTS certificate {path}: {reason}")]
+    Certificate {
+        /// The file.
+        path: std::path::PathBuf,
+        /// What is wrong with it.
+        reason: String,
+    },
+    /// The NTS master secret's file cannot be used.
+    #[error(transparent)]
+    SecretFile(#[from] crate::nts::secret_file::SecretFileError),
     /// A configuration value is out of range.
     #[error("{0}")]
     Config(String),

@@ -248,9 +248,51 @@ fn socket_addr(storage: &libc::sockaddr_storage, len: libc::socklen_t) -> Option
     }
 }
 
+/// The longest datagram [`SendBatch`] sends: an NTS reply is never longer than its
+/// request, which is at most [`MAX_REQUEST_LEN`].
+pub const MAX_REPLY_LEN: usize = MAX_REQUEST_LEN;
+
+/// One datagram being written: a 48-byte header, or longer with extension fields.
+pub struct Outgoing {
+    bytes: [u8; MAX_REPLY_LEN],
+    len: usize,
+    sealed: bool,
+}
+
+impl Outgoing {
+    /// The header, making the datagram the header alone.
+    pub fn header_mut(&mut self) -> &mut [u8; HEADER_LEN] {
+        self.len = HEADER_LEN;
+        (&mut self.bytes[..HEADER_LEN])
+            .try_into()
+            .expect("HEADER_LEN bytes")
+    }
+
+    /// The whole buffer, to write extension fields after the header; say how much
+    /// was written with [`Outgoing::seal`].
+    pub fn buffer_mut(&mut self) -> &mut [u8; MAX_REPLY_LEN] {
+        &mut self.bytes
+    }
+
+    /// Makes the datagram the first `len` bytes of the buffer, with its transmit
+    /// timestamp final (it is authenticated): [`SendBatch::stamp_transmit`] leaves it.
+    pub fn seal(&mut self, len: usize) {
+        self.len = len.min(MAX_REPLY_LEN);
+        self.sealed = true;
+    }
+
+    /// The datagram's bytes.
+    pub fn bytes(&self) -> &[u8] {
+        &self.bytes[..self.len]
+    }
+}
+
 /// Replies waiting to go out with one `sendmmsg`.
 pub struct SendBatch {
-    packets: Vec<[u8; HEADER_LEN]>,
+    /// Kept between batches (only the first `count` are queued), so that a reply
+    /// costs no allocation and no clearing of its kilobyte.
+    packets: Vec<Outgoing>,
+    count: usize,
     destinations: Vec<socket2::SockAddr>,
     controls: Vec<Control<SEND_CONTROL_LEN>>,
     control_lens: Vec<usize>,
@@ -272,6 +314,7 @@ impl SendBatch {
     pub fn new(capacity: usize) -> SendBatch {
         SendBatch {
             packets: Vec::with_capacity(capacity),
+            count: 0,
             destinations: Vec::with_capacity(capacity),
             controls: Vec::with_capacity(capacity),
             control_lens: Vec::with_capacity(capacity),
@@ -281,46 +324,67 @@ impl SendBatch {
     }
 
     /// Queues a reply to `destination`, sent from `local` when known; returns the
-    /// packet to fill in.
-    pub fn push(
-        &mut self,
-        destination: SocketAddr,
-        local: Option<LocalAddr>,
-    ) -> &mut [u8; HEADER_LEN] {
+    /// datagram to fill in (empty until its header or a seal is written).
+    pub fn push(&mut self, destination: SocketAddr, local: Option<LocalAddr>) -> &mut Outgoing {
         let mut control = Control([0; SEND_CONTROL_LEN]);
         let control_len = write_pktinfo(&mut control, local);
         self.controls.push(control);
         self.control_lens.push(control_len);
         self.destinations.push(socket2::SockAddr::from(destination));
-        self.packets.push([0; HEADER_LEN]);
-        self.packets.last_mut().expect("just pushed")
+        if self.count == self.packets.len() {
+            self.packets.push(Outgoing {
+                bytes: [0; MAX_REPLY_LEN],
+                len: 0,
+                sealed: false,
+            });
+        }
+        let packet = &mut self.packets[self.count];
+        self.count += 1;
+        packet.len = 0;
+        packet.sealed = false;
+        packet
+    }
+
+    /// Takes back the reply queued last (one that could not be finished).
+    pub fn pop(&mut self) {
+        if self.count > 0 {
+            self.count -= 1;
+            self.controls.pop();
+            self.control_lens.pop();
+            self.destinations.pop();
+        }
     }
 
     /// The replies queued.
     pub fn len(&self) -> usize {
-        self.packets.len()
+        self.count
     }
 
     /// No reply is queued.
     pub fn is_empty(&self) -> bool {
-        self.packets.is_empty()
+        self.count == 0
     }
 
-    /// The queued packets, to stamp their transmit timestamps just before sending.
-    pub fn packets_mut(&mut self) -> &mut [[u8; HEADER_LEN]] {
-        &mut self.packets
+    /// Writes `transmit` (T3, taken just before sending) into every queued reply but
+    /// the sealed ones, which carry their own.
+    pub fn stamp_transmit(&mut self, transmit: [u8; 8]) {
+        for packet in &mut self.packets[..self.count] {
+            if !packet.sealed && packet.len >= HEADER_LEN {
+                packet.bytes[40..48].copy_from_slice(&transmit);
+            }
+        }
     }
 
     /// Sends every queued reply (retrying the rest after a partial send, skipping a
     /// reply the kernel refuses) and empties the batch.
     pub fn send(&mut self, socket: BorrowedFd<'_>) -> Sent {
-        let count = self.packets.len();
+        let count = self.count;
         self.iovecs.clear();
         self.headers.clear();
-        for i in 0..count {
+        for packet in &mut self.packets[..count] {
             self.iovecs.push(libc::iovec {
-                iov_base: self.packets[i].as_mut_ptr().cast(),
-                iov_len: HEADER_LEN,
+                iov_base: packet.bytes.as_mut_ptr().cast(),
+                iov_len: packet.len,
             });
         }
         for i in 0..count {
@@ -360,7 +424,7 @@ impl SendBatch {
                 next += 1;
             }
         }
-        self.packets.clear();
+        self.count = 0;
         self.destinations.clear();
         self.controls.clear();
         self.control_lens.clear();

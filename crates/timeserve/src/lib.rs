@@ -7,6 +7,8 @@
 //! - [`ratelimit`]: per-client token buckets with Kiss-o'-Death RATE replies;
 //! - [`socket`] and [`io`]: the socket group and batched `recvmmsg`/`sendmmsg` with
 //!   kernel receive timestamps and the socket's drop counter;
+//! - [`nts`]: Network Time Security (RFC 8915): the key exchange over TLS, cookies
+//!   and authenticated replies;
 //! - [`server`]: the workers; [`metrics`] and [`exporter`]: Prometheus counters.
 //!
 //! ```no_run
@@ -21,6 +23,7 @@
 //!     batch: DEFAULT_BATCH,
 //!     declared: Default::default(),
 //!     rate_limit: None,
+//!     nts: None,
 //! };
 //! let server = Server::bind(&config)?;
 //! let stop = AtomicBool::new(false); // set it (from a signal handler) to stop
@@ -33,6 +36,7 @@ pub mod error;
 pub mod exporter;
 pub mod io;
 pub mod metrics;
+pub mod nts;
 pub mod packet;
 pub mod ratelimit;
 pub mod server;

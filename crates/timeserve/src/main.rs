@@ -3,14 +3,20 @@
 
 use std::io::Write as _;
 use std::net::{SocketAddr, UdpSocket};
+use std::path::PathBuf;
 use std::process::ExitCode;
 use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::Duration;
 
 use anyhow::Context as _;
 use clap::Parser as _;
-use ioserve_exporter::signals::OperatorSignals;
+use ioserve_exporter::signals::{OperatorSignal, OperatorSignals};
 use timeserve::cli::Args;
 use timeserve::exporter::Exporter;
+use timeserve::nts::cookie::MasterSecret;
+use timeserve::nts::ke::{CertificateReloader, KeServer, KeSettings};
+use timeserve::nts::records::NtpEndpoint;
+use timeserve::nts::{secret_file, SharedSecret};
 use timeserve::ratelimit::Limit;
 use timeserve::server::{Config, Server};
 use timeserve::socket::SocketOptions;
@@ -42,8 +48,15 @@ fn run(args: Args) -> anyhow::Result<()> {
         reference_id: args.refid,
         root_dispersion: args.root_dispersion,
     };
+    let nts_secret = match &args.nts_cert {
+        Some(_) => Some(SharedSecret::new(master_secret(
+            args.nts_key_file.as_deref(),
+            args.nts_key_rotation,
+        )?)),
+        None => None,
+    };
     let config = Config {
-        listen,
+        listen: listen.clone(),
         workers,
         pin: args.pin,
         socket: SocketOptions {
@@ -55,6 +68,7 @@ fn run(args: Args) -> anyhow::Result<()> {
             interval,
             burst: args.rate_limit_burst,
         }),
+        nts: nts_secret.clone(),
     };
 
     // The control runtime: the operator's signals and the metrics listener. The
@@ -69,8 +83,48 @@ fn run(args: Args) -> anyhow::Result<()> {
         OperatorSignals::install()?
     };
     let server = Server::bind(&config)?;
+    let key_exchange = match (&args.nts_cert, &args.nts_key, &nts_secret) {
+        (Some(certificate), Some(key), Some(secret)) => {
+            let settings = KeSettings {
+                listen: if args.nts_ke_listen.is_empty() {
+                    default_ke_listen(server.local_addrs())
+                } else {
+                    args.nts_ke_listen.clone()
+                },
+                certificate: certificate.clone(),
+                key: key.clone(),
+                endpoint: NtpEndpoint {
+                    server: args.nts_ntp_server.clone(),
+                    port: args.nts_ntp_port,
+                },
+                max_connections: args.nts_ke_max_connections as usize,
+                timeout: args.nts_ke_timeout,
+            };
+            Some(KeServer::bind(settings, secret.clone())?)
+        }
+        _ => None,
+    };
     let exporter = args.metrics_listen.map(Exporter::bind).transpose()?;
-    report_start(&server, &config, exporter.as_ref())?;
+    report_start(&server, &config, key_exchange.as_ref(), exporter.as_ref())?;
+    let reload = key_exchange.as_ref().map(|ke| NtsReload {
+        certificate: ke.reloader(),
+        key_file: args.nts_key_file.clone(),
+        rotation: args.nts_key_rotation,
+        secret: nts_secret.clone().expect("NTS has a secret"),
+    });
+    // The key exchange's own threads: TLS handshakes cost far more CPU than NTP
+    // replies, and must not wait behind the signals.
+    let ke_runtime = key_exchange
+        .as_ref()
+        .map(|_| {
+            tokio::runtime::Builder::new_multi_thread()
+                .worker_threads(workers.clamp(1, 4))
+                .thread_name("timeserve-nts-ke")
+                .enable_all()
+                .build()
+                .context("cannot start the NTS key exchange's runtime")
+        })
+        .transpose()?;
 
     let metrics = server.metrics();
     let declared = declared.stratum.is_some();
@@ -82,6 +136,18 @@ fn run(args: Args) -> anyhow::Result<()> {
             let _ = finished.send(());
             result
         });
+        let (stop_key_exchange, key_exchange_stopped) = tokio::sync::oneshot::channel::<()>();
+        let exchanging = match (key_exchange, &ke_runtime) {
+            (Some(ke), Some(runtime)) => {
+                let metrics = std::sync::Arc::clone(&metrics);
+                Some(scope.spawn(move || {
+                    runtime.block_on(ke.serve(metrics, async move {
+                        let _ = key_exchange_stopped.await;
+                    }))
+                }))
+            }
+            _ => None,
+        };
         let exported = control.block_on(async {
             let (stop_exporter, exporter_stopped) = tokio::sync::oneshot::channel::<()>();
             let exporting = exporter.map(|exporter| {
@@ -89,8 +155,9 @@ fn run(args: Args) -> anyhow::Result<()> {
                     let _ = exporter_stopped.await;
                 }))
             });
-            control_signals(signals, workers_done).await;
+            control_signals(signals, workers_done, reload.as_ref()).await;
             stop.store(true, Ordering::Relaxed);
+            let _ = stop_key_exchange.send(());
             let _ = stop_exporter.send(());
             match exporting {
                 Some(task) => task.await.context("the metrics task failed")?,
@@ -102,6 +169,12 @@ fn run(args: Args) -> anyhow::Result<()> {
             .join()
             .map_err(|_| anyhow::anyhow!("the serving thread panicked"))?;
         served?;
+        if let Some(exchanging) = exchanging {
+            exchanging
+                .join()
+                .map_err(|_| anyhow::anyhow!("the NTS key exchange thread panicked"))?
+                .context("serving NTS key exchanges")?;
+        }
         exported
     })?;
     note("stopped");
@@ -120,12 +193,14 @@ fn default_listen() -> Vec<SocketAddr> {
 }
 
 /// Waits until SIGTERM or SIGINT (the server then stops and exits 0) or until the
-/// workers end by themselves (an error); SIGHUP, SIGUSR1 and SIGUSR2 are logged and
-/// ignored (nothing to reload: the clock state is read from the kernel every
-/// second), so a stray reload never kills the server.
+/// workers end by themselves (an error). SIGHUP re-reads the NTS certificate, key
+/// and secret file when NTS is served; otherwise it, SIGUSR1 and SIGUSR2 are logged
+/// and ignored (the clock state is read from the kernel every second), so a stray
+/// signal never kills the server.
 async fn control_signals(
     mut signals: OperatorSignals,
     mut workers_done: tokio::sync::oneshot::Receiver<()>,
+    reload: Option<&NtsReload>,
 ) {
     loop {
         tokio::select! {
@@ -133,19 +208,86 @@ async fn control_signals(
                 if signal.stops() {
                     return;
                 }
-                note(&format!(
-                    "{} ignored: timeserve has no configuration to reload (the clock state is re-read from the kernel every second)",
-                    signal.name()
-                ));
+                match (signal, reload) {
+                    (OperatorSignal::Hangup, Some(reload)) => match reload.reload() {
+                        Ok(what) => note(&format!("SIGHUP: {what}")),
+                        Err(error) => note(&format!("SIGHUP: {error:#}; serving with what was loaded before")),
+                    },
+                    _ => note(&format!(
+                        "{} ignored: timeserve has no configuration to reload (the clock state is re-read from the kernel every second)",
+                        signal.name()
+                    )),
+                }
             }
             _ = &mut workers_done => return,
         }
     }
 }
 
+/// What SIGHUP reloads when NTS is served.
+struct NtsReload {
+    certificate: CertificateReloader,
+    key_file: Option<PathBuf>,
+    rotation: Duration,
+    secret: SharedSecret,
+}
+
+impl NtsReload {
+    /// Re-reads the certificate and key, then the secret file; says what changed.
+    fn reload(&self) -> anyhow::Result<String> {
+        self.certificate.reload()?;
+        let Some(path) = &self.key_file else {
+            return Ok("reloaded the NTS certificate and key".into());
+        };
+        let (secret, _) = secret_file::read_or_create(path)?;
+        let replaced = MasterSecret::new(secret, self.rotation);
+        if self.secret.load().same_secret(&replaced) {
+            Ok("reloaded the NTS certificate and key; the NTS key file is unchanged".into())
+        } else {
+            self.secret.replace(replaced);
+            Ok(format!(
+                "reloaded the NTS certificate and key, and a new master secret from {} (cookies made under the old one now get NTS NAKs, and clients run a new key exchange)",
+                path.display()
+            ))
+        }
+    }
+}
+
+/// The master secret: from `key_file` (made when missing), else random.
+fn master_secret(
+    key_file: Option<&std::path::Path>,
+    rotation: Duration,
+) -> anyhow::Result<MasterSecret> {
+    match key_file {
+        Some(path) => {
+            let (secret, created) = secret_file::read_or_create(path)?;
+            if created {
+                note(&format!(
+                    "NTS: made a new master secret in {}",
+                    path.display()
+                ));
+            }
+            Ok(MasterSecret::new(secret, rotation))
+        }
+        None => MasterSecret::random(rotation)
+            .map_err(|e| anyhow::anyhow!("no random numbers for the NTS master secret: {e}")),
+    }
+}
+
+/// Each served address's IP, at the NTS-KE port.
+fn default_ke_listen(served: &[SocketAddr]) -> Vec<SocketAddr> {
+    let mut listen: Vec<SocketAddr> = served
+        .iter()
+        .map(|address| SocketAddr::new(address.ip(), timeserve::nts::ke::DEFAULT_PORT))
+        .collect();
+    listen.dedup();
+    listen
+}
+
 fn report_start(
     server: &Server,
     config: &Config,
+    key_exchange: Option<&KeServer>,
     exporter: Option<&Exporter>,
 ) -> anyhow::Result<()> {
     let mut stdout = std::io::stdout().lock();
@@ -159,6 +301,14 @@ fn report_start(
             config.workers,
             if config.workers == 1 { "" } else { "s" },
         )?;
+    }
+    if let Some(key_exchange) = key_exchange {
+        for address in key_exchange.local_addrs() {
+            writeln!(
+                stdout,
+                "timeserve: serving NTS-KE on {address} (TLS 1.3, ALPN ntske/1, AEAD_AES_SIV_CMAC_256)"
+            )?;
+        }
     }
     if let Some(exporter) = exporter {
         writeln!(

@@ -10,8 +10,83 @@ use ioserve_exporter::prometheus_client;
 use prometheus_client::encoding::DescriptorEncoder;
 use prometheus_client::registry::Registry;
 
+use crate::nts::records::ErrorCode;
 use crate::packet::DropReason;
 use crate::sync::KernelState;
+
+/// How an NTS key exchange ended.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum KeOutcome {
+    /// Keys agreed and cookies handed out.
+    Served,
+    /// The client offered no protocol or algorithm this server has: told so.
+    Unsupported,
+    /// The request was answered with an Error record.
+    Refused(ErrorCode),
+    /// The TLS handshake failed (or the client did not offer ALPN `ntske/1`).
+    Handshake,
+    /// The connection ended before the exchange did.
+    Truncated,
+    /// The exchange took longer than the timeout.
+    Timeout,
+    /// Closed unanswered: every slot was taken.
+    Busy,
+}
+
+impl KeOutcome {
+    /// Every outcome, in the order metrics list them.
+    pub const ALL: [KeOutcome; 9] = [
+        KeOutcome::Served,
+        KeOutcome::Unsupported,
+        KeOutcome::Refused(ErrorCode::BadRequest),
+        KeOutcome::Refused(ErrorCode::UnrecognizedCriticalRecord),
+        KeOutcome::Refused(ErrorCode::InternalServerError),
+        KeOutcome::Handshake,
+        KeOutcome::Truncated,
+        KeOutcome::Timeout,
+        KeOutcome::Busy,
+    ];
+
+    /// The outcome's name in metrics.
+    pub fn name(self) -> &'static str {
+        match self {
+            KeOutcome::Served => "served",
+            KeOutcome::Unsupported => "unsupported",
+            KeOutcome::Refused(code) => code.name(),
+            KeOutcome::Handshake => "handshake_failed",
+            KeOutcome::Truncated => "truncated",
+            KeOutcome::Timeout => "timeout",
+            KeOutcome::Busy => "busy",
+        }
+    }
+
+    fn index(self) -> usize {
+        KeOutcome::ALL
+            .iter()
+            .position(|&o| o == self)
+            .expect("every outcome is listed")
+    }
+}
+
+/// Why an NTS request got a NAK.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum NtsNak {
+    /// Its cookie did not open (another server's, expired, altered).
+    Cookie = 0,
+    /// Its authenticator did not verify.
+    Authenticator = 1,
+}
+
+impl NtsNak {
+    const ALL: [NtsNak; 2] = [NtsNak::Cookie, NtsNak::Authenticator];
+
+    fn name(self) -> &'static str {
+        match self {
+            NtsNak::Cookie => "cookie",
+            NtsNak::Authenticator => "authenticator",
+        }
+    }
+}
 
 /// One worker's counters.
 #[derive(Debug, Default)]
@@ -24,12 +99,15 @@ struct Shard {
     kisses: AtomicU64,
     send_errors: AtomicU64,
     kernel_drops: AtomicU64,
+    nts_authenticated: AtomicU64,
+    nts_naks: [AtomicU64; 2],
 }
 
 /// The server's metrics.
 #[derive(Debug)]
 pub struct Metrics {
     shards: Box<[Shard]>,
+    key_exchanges: [AtomicU64; KeOutcome::ALL.len()],
 }
 
 /// A worker's handle on its own counters.
@@ -68,6 +146,16 @@ impl WorkerMetrics<'_> {
         }
     }
 
+    /// Counts an NTS request answered with an authenticated reply.
+    pub fn nts_authenticated(&self) {
+        self.shard.nts_authenticated.fetch_add(1, Relaxed);
+    }
+
+    /// Counts an NTS request answered with a NAK.
+    pub fn nts_nak(&self, reason: NtsNak) {
+        self.shard.nts_naks[reason as usize].fetch_add(1, Relaxed);
+    }
+
     /// Counts replies the kernel refused.
     pub fn send_errors(&self, count: usize) {
         self.shard.send_errors.fetch_add(count as u64, Relaxed);
@@ -97,6 +185,12 @@ pub struct Totals {
     pub send_errors: u64,
     /// Datagrams the kernel dropped for full receive buffers, per worker socket.
     pub kernel_drops: Vec<u64>,
+    /// NTS requests answered with an authenticated reply.
+    pub nts_authenticated: u64,
+    /// NTS NAKs by reason (cookie, authenticator).
+    pub nts_naks: [u64; 2],
+    /// Key exchanges by outcome (in [`KeOutcome::ALL`]'s order).
+    pub key_exchanges: [u64; KeOutcome::ALL.len()],
 }
 
 impl Metrics {
@@ -104,7 +198,13 @@ impl Metrics {
     pub fn new(workers: usize) -> Metrics {
         Metrics {
             shards: (0..workers.max(1)).map(|_| Shard::default()).collect(),
+            key_exchanges: Default::default(),
         }
+    }
+
+    /// Counts a key exchange that ended with `outcome`.
+    pub fn key_exchange(&self, outcome: KeOutcome) {
+        self.key_exchanges[outcome.index()].fetch_add(1, Relaxed);
     }
 
     /// Worker `index`'s counters.
@@ -129,6 +229,13 @@ impl Metrics {
             totals.kisses += shard.kisses.load(Relaxed);
             totals.send_errors += shard.send_errors.load(Relaxed);
             totals.kernel_drops.push(shard.kernel_drops.load(Relaxed));
+            totals.nts_authenticated += shard.nts_authenticated.load(Relaxed);
+            for (sum, counter) in totals.nts_naks.iter_mut().zip(&shard.nts_naks) {
+                *sum += counter.load(Relaxed);
+            }
+        }
+        for (sum, counter) in totals.key_exchanges.iter_mut().zip(&self.key_exchanges) {
+            *sum = counter.load(Relaxed);
         }
         totals
     }
@@ -238,6 +345,30 @@ impl prometheus_client::collector::Collector for Snapshot {
                 .iter()
                 .enumerate()
                 .map(|(worker, &n)| ([("worker", worker)], n)),
+        )?;
+        exposition::counter(
+            out,
+            "timeserve_nts_authenticated",
+            "NTS requests answered with an authenticated reply and fresh cookies.",
+            totals.nts_authenticated,
+        )?;
+        exposition::counter_family(
+            out,
+            "timeserve_nts_naks",
+            "NTS requests answered with an NTS NAK (Kiss-o'-Death NTSN), by reason.",
+            NtsNak::ALL
+                .iter()
+                .zip(totals.nts_naks)
+                .map(|(reason, n)| ([("reason", reason.name())], n)),
+        )?;
+        exposition::counter_family(
+            out,
+            "timeserve_nts_key_exchanges",
+            "NTS key exchanges (NTS-KE over TLS) by outcome.",
+            KeOutcome::ALL
+                .iter()
+                .zip(totals.key_exchanges)
+                .map(|(outcome, n)| ([("outcome", outcome.name())], n)),
         )?;
         exposition::gauge(
             out,

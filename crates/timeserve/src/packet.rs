@@ -103,16 +103,20 @@ pub enum DropReason {
     Mode,
     /// From port 0, which no client can be answered at.
     SourcePort,
+    /// NTS extension fields that do not make an authenticated request (missing,
+    /// repeated or cut short), or NTS fields on a version other than 4.
+    Nts,
 }
 
 impl DropReason {
     /// Every reason, in the order metrics list them.
-    pub const ALL: [DropReason; 5] = [
+    pub const ALL: [DropReason; 6] = [
         DropReason::Short,
         DropReason::BadLength,
         DropReason::Version,
         DropReason::Mode,
         DropReason::SourcePort,
+        DropReason::Nts,
     ];
 
     /// The reason's name in metrics and logs.
@@ -123,6 +127,7 @@ impl DropReason {
             DropReason::Version => "version",
             DropReason::Mode => "mode",
             DropReason::SourcePort => "source_port",
+            DropReason::Nts => "nts_malformed",
         }
     }
 
@@ -243,20 +248,33 @@ pub fn write_kiss_rate(
     receive: NtpTimestamp,
     transmit: NtpTimestamp,
 ) {
+    let slowed = Request {
+        poll: kiss_poll(request.poll, min_poll),
+        ..*request
+    };
+    write_kiss(out, &slowed, state, KISS_RATE, receive, transmit);
+}
+
+/// Writes a Kiss-o'-Death reply with `code` (RFC 5905 §7.4): unsynchronised,
+/// stratum 0, the code as reference id, no reference time.
+pub fn write_kiss(
+    out: &mut [u8; HEADER_LEN],
+    request: &Request,
+    state: &ServerState,
+    code: [u8; 4],
+    receive: NtpTimestamp,
+    transmit: NtpTimestamp,
+) {
     let kiss = ServerState {
         leap: Leap::Unsynchronised,
         stratum: 0,
         root_delay: 0,
         root_dispersion: 0,
-        reference_id: KISS_RATE,
+        reference_id: code,
         reference_time: NtpTimestamp::ZERO,
         ..*state
     };
-    let slowed = Request {
-        poll: kiss_poll(request.poll, min_poll),
-        ..*request
-    };
-    write_reply(out, &slowed, &kiss, receive, transmit);
+    write_reply(out, request, &kiss, receive, transmit);
 }
 
 /// The fields of a reply, as a client reads them (used by tests and load generators).

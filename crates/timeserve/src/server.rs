@@ -10,7 +10,12 @@ use std::time::{Instant, SystemTime};
 use crate::error::Error;
 use crate::io::{RecvBatch, SendBatch};
 use crate::metrics::{Metrics, WorkerMetrics};
-use crate::packet::{write_kiss_rate, write_reply, DropReason, NtpTimestamp, Request};
+use crate::nts::extension::{self, Classified, KISS_NTS_NAK};
+use crate::nts::responder::Responder;
+use crate::nts::SharedSecret;
+use crate::packet::{
+    write_kiss, write_kiss_rate, write_reply, DropReason, NtpTimestamp, Request, HEADER_LEN,
+};
 use crate::ratelimit::{Limit, RateLimiter, Verdict};
 use crate::socket::{self, SocketOptions};
 use crate::sync::{Declared, SyncCache};
@@ -38,6 +43,9 @@ pub struct Config {
     pub declared: Declared,
     /// The per-client rate limit, if any.
     pub rate_limit: Option<Limit>,
+    /// The NTS master secret, when NTS is served: requests with NTS fields are then
+    /// authenticated (without it they get plain replies, as from any SNTP server).
+    pub nts: Option<SharedSecret>,
 }
 
 /// One bound socket and the worker that will serve it.
@@ -59,6 +67,7 @@ pub struct Server {
     precision: i8,
     metrics: Arc<Metrics>,
     limiter: Option<Arc<RateLimiter>>,
+    nts: Option<SharedSecret>,
 }
 
 impl Server {
@@ -100,6 +109,7 @@ impl Server {
             limiter: config
                 .rate_limit
                 .map(|limit| Arc::new(RateLimiter::new(limit, RATE_LIMIT_SETS))),
+            nts: config.nts.clone(),
         })
     }
 
@@ -142,6 +152,7 @@ impl Server {
                         limiter: self.limiter.as_deref(),
                         sync: SyncCache::new(self.declared, self.precision),
                         batch: self.batch,
+                        nts: self.nts.clone().map(Responder::new),
                     };
                     let failed = &failed;
                     std::thread::Builder::new()
@@ -175,6 +186,7 @@ struct WorkerContext<'a> {
     limiter: Option<&'a RateLimiter>,
     sync: SyncCache,
     batch: usize,
+    nts: Option<Responder>,
 }
 
 impl WorkerContext<'_> {
@@ -204,12 +216,8 @@ impl WorkerContext<'_> {
             self.answer(&received, count, &mut replies);
             if !replies.is_empty() {
                 // T3: one reading just before the batch goes out.
-                let transmit = NtpTimestamp::from_system_time(SystemTime::now())
-                    .0
-                    .to_be_bytes();
-                for packet in replies.packets_mut() {
-                    packet[40..48].copy_from_slice(&transmit);
-                }
+                let transmit = NtpTimestamp::from_system_time(SystemTime::now());
+                replies.stamp_transmit(transmit.0.to_be_bytes());
                 let sent = replies.send(socket);
                 self.metrics.responses(sent.sent);
                 self.metrics.send_errors(sent.failed);
@@ -223,6 +231,10 @@ impl WorkerContext<'_> {
         let now = Instant::now();
         let state = *self.sync.state(now);
         let kiss_poll = self.limiter.map_or(0, |l| l.limit().poll_exponent());
+        let wall = SystemTime::now();
+        if let Some(nts) = &mut self.nts {
+            nts.refresh();
+        }
         for i in 0..count {
             let (bytes, meta) = received.datagram(i);
             let Some(source) = meta.source else {
@@ -240,6 +252,18 @@ impl WorkerContext<'_> {
                     continue;
                 }
             };
+            // NTS fields are looked at only where NTS is served.
+            let nts_request = match (&self.nts, bytes.len() > HEADER_LEN) {
+                (Some(_), true) => match extension::classify(bytes) {
+                    Classified::Plain => None,
+                    Classified::Nts(nts) if request.version == 4 => Some(nts),
+                    Classified::Nts(_) | Classified::Malformed => {
+                        self.metrics.dropped(DropReason::Nts);
+                        continue;
+                    }
+                },
+                _ => None,
+            };
             self.metrics.request(request.version);
             // T2: the kernel's receive timestamp, or now if it gave none.
             let arrived = meta
@@ -249,24 +273,55 @@ impl WorkerContext<'_> {
             let verdict = self
                 .limiter
                 .map_or(Verdict::Pass, |limiter| limiter.check(source.ip(), now));
-            match verdict {
-                Verdict::Pass => {
+            if verdict == Verdict::Drop {
+                self.metrics.rate_limited(false);
+                continue;
+            }
+            if verdict == Verdict::Kiss {
+                self.metrics.rate_limited(true);
+            }
+            let write_header = |header: &mut [u8; HEADER_LEN]| match verdict {
+                Verdict::Kiss => write_kiss_rate(
+                    header,
+                    &request,
+                    &state,
+                    kiss_poll,
+                    arrived,
+                    NtpTimestamp::ZERO,
+                ),
+                _ => write_reply(header, &request, &state, arrived, NtpTimestamp::ZERO),
+            };
+            let (Some(nts), Some(nts_request)) = (&mut self.nts, nts_request) else {
+                write_header(replies.push(source, meta.local).header_mut());
+                continue;
+            };
+            // An NTS request: authenticated, or a NAK; a Kiss-o'-Death RATE is
+            // authenticated too (clients ignore unauthenticated kisses but NTSN).
+            match nts.verify(bytes, &nts_request, wall) {
+                Ok(verified) => {
                     let packet = replies.push(source, meta.local);
-                    write_reply(packet, &request, &state, arrived, NtpTimestamp::ZERO);
+                    write_header(packet.header_mut());
+                    if nts.seal(packet, &nts_request, &verified) {
+                        self.metrics.nts_authenticated();
+                    } else {
+                        replies.pop();
+                    }
                 }
-                Verdict::Kiss => {
-                    self.metrics.rate_limited(true);
+                Err(reason) => {
+                    self.metrics.nts_nak(reason);
                     let packet = replies.push(source, meta.local);
-                    write_kiss_rate(
-                        packet,
+                    write_kiss(
+                        packet.header_mut(),
                         &request,
                         &state,
-                        kiss_poll,
+                        KISS_NTS_NAK,
                         arrived,
                         NtpTimestamp::ZERO,
                     );
+                    if !nts.nak(packet, &nts_request) {
+                        replies.pop();
+                    }
                 }
-                Verdict::Drop => self.metrics.rate_limited(false),
             }
         }
     }

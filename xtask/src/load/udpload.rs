@@ -417,7 +417,7 @@ impl LoadClient {
             self.next_socket = (self.next_socket + 1) % self.sockets.len();
             for _ in 0..due.min(Self::CHUNK) {
                 let stamp = NtpTimestamp(start.elapsed().as_nanos() as u64);
-                *self.send.push(self.address, None) = client_request(4, stamp);
+                *self.send.push(self.address, None).header_mut() = client_request(4, stamp);
             }
             let outcome = self.send.send(socket.as_fd());
             sent += outcome.sent as u64;

@@ -10,6 +10,8 @@ use std::time::{Duration, Instant, SystemTime};
 use testdata::require;
 use timeserve::packet::{client_request, NtpTimestamp, Reply, HEADER_LEN};
 
+mod nts;
+
 /// How long a test waits for an expected reply or for state that settles
 /// asynchronously (a counter bumped after the reply is sent, a signal being handled):
 /// generous, for a slow and loaded 2-core CI host. Waits end as soon as it is there.
@@ -37,6 +39,8 @@ struct Server {
     child: Child,
     addresses: Vec<SocketAddr>,
     metrics: Option<SocketAddr>,
+    /// The NTS key exchange's addresses (with --nts-cert).
+    key_exchange: Vec<SocketAddr>,
 }
 
 impl Server {
@@ -53,9 +57,14 @@ impl Server {
             child,
             addresses: Vec::new(),
             metrics: None,
+            key_exchange: Vec::new(),
         };
         let wants_metrics = args.contains(&"--metrics-listen");
-        while server.addresses.len() < listens || (wants_metrics && server.metrics.is_none()) {
+        let wants_nts = args.contains(&"--nts-cert");
+        while server.addresses.len() < listens
+            || (wants_metrics && server.metrics.is_none())
+            || (wants_nts && server.key_exchange.is_empty())
+        {
             let Some(Ok(line)) = lines.next() else {
                 let mut err = String::new();
                 server
@@ -70,6 +79,10 @@ impl Server {
             if let Some(rest) = line.strip_prefix("timeserve: serving NTP on ") {
                 server
                     .addresses
+                    .push(rest.split(' ').next().unwrap().parse().unwrap());
+            } else if let Some(rest) = line.strip_prefix("timeserve: serving NTS-KE on ") {
+                server
+                    .key_exchange
                     .push(rest.split(' ').next().unwrap().parse().unwrap());
             } else if let Some(rest) = line.strip_prefix("timeserve: metrics at http://") {
                 server.metrics = Some(rest.trim_end_matches("/metrics").parse().unwrap());

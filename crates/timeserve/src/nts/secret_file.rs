@@ -1,0 +1,125 @@
+//! The master secret's file (`--nts-key-file`): 64 hexadecimal digits (32 bytes) on
+//! one line. Replicas behind one address that read the same file make and open the
+//! same cookies, and a restart keeps the cookies clients hold. A missing file is
+//! created with a random secret, readable by its owner only.
+
+use std::io::Write as _;
+use std::os::unix::fs::OpenOptionsExt as _;
+use std::path::{Path, PathBuf};
+
+/// Why the secret file cannot be used.
+#[derive(Debug, thiserror::Error)]
+pub enum SecretFileError {
+    /// It cannot be read or created.
+    #[error("NTS key file {path}: {cause}")]
+    Io {
+        /// The file.
+        path: PathBuf,
+        /// The system's error.
+        #[source]
+        cause: std::io::Error,
+    },
+    /// It does not hold a secret.
+    #[error(
+        "NTS key file {path}: expected 64 hexadecimal digits (a 32-byte secret) on one \
+         line, as `head -c 32 /dev/urandom | xxd -p -c 32` writes; delete it to have \
+         a new one made"
+    )]
+    Format {
+        /// The file.
+        path: PathBuf,
+    },
+    /// The operating system gave no random numbers.
+    #[error("NTS key file {path}: no random numbers for a new secret: {cause}")]
+    Random {
+        /// The file.
+        path: PathBuf,
+        /// The error.
+        cause: getrandom::Error,
+    },
+}
+
+/// Reads the secret in `path`, or creates the file with a new random secret (mode
+/// 0600) when there is none. Returns the secret and whether it was created.
+pub fn read_or_create(path: &Path) -> Result<([u8; 32], bool), SecretFileError> {
+    let io = |cause| SecretFileError::Io {
+        path: path.to_owned(),
+        cause,
+    };
+    match std::fs::read_to_string(path) {
+        Ok(text) => {
+            parse(&text)
+                .map(|secret| (secret, false))
+                .ok_or_else(|| SecretFileError::Format {
+                    path: path.to_owned(),
+                })
+        }
+        Err(error) if error.kind() == std::io::ErrorKind::NotFound => {
+            let mut secret = [0; 32];
+            getrandom::fill(&mut secret).map_err(|cause| SecretFileError::Random {
+                path: path.to_owned(),
+                cause,
+            })?;
+            let mut file = std::fs::OpenOptions::new()
+                .write(true)
+                .create_new(true)
+                .mode(0o600)
+                .open(path)
+                .map_err(io)?;
+            let hex: String = secret.iter().map(|b| format!("{b:02x}")).collect();
+            writeln!(file, "{hex}").map_err(io)?;
+            file.sync_all().map_err(io)?;
+            Ok((secret, true))
+        }
+        Err(error) => Err(io(error)),
+    }
+}
+
+/// The secret in a file's text.
+fn parse(text: &str) -> Option<[u8; 32]> {
+    let digits = text.trim();
+    if digits.len() != 64 || !digits.is_ascii() {
+        return None;
+    }
+    let mut secret = [0; 32];
+    for (byte, pair) in secret.iter_mut().zip(digits.as_bytes().chunks_exact(2)) {
+        *byte = u8::from_str_radix(std::str::from_utf8(pair).ok()?, 16).ok()?;
+    }
+    Some(secret)
+}
+
+#[cfg(test)]
+mod tests {
+    use std::os::unix::fs::PermissionsExt as _;
+
+    use super::*;
+
+    #[test]
+    fn a_missing_file_is_created_private_and_read_back_the_same() {
+        let dir = std::env::temp_dir().join(format!("timeserve-secret-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let path = dir.join("nts.key");
+        let _ = std::fs::remove_file(&path);
+        let (made, created) = read_or_create(&path).unwrap();
+        assert!(created);
+        let mode = std::fs::metadata(&path).unwrap().permissions().mode();
+        assert_eq!(mode & 0o777, 0o600);
+        assert_eq!(read_or_create(&path).unwrap(), (made, false));
+        std::fs::write(&path, "not a secret\n").unwrap();
+        let error = read_or_create(&path).unwrap_err().to_string();
+        assert!(
+            error.contains("nts.key") && error.contains("64 hexadecimal"),
+            "{error}"
+        );
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+
+    #[test]
+    fn the_secret_is_64_hex_digits() {
+        let text = "00ff".repeat(16) + "\n";
+        let secret = parse(&text).unwrap();
+        assert_eq!((secret[0], secret[1]), (0, 0xff));
+        assert!(parse(&"0".repeat(63)).is_none());
+        assert!(parse(&"g".repeat(64)).is_none());
+    }
+}
