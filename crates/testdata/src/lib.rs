@@ -46,6 +46,27 @@ pub fn require(program: &str, package: &str) -> PathBuf {
         })
 }
 
+/// The path of `program`, installed with `cargo install` (`install` says how), searched
+/// on `PATH` and in cargo's own bin directory (`$CARGO_HOME/bin`, else
+/// `~/.cargo/bin`).
+///
+/// # Panics
+///
+/// When it is not installed, naming how to install it: `cargo xtask ci` does.
+pub fn require_crate(program: &str, install: &str) -> PathBuf {
+    let path = std::env::var_os("PATH").unwrap_or_default();
+    let cargo_home = std::env::var_os("CARGO_HOME")
+        .map(PathBuf::from)
+        .or_else(|| std::env::var_os("HOME").map(|home| PathBuf::from(home).join(".cargo")));
+    std::env::split_paths(&path)
+        .chain(cargo_home.map(|home| home.join("bin")))
+        .map(|dir| dir.join(program))
+        .find(|candidate| candidate.is_file())
+        .unwrap_or_else(|| {
+            panic!("{program} is not installed: `cargo xtask ci` installs it ({install})")
+        })
+}
+
 /// Asserts that `promtool check metrics` (Debian's `prometheus` package) finds nothing
 /// to say about `text`, a Prometheus exposition; its findings are the panic message.
 pub fn assert_promtool_accepts(text: &str) {

@@ -9,6 +9,7 @@ pub(crate) mod h2spec;
 pub(crate) mod hash_quality;
 pub(crate) mod https_server;
 pub(crate) mod modules;
+pub(crate) mod ntpd_rs;
 pub(crate) mod provision;
 pub(crate) mod testssl;
 pub(crate) mod workflows;
@@ -34,7 +35,8 @@ use crate::util::{
 /// clang and bpftool rebuild probe's committed BPF objects for `cargo xtask bpf
 /// --check`; its tests compare with strace and list programs with bpftool.
 /// timeserve's tests query it with chronyd -Q and ntpdig (the latter inside a network
-/// namespace made with unshare and ip).
+/// namespace made with unshare and ip), and have chronyd synchronise over NTS (and
+/// ntpd-rs, which [`ntpd_rs`] installs).
 /// ioserve's tar downloads are fetched with curl, wget and aria2c, unpacked with tar
 /// and compared with diff.
 /// ioserve's RFC 9530 digest tests download with wget and aria2c (aria2c --checksum).

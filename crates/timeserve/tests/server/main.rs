@@ -34,6 +34,11 @@ fn wait_until<T: Debug>(what: &str, mut read: impl FnMut() -> T, check: impl Fn(
     }
 }
 
+/// Held by the tests that read the kernel's clock state and by the one that lets
+/// ntpd-rs steer the clock (restoring the state after), so that neither sees the
+/// other's change.
+static KERNEL_CLOCK: std::sync::Mutex<()> = std::sync::Mutex::new(());
+
 /// A running timeserve, killed when dropped.
 struct Server {
     child: Child,
@@ -306,6 +311,7 @@ fn every_version_is_answered_in_kind_with_kernel_timestamps() {
 
 #[test]
 fn without_a_declaration_replies_follow_the_kernel() {
+    let _clock = KERNEL_CLOCK.lock().unwrap_or_else(|e| e.into_inner());
     let kernel = timeserve::sync::KernelState::read().unwrap();
     let server = Server::start(&["--listen", "127.0.0.1:0", "--workers", "1"]);
     let socket = client(server.address());

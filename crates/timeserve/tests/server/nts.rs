@@ -69,7 +69,16 @@ fn issue(dir: &Path, suffix: &str) -> (PathBuf, PathBuf, PathBuf) {
 /// A server on 127.0.0.1 serving NTS with `pki`'s certificate, its key exchange on a
 /// free port, metrics on, and `extra` arguments.
 fn nts_server(pki: &Pki, extra: &[&str]) -> Server {
+    nts_server_on("127.0.0.1:0", pki, &[&["--stratum", "2"], extra].concat())
+}
+
+/// As [`nts_server`], serving NTP on `listen`, without a declared stratum.
+fn nts_server_on(listen: &str, pki: &Pki, extra: &[&str]) -> Server {
     let mut args = vec![
+        "--listen",
+        listen,
+        "--workers",
+        "2",
         "--nts-cert",
         pki.cert.to_str().unwrap(),
         "--nts-key",
@@ -80,7 +89,7 @@ fn nts_server(pki: &Pki, extra: &[&str]) -> Server {
         "127.0.0.1:0",
     ];
     args.extend_from_slice(extra);
-    Server::loopback("2", &args)
+    Server::start(&args)
 }
 
 /// A TLS client configuration trusting `ca`, offering `alpn`, TLS 1.3 only unless
@@ -604,13 +613,28 @@ enum Tamper {
 /// stops when the returned flag is set.
 fn tampering_proxy(server: SocketAddr, tamper: Tamper) -> (SocketAddr, Arc<AtomicBool>) {
     let front = UdpSocket::bind((Ipv4Addr::LOCALHOST, 0)).unwrap();
+    let address = front.local_addr().unwrap();
+    (address, proxy(front, server, tamper))
+}
+
+/// As [`tampering_proxy`], on 127.0.0.1:`port`.
+fn tampering_proxy_on(port: u16, server: SocketAddr, tamper: Tamper) -> Arc<AtomicBool> {
+    proxy(
+        UdpSocket::bind((Ipv4Addr::LOCALHOST, port)).unwrap(),
+        server,
+        tamper,
+    )
+}
+
+/// Forwards what arrives on `front` to `server` and its replies back, doing `tamper`
+/// to them, until the returned flag is set.
+fn proxy(front: UdpSocket, server: SocketAddr, tamper: Tamper) -> Arc<AtomicBool> {
     let back = UdpSocket::bind((Ipv4Addr::LOCALHOST, 0)).unwrap();
     back.connect(server).unwrap();
     front
         .set_read_timeout(Some(Duration::from_millis(100)))
         .unwrap();
     back.set_read_timeout(Some(Duration::from_secs(2))).unwrap();
-    let address = front.local_addr().unwrap();
     let stop = Arc::new(AtomicBool::new(false));
     let stopping = Arc::clone(&stop);
     std::thread::spawn(move || {
@@ -640,7 +664,7 @@ fn tampering_proxy(server: SocketAddr, tamper: Tamper) -> (SocketAddr, Arc<Atomi
             let _ = front.send_to(&reply, client);
         }
     });
-    (address, stop)
+    stop
 }
 
 #[test]
@@ -676,4 +700,185 @@ fn chronyd_rejects_replies_tampered_with_or_replayed_on_the_way() {
     }
     // The server answered them all, authenticated: the client is what refused.
     assert!(server.metric("timeserve_nts_authenticated_total ") >= 3);
+}
+
+/// How `cargo xtask ci` installs ntpd-rs (its daemon is `ntp-daemon`).
+const NTPD_RS_INSTALL: &str =
+    "cargo install --locked ntpd@1.9.0 --no-default-features --features openssl,rustcrypto";
+
+/// The kernel's clock discipline (frequency, status, error estimates) as it was, put
+/// back when dropped: ntpd-rs cannot run without steering the clock, and this host's
+/// clock must be left as the test found it.
+struct SavedKernelClock(libc::timex);
+
+impl SavedKernelClock {
+    fn save() -> SavedKernelClock {
+        // SAFETY: all-zero is a valid timex; modes 0 only reads.
+        let mut state: libc::timex = unsafe { std::mem::zeroed() };
+        // SAFETY: adjtimex writes into the timex it is given, which lives here.
+        assert!(unsafe { libc::adjtimex(&mut state) } >= 0);
+        SavedKernelClock(state)
+    }
+}
+
+impl Drop for SavedKernelClock {
+    fn drop(&mut self) {
+        let mut restore = self.0;
+        restore.modes = libc::ADJ_OFFSET
+            | libc::ADJ_FREQUENCY
+            | libc::ADJ_MAXERROR
+            | libc::ADJ_ESTERROR
+            | libc::ADJ_STATUS;
+        restore.offset = 0;
+        // SAFETY: as in `save`, now setting the fields the modes name.
+        let rc = unsafe { libc::adjtimex(&mut restore) };
+        assert!(rc >= 0, "restoring the kernel clock state failed");
+    }
+}
+
+/// An ntp-daemon (ntpd-rs) with one NTS source, polling every second; killed when
+/// dropped.
+struct NtpdRs {
+    child: Child,
+    dir: tempfile::TempDir,
+}
+
+impl NtpdRs {
+    fn start(key_exchange: SocketAddr, ca: &Path) -> NtpdRs {
+        let daemon = testdata::require_crate("ntp-daemon", NTPD_RS_INSTALL);
+        let dir = tempfile::tempdir().unwrap();
+        let config = dir.path().join("ntp.toml");
+        std::fs::write(
+            &config,
+            format!(
+                "[observability]\nobservation-path = \"{}\"\n\n\
+                 [[source]]\nmode = \"nts\"\naddress = \"{key_exchange}\"\n\
+                 certificate-authority = \"{}\"\n\n\
+                 [source-defaults]\npoll-interval-limits = {{ min = 0, max = 1 }}\n\
+                 initial-poll-interval = 0\n\n\
+                 [synchronization]\nminimum-agreeing-sources = 1\n",
+                dir.path().join("observe").display(),
+                ca.display()
+            ),
+        )
+        .unwrap();
+        let child = Command::new(daemon)
+            .args(["-c", config.to_str().unwrap()])
+            .stdout(Stdio::null())
+            .stderr(std::fs::File::create(dir.path().join("ntp-daemon.log")).unwrap())
+            .spawn()
+            .unwrap();
+        NtpdRs { child, dir }
+    }
+
+    /// `ntp-ctl status`, with the daemon's log when it has ended.
+    fn status(&mut self) -> String {
+        let ctl = testdata::require_crate("ntp-ctl", NTPD_RS_INSTALL);
+        let config = self.dir.path().join("ntp.toml");
+        let output = Command::new(ctl)
+            .args(["-c", config.to_str().unwrap(), "status"])
+            .output()
+            .unwrap();
+        let mut text = String::from_utf8_lossy(&output.stdout).to_string();
+        if let Ok(Some(status)) = self.child.try_wait() {
+            let log = std::fs::read_to_string(self.dir.path().join("ntp-daemon.log"));
+            text += &format!(
+                "\nntp-daemon exited ({status}): {}",
+                log.unwrap_or_default()
+            );
+        }
+        text
+    }
+}
+
+impl Drop for NtpdRs {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// The stratum ntpd-rs says it has (16 until it synchronises).
+fn ntpd_rs_stratum(status: &str) -> Option<u8> {
+    status
+        .lines()
+        .find_map(|l| l.trim().strip_prefix("Stratum:")?.trim().parse().ok())
+}
+
+/// A free UDP port on 127.0.0.1 (for a server whose key exchange must name its NTP
+/// port before it starts).
+fn free_udp_port() -> u16 {
+    UdpSocket::bind((Ipv4Addr::LOCALHOST, 0))
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port()
+}
+
+#[test]
+fn ntpd_rs_synchronises_over_nts_and_rejects_tampered_and_replayed_replies() {
+    let _clock = KERNEL_CLOCK.lock().unwrap_or_else(|e| e.into_inner());
+    assert!(
+        rustix::process::geteuid().is_root(),
+        "ntp-daemon steers the clock: this test runs as root (as `cargo xtask ci` does)"
+    );
+    let _restore = SavedKernelClock::save();
+    let pki = Pki::new();
+    // Stratum 1: ntpd-rs takes any other source on one of its own addresses
+    // (127.0.0.1) for a loop.
+    let port = free_udp_port();
+    let listen = format!("127.0.0.1:{port}");
+    let stratum_one = ["--stratum", "1", "--refid", "GPS", "--nts-ntp-port"];
+    let honest = nts_server_on(
+        &listen,
+        &pki,
+        &[&stratum_one[..], &[&port.to_string()]].concat(),
+    );
+    // The others name a tampering proxy's port as their NTP port.
+    let tampered: Vec<_> = [Tamper::FlipBit, Tamper::Replay]
+        .into_iter()
+        .map(|tamper| {
+            let port = free_udp_port();
+            let listen = format!("127.0.0.1:{port}");
+            let probe = UdpSocket::bind((Ipv4Addr::LOCALHOST, 0)).unwrap();
+            let proxy_port = probe.local_addr().unwrap().port();
+            drop(probe);
+            let server = nts_server_on(
+                &listen,
+                &pki,
+                &[&stratum_one[..], &[&proxy_port.to_string()]].concat(),
+            );
+            let stop = tampering_proxy_on(proxy_port, server.address(), tamper);
+            (tamper, server, stop)
+        })
+        .collect();
+    let mut clients: Vec<(Option<Tamper>, NtpdRs)> =
+        vec![(None, NtpdRs::start(honest.key_exchange[0], &pki.ca))];
+    for (tamper, server, _) in &tampered {
+        clients.push((
+            Some(*tamper),
+            NtpdRs::start(server.key_exchange[0], &pki.ca),
+        ));
+    }
+    // The honest one synchronises (stratum 2, below timeserve's 1) over NTS, holding
+    // a full set of cookies.
+    let status = wait_until(
+        "ntpd-rs to synchronise from timeserve",
+        || clients[0].1.status(),
+        |status| ntpd_rs_stratum(status) == Some(2),
+    );
+    assert!(
+        status.contains("[NTS]") && status.contains("NTS cookies:\t\t8/8"),
+        "{status}"
+    );
+    // The tampered ones get as many authenticated replies, altered on the way, and
+    // refuse them all.
+    for (_, server, stop) in &tampered {
+        server.wait_for_metric("timeserve_nts_authenticated_total ", |n| n >= 3);
+        stop.store(true, Ordering::Relaxed);
+    }
+    for (tamper, ntpd) in &mut clients[1..] {
+        let status = ntpd.status();
+        assert_eq!(ntpd_rs_stratum(&status), Some(16), "{tamper:?}: {status}");
+    }
 }
