@@ -16,6 +16,7 @@ const FUZZ_TARGETS: &[(&str, &str)] = &[
     ("crates/simd", "adler32"),
     ("crates/simd", "hash"),
     ("crates/timeserve", "ntp_packet"),
+    ("crates/timeserve", "nts_fields"),
 ];
 
 /// Runs each target for `seconds` (nightly; installs cargo-fuzz when missing).

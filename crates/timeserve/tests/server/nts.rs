@@ -607,6 +607,9 @@ enum Tamper {
     /// Holds back the first reply, then sends it again in place of each later one
     /// (so that the client never sees a reply to the request it just sent).
     Replay,
+    /// Holds back the client's first request, then sends it in place of each later
+    /// one: the server answers a reused cookie, with replies to that old request.
+    ReuseCookie,
 }
 
 /// A UDP proxy in front of `server` on 127.0.0.1, doing `tamper` to its replies;
@@ -639,16 +642,25 @@ fn proxy(front: UdpSocket, server: SocketAddr, tamper: Tamper) -> Arc<AtomicBool
     let stopping = Arc::clone(&stop);
     std::thread::spawn(move || {
         let mut first: Option<Vec<u8>> = None;
+        let mut first_request: Option<Vec<u8>> = None;
         let mut buf = [0u8; 2048];
         while !stopping.load(Ordering::Relaxed) {
             let Ok((n, client)) = front.recv_from(&mut buf) else {
                 continue;
             };
-            back.send(&buf[..n]).unwrap();
+            let request = match (tamper, &first_request) {
+                (Tamper::ReuseCookie, None) => {
+                    first_request = Some(buf[..n].to_vec());
+                    continue;
+                }
+                (Tamper::ReuseCookie, Some(held)) => held.clone(),
+                _ => buf[..n].to_vec(),
+            };
+            back.send(&request).unwrap();
             let Ok(n) = back.recv(&mut buf) else { continue };
             let mut reply = buf[..n].to_vec();
             match tamper {
-                Tamper::Nothing => {}
+                Tamper::Nothing | Tamper::ReuseCookie => {}
                 Tamper::FlipBit => {
                     let last = reply.len() - 1;
                     reply[last - 20] ^= 0x10;
@@ -668,22 +680,27 @@ fn proxy(front: UdpSocket, server: SocketAddr, tamper: Tamper) -> Arc<AtomicBool
 }
 
 #[test]
-fn chronyd_rejects_replies_tampered_with_or_replayed_on_the_way() {
+fn chronyd_rejects_replies_tampered_with_replayed_or_to_a_reused_cookie() {
     let pki = Pki::new();
     let server = nts_server(&pki, &[]);
-    let runs: Vec<_> = [Tamper::Nothing, Tamper::FlipBit, Tamper::Replay]
-        .into_iter()
-        .map(|tamper| {
-            let (proxy, stop) = tampering_proxy(server.address(), tamper);
-            let ke = server.key_exchange[0];
-            let ca = pki.ca.clone();
-            std::thread::spawn(move || {
-                let measured = chronyd_measures(ke, proxy, &ca, 10);
-                stop.store(true, Ordering::Relaxed);
-                (tamper, measured)
-            })
+    let runs: Vec<_> = [
+        Tamper::Nothing,
+        Tamper::FlipBit,
+        Tamper::Replay,
+        Tamper::ReuseCookie,
+    ]
+    .into_iter()
+    .map(|tamper| {
+        let (proxy, stop) = tampering_proxy(server.address(), tamper);
+        let ke = server.key_exchange[0];
+        let ca = pki.ca.clone();
+        std::thread::spawn(move || {
+            let measured = chronyd_measures(ke, proxy, &ca, 10);
+            stop.store(true, Ordering::Relaxed);
+            (tamper, measured)
         })
-        .collect();
+    })
+    .collect();
     for run in runs {
         match run.join().unwrap() {
             (Tamper::Nothing, measured) => assert!(
@@ -699,7 +716,7 @@ fn chronyd_rejects_replies_tampered_with_or_replayed_on_the_way() {
         }
     }
     // The server answered them all, authenticated: the client is what refused.
-    assert!(server.metric("timeserve_nts_authenticated_total ") >= 3);
+    assert!(server.metric("timeserve_nts_authenticated_total ") >= 4);
 }
 
 /// How `cargo xtask ci` installs ntpd-rs (its daemon is `ntp-daemon`).
@@ -816,7 +833,7 @@ fn free_udp_port() -> u16 {
 }
 
 #[test]
-fn ntpd_rs_synchronises_over_nts_and_rejects_tampered_and_replayed_replies() {
+fn ntpd_rs_synchronises_over_nts_and_rejects_tampered_replayed_and_reused_cookie_replies() {
     let _clock = KERNEL_CLOCK.lock().unwrap_or_else(|e| e.into_inner());
     assert!(
         rustix::process::geteuid().is_root(),
@@ -835,7 +852,7 @@ fn ntpd_rs_synchronises_over_nts_and_rejects_tampered_and_replayed_replies() {
         &[&stratum_one[..], &[&port.to_string()]].concat(),
     );
     // The others name a tampering proxy's port as their NTP port.
-    let tampered: Vec<_> = [Tamper::FlipBit, Tamper::Replay]
+    let tampered: Vec<_> = [Tamper::FlipBit, Tamper::Replay, Tamper::ReuseCookie]
         .into_iter()
         .map(|tamper| {
             let port = free_udp_port();
