@@ -68,9 +68,6 @@ pub enum Error {
         /// What is wrong with it.
         reason: String,
     },
-    /// The NTS master secret's file cannot be used.
-    #[error(transparent)]
-    SecretFile(#[from] crate::nts::secret_file::SecretFileError),
     /// A configuration value is out of range.
     #[error("{0}")]
     Config(String),

@@ -10,7 +10,6 @@ use ioserve_exporter::prometheus_client;
 use prometheus_client::encoding::DescriptorEncoder;
 use prometheus_client::registry::Registry;
 
-use crate::nts::records::ErrorCode;
 use crate::packet::DropReason;
 use crate::sync::KernelState;
 
@@ -21,8 +20,12 @@ pub enum KeOutcome {
     Served,
     /// The client offered no protocol or algorithm this server has: told so.
     Unsupported,
-    /// The request was answered with an Error record.
-    Refused(ErrorCode),
+    /// Answered with the Error record Bad Request.
+    BadRequest,
+    /// Answered with the Error record Unrecognized Critical Record.
+    UnrecognizedCriticalRecord,
+    /// Answered with the Error record Internal Server Error.
+    InternalServerError,
     /// The TLS handshake failed (or the client did not offer ALPN `ntske/1`).
     Handshake,
     /// The connection ended before the exchange did.
@@ -38,9 +41,9 @@ impl KeOutcome {
     pub const ALL: [KeOutcome; 9] = [
         KeOutcome::Served,
         KeOutcome::Unsupported,
-        KeOutcome::Refused(ErrorCode::BadRequest),
-        KeOutcome::Refused(ErrorCode::UnrecognizedCriticalRecord),
-        KeOutcome::Refused(ErrorCode::InternalServerError),
+        KeOutcome::BadRequest,
+        KeOutcome::UnrecognizedCriticalRecord,
+        KeOutcome::InternalServerError,
         KeOutcome::Handshake,
         KeOutcome::Truncated,
         KeOutcome::Timeout,
@@ -52,7 +55,9 @@ impl KeOutcome {
         match self {
             KeOutcome::Served => "served",
             KeOutcome::Unsupported => "unsupported",
-            KeOutcome::Refused(code) => code.name(),
+            KeOutcome::BadRequest => "bad_request",
+            KeOutcome::UnrecognizedCriticalRecord => "unrecognized_critical_record",
+            KeOutcome::InternalServerError => "internal_server_error",
             KeOutcome::Handshake => "handshake_failed",
             KeOutcome::Truncated => "truncated",
             KeOutcome::Timeout => "timeout",

@@ -19,7 +19,9 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 use aes_siv::siv::Aes128Siv;
 use aes_siv::KeyInit as _;
 
-use crate::nts::AEAD_AES_SIV_CMAC_256;
+/// The IANA number of AEAD_AES_SIV_CMAC_256 (RFC 5297), the one AEAD algorithm
+/// served.
+pub const AEAD_AES_SIV_CMAC_256: u16 = 15;
 
 /// The length of each key of AEAD_AES_SIV_CMAC_256 (two AES-128 keys).
 pub const KEY_LEN: usize = 32;

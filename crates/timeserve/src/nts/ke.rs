@@ -22,9 +22,11 @@ use tokio::sync::Semaphore;
 
 use crate::error::Error;
 use crate::metrics::{KeOutcome, Metrics};
-use crate::nts::cookie::{CookieJar, SessionKeys, COOKIE_LEN, KEY_LEN, NONCE_LEN};
+use crate::nts::cookie::{
+    CookieJar, SessionKeys, AEAD_AES_SIV_CMAC_256, COOKIE_LEN, KEY_LEN, NONCE_LEN,
+};
 use crate::nts::records::{self, Choice, ErrorCode, NtpEndpoint, Parsed, PROTOCOL_NTPV4};
-use crate::nts::{SharedSecret, AEAD_AES_SIV_CMAC_256};
+use crate::nts::SharedSecret;
 
 /// The ALPN name of NTS-KE.
 pub const ALPN: &[u8] = b"ntske/1";
@@ -218,7 +220,7 @@ impl Session {
                         }
                         None => {
                             records::write_error(&mut answer, ErrorCode::InternalServerError);
-                            KeOutcome::Refused(ErrorCode::InternalServerError)
+                            KeOutcome::InternalServerError
                         }
                     }
                 } else {
@@ -228,7 +230,11 @@ impl Session {
             }
             Parsed::Refused(code) => {
                 records::write_error(&mut answer, code);
-                KeOutcome::Refused(code)
+                match code {
+                    ErrorCode::BadRequest => KeOutcome::BadRequest,
+                    ErrorCode::UnrecognizedCriticalRecord => KeOutcome::UnrecognizedCriticalRecord,
+                    ErrorCode::InternalServerError => KeOutcome::InternalServerError,
+                }
             }
             Parsed::Incomplete => unreachable!("the loop ends on a whole request"),
         };

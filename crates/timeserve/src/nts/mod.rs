@@ -20,9 +20,7 @@ use std::sync::Arc;
 use arc_swap::ArcSwap;
 
 use crate::nts::cookie::MasterSecret;
-
-/// The IANA number of AEAD_AES_SIV_CMAC_256 (RFC 5297).
-pub const AEAD_AES_SIV_CMAC_256: u16 = 15;
+pub use crate::nts::cookie::AEAD_AES_SIV_CMAC_256;
 
 /// The master secret shared by the key exchange and every UDP worker; replaced as a
 /// whole when SIGHUP re-reads the secret file.

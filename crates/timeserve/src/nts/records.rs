@@ -8,7 +8,7 @@
 //! chose, eight New Cookie records, the NTPv4 server and port when the operator set
 //! them, and End of Message, or an Error record.
 
-use crate::nts::AEAD_AES_SIV_CMAC_256;
+use crate::nts::cookie::AEAD_AES_SIV_CMAC_256;
 
 /// Record types (RFC 8915 §7.6).
 mod kind {
@@ -40,17 +40,6 @@ pub enum ErrorCode {
     BadRequest = 1,
     /// The server failed for a reason of its own.
     InternalServerError = 2,
-}
-
-impl ErrorCode {
-    /// The code's name in metrics and logs.
-    pub fn name(self) -> &'static str {
-        match self {
-            ErrorCode::UnrecognizedCriticalRecord => "unrecognized_critical_record",
-            ErrorCode::BadRequest => "bad_request",
-            ErrorCode::InternalServerError => "internal_server_error",
-        }
-    }
 }
 
 /// What a client asked for.
