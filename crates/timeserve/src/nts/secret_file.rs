@@ -40,7 +40,7 @@ pub enum SecretFileError {
 }
 
 /// Reads the secret in `path`, or creates the file with a new random secret (mode
-/// 0600) when there is none. Returns the secret and whether it was created.
+/// 0600) when there is none. Returns the secret and whether this call created it.
 pub fn read_or_create(path: &Path) -> Result<([u8; 32], bool), SecretFileError> {
     let io = |cause| SecretFileError::Io {
         path: path.to_owned(),
@@ -55,24 +55,43 @@ pub fn read_or_create(path: &Path) -> Result<([u8; 32], bool), SecretFileError> 
                 })
         }
         Err(error) if error.kind() == std::io::ErrorKind::NotFound => {
-            let mut secret = [0; 32];
-            getrandom::fill(&mut secret).map_err(|cause| SecretFileError::Random {
+            // The secret, and a name of its own for the staging file.
+            let mut random = [0; 40];
+            getrandom::fill(&mut random).map_err(|cause| SecretFileError::Random {
                 path: path.to_owned(),
                 cause,
             })?;
-            let mut file = std::fs::OpenOptions::new()
-                .write(true)
-                .create_new(true)
-                .mode(0o600)
-                .open(path)
-                .map_err(io)?;
-            let hex: String = secret.iter().map(|b| format!("{b:02x}")).collect();
-            writeln!(file, "{hex}").map_err(io)?;
-            file.sync_all().map_err(io)?;
-            Ok((secret, true))
+            let secret: [u8; 32] = random[..32].try_into().expect("32 bytes");
+            let tag = u64::from_ne_bytes(random[32..].try_into().expect("8 bytes"));
+            // Written whole under another name, then linked into place: a replica
+            // starting at the same moment never reads half a secret, and the one
+            // whose link loses reads the winner's.
+            let staging = path.with_extension(format!("new-{tag:016x}"));
+            let written = write_private(&staging, &secret);
+            let linked = written.and_then(|()| std::fs::hard_link(&staging, path));
+            let _ = std::fs::remove_file(&staging);
+            match linked {
+                Ok(()) => Ok((secret, true)),
+                Err(error) if error.kind() == std::io::ErrorKind::AlreadyExists => {
+                    read_or_create(path)
+                }
+                Err(error) => Err(io(error)),
+            }
         }
         Err(error) => Err(io(error)),
     }
+}
+
+/// Writes `secret` as hex to a new file at `path`, readable by its owner only.
+fn write_private(path: &Path, secret: &[u8; 32]) -> std::io::Result<()> {
+    let mut file = std::fs::OpenOptions::new()
+        .write(true)
+        .create_new(true)
+        .mode(0o600)
+        .open(path)?;
+    let hex: String = secret.iter().map(|b| format!("{b:02x}")).collect();
+    writeln!(file, "{hex}")?;
+    file.sync_all()
 }
 
 /// The secret in a file's text.
@@ -111,6 +130,26 @@ mod tests {
             error.contains("nts.key") && error.contains("64 hexadecimal"),
             "{error}"
         );
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+
+    #[test]
+    fn replicas_making_the_file_at_once_agree_on_one_secret() {
+        let dir = std::env::temp_dir().join(format!("timeserve-race-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        for round in 0..20 {
+            let path = dir.join(format!("nts-{round}.key"));
+            let made: Vec<([u8; 32], bool)> = std::thread::scope(|scope| {
+                let racers: Vec<_> = (0..4)
+                    .map(|_| scope.spawn(|| read_or_create(&path).unwrap()))
+                    .collect();
+                racers.into_iter().map(|r| r.join().unwrap()).collect()
+            });
+            assert_eq!(made.iter().filter(|(_, created)| *created).count(), 1);
+            assert!(made.iter().all(|(secret, _)| *secret == made[0].0));
+        }
+        let left: Vec<_> = std::fs::read_dir(&dir).unwrap().collect();
+        assert_eq!(left.len(), 20, "no staging file is left behind");
         std::fs::remove_dir_all(&dir).unwrap();
     }
 
