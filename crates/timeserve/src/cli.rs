@@ -104,7 +104,8 @@ pub struct Args {
 
     /// NTP server named to clients in the key exchange (a host name or address),
     /// when they should not use the key exchange's own address.
-    #[arg(long, value_name = "HOST", requires = "nts_cert", help_heading = "NTS")]
+    #[arg(long, value_name = "HOST", requires = "nts_cert", help_heading = "NTS",
+          value_parser = parse_ntp_server)]
     pub nts_ntp_server: Option<String>,
 
     /// NTP port named to clients in the key exchange, when not 123.
@@ -123,15 +124,28 @@ pub struct Args {
     pub nts_ke_timeout: Duration,
 }
 
-/// A rotation interval: a duration of at least a second.
+/// A rotation interval: whole seconds, at least one.
 fn parse_rotation(text: &str) -> Result<Duration, String> {
     let duration = parse_duration(text)?;
-    if duration < Duration::from_secs(1) {
+    if duration < Duration::from_secs(1) || duration.subsec_nanos() != 0 {
         return Err(format!(
-            "'{text}' is under a second: the cookie key rotates every second at most"
+            "'{text}' is not a whole number of seconds (1s at least): the cookie key's periods are whole seconds"
         ));
     }
     Ok(duration)
+}
+
+/// The NTPv4 server named to clients: a host name in ASCII (an IDN as its A-label,
+/// `xn--...`) or an IP address, as RFC 8915 §4.1.7 requires, of at most 253 bytes.
+fn parse_ntp_server(text: &str) -> Result<String, String> {
+    let allowed = |b: u8| b.is_ascii_alphanumeric() || matches!(b, b'.' | b'-' | b':' | b'_');
+    if text.is_empty() || text.len() > 253 || !text.bytes().all(allowed) {
+        return Err(format!(
+            "'{text}' is not a host name or IP address in ASCII (letters, digits, '.', '-', \
+             ':' and '_'; an internationalised name as its xn-- form; 253 bytes at most)"
+        ));
+    }
+    Ok(text.to_string())
 }
 
 /// A duration: seconds (`2`, `0.5`) or a number with a unit (`500ms`, `5s`, `1m`),

@@ -280,11 +280,6 @@ impl Outgoing {
         self.len = len.min(MAX_REPLY_LEN);
         self.sealed = true;
     }
-
-    /// The datagram's bytes.
-    pub fn bytes(&self) -> &[u8] {
-        &self.bytes[..self.len]
-    }
 }
 
 /// Replies waiting to go out with one `sendmmsg`.
@@ -432,14 +427,12 @@ impl SendBatch {
     }
 }
 
+// CMSG_SPACE(sizeof(struct in6_pktinfo)) on LP64 (a 16-byte header and 20 bytes of
+// payload rounded up to 8) fits in a reply's control buffer; in_pktinfo is smaller.
+const _: () = assert!(16 + size_of::<libc::in6_pktinfo>().next_multiple_of(8) <= SEND_CONTROL_LEN);
+
 /// Writes the packet-info control message that sends from `local`; returns its
 /// length (0 when there is none).
-const _: () = assert!(
-    // CMSG_SPACE(sizeof(struct in6_pktinfo)) on LP64: a 16-byte header and 20 bytes
-    // of payload rounded up to 8.
-    16 + size_of::<libc::in6_pktinfo>().next_multiple_of(8) <= SEND_CONTROL_LEN
-);
-
 fn write_pktinfo(control: &mut Control<SEND_CONTROL_LEN>, local: Option<LocalAddr>) -> usize {
     let Some(local) = local else { return 0 };
     // SAFETY: all-zero is a valid msghdr; it only tells the CMSG macros where the
@@ -448,8 +441,9 @@ fn write_pktinfo(control: &mut Control<SEND_CONTROL_LEN>, local: Option<LocalAdd
     header.msg_control = control.0.as_mut_ptr().cast();
     header.msg_controllen = SEND_CONTROL_LEN as _;
     // SAFETY: the buffer is SEND_CONTROL_LEN bytes, aligned for cmsghdr, and large
-    // enough for one header and either payload (asserted below at compile time), so CMSG_FIRSTHDR is non-null and CMSG_DATA
-    // points inside it; write_unaligned makes no alignment assumption.
+    // enough for one header and either payload (asserted above at compile time), so
+    // CMSG_FIRSTHDR is non-null and CMSG_DATA points inside it; write_unaligned makes
+    // no alignment assumption.
     unsafe {
         let cmsg = libc::CMSG_FIRSTHDR(&header);
         match local {

@@ -233,13 +233,19 @@ struct NtsReload {
 }
 
 impl NtsReload {
-    /// Re-reads the certificate and key, then the secret file; says what changed.
+    /// Re-reads the secret file (never making one) and the certificate and key, then
+    /// puts what was read in place; when either fails, neither changes. Says what
+    /// changed.
     fn reload(&self) -> anyhow::Result<String> {
+        let secret = self
+            .key_file
+            .as_deref()
+            .map(secret_file::read)
+            .transpose()?;
         self.certificate.reload()?;
-        let Some(path) = &self.key_file else {
+        let (Some(path), Some(secret)) = (&self.key_file, secret) else {
             return Ok("reloaded the NTS certificate and key".into());
         };
-        let (secret, _) = secret_file::read_or_create(path)?;
         let replaced = MasterSecret::new(secret, self.rotation);
         if self.secret.load().same_secret(&replaced) {
             Ok("reloaded the NTS certificate and key; the NTS key file is unchanged".into())

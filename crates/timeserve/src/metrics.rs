@@ -28,7 +28,8 @@ pub enum KeOutcome {
     InternalServerError,
     /// The TLS handshake failed (or the client did not offer ALPN `ntske/1`).
     Handshake,
-    /// The connection ended before the exchange did.
+    /// The connection ended or failed (reading the request, or writing the answer)
+    /// before the exchange did.
     Truncated,
     /// The exchange took longer than the timeout.
     Timeout,

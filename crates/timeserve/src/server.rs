@@ -301,7 +301,7 @@ impl WorkerContext<'_> {
                 Ok(verified) => {
                     let packet = replies.push(source, meta.local);
                     write_header(packet.header_mut());
-                    if nts.seal(packet, &nts_request, &verified) {
+                    if nts.seal(packet, &nts_request, bytes.len(), &verified) {
                         self.metrics.nts_authenticated();
                     } else {
                         replies.pop();

@@ -93,7 +93,8 @@ impl std::fmt::Debug for MasterSecret {
 }
 
 impl MasterSecret {
-    /// A secret whose cookie key changes every `rotation` (at least a second).
+    /// A secret whose cookie key changes every `rotation` (whole seconds, at least
+    /// one).
     pub fn new(secret: [u8; 32], rotation: Duration) -> MasterSecret {
         MasterSecret {
             secret,
@@ -111,11 +112,6 @@ impl MasterSecret {
     /// Whether `other` has the same secret and rotation (and so makes the same keys).
     pub fn same_secret(&self, other: &MasterSecret) -> bool {
         self.secret == other.secret && self.rotation == other.rotation
-    }
-
-    /// The rotation interval.
-    pub fn rotation(&self) -> Duration {
-        self.rotation
     }
 
     /// The rotation period `now` falls in.

@@ -1,7 +1,8 @@
 //! NTS on the NTP packet (RFC 8915 §5): the extension fields (RFC 7822) of an
 //! authenticated request, checking it, and writing the authenticated reply with
 //! fresh cookies, or the NTS NAK (a Kiss-o'-Death "NTSN") when its cookie or
-//! authenticator fails. Pure functions over bytes, beside [`crate::packet`].
+//! authenticator fails. Pure functions over bytes, beside [`crate::packet`]; the
+//! client's side is [`crate::nts::client`].
 //!
 //! An extension field is a 16-bit type, a 16-bit length (of the whole field, a
 //! multiple of 4) and a body. The Authenticator and Encrypted Extension Fields field
@@ -63,13 +64,17 @@ pub enum Classified<'a> {
     Plain,
     /// An NTS request, to be checked.
     Nts(NtsRequest<'a>),
-    /// NTS fields that do not make a request (missing, repeated or cut short): not
-    /// answered, as no reply could be authenticated or matched.
+    /// NTS fields that do not make a request (missing, repeated or cut short, or a
+    /// placeholder not the length of a cookie): not answered, as no reply could be
+    /// authenticated or matched, or it would be longer than the request.
     Malformed,
 }
 
 /// Reads the extension fields of `packet` (a whole request, header included).
 pub fn classify(packet: &[u8]) -> Classified<'_> {
+    if packet.len() < HEADER_LEN {
+        return Classified::Plain;
+    }
     let mut unique_id = None;
     let mut cookie = None;
     let mut placeholders = 0;
@@ -105,6 +110,11 @@ pub fn classify(packet: &[u8]) -> Classified<'_> {
             }
             field::COOKIE_PLACEHOLDER => {
                 nts = true;
+                // RFC 8915 §5.5: a placeholder is as long as the cookie it asks
+                // for, so that a reply is never longer than its request.
+                if body.len() != COOKIE_LEN {
+                    return Classified::Malformed;
+                }
                 placeholders += 1;
             }
             field::AUTHENTICATOR => {
@@ -136,13 +146,16 @@ pub fn classify(packet: &[u8]) -> Classified<'_> {
 }
 
 /// The nonce and ciphertext of an authenticator field's body.
-fn authenticator(body: &[u8]) -> Option<(&[u8], &[u8])> {
+pub(super) fn authenticator(body: &[u8]) -> Option<(&[u8], &[u8])> {
     let nonce_len = usize::from(u16::from_be_bytes([*body.first()?, *body.get(1)?]));
     let ciphertext_len = usize::from(u16::from_be_bytes([*body.get(2)?, *body.get(3)?]));
     let nonce_at = 4;
     let ciphertext_at = nonce_at + nonce_len.next_multiple_of(4);
     let end = ciphertext_at + ciphertext_len.next_multiple_of(4);
-    if nonce_len < MIN_NONCE || ciphertext_len < TAG_LEN || end > body.len() {
+    if nonce_len < MIN_NONCE
+        || !(TAG_LEN..=crate::packet::MAX_REQUEST_LEN).contains(&ciphertext_len)
+        || end > body.len()
+    {
         return None;
     }
     Some((
@@ -191,8 +204,9 @@ pub fn verify(
             aes_siv::Tag::from_slice(tag),
         )
         .map_err(|_| Rejection::Authenticator)?;
+    // Encrypted placeholders count under the same rule as the others (RFC 8915 §5.5).
     let encrypted_placeholders = fields(plaintext)
-        .filter(|(kind, _)| *kind == field::COOKIE_PLACEHOLDER)
+        .filter(|(kind, body)| *kind == field::COOKIE_PLACEHOLDER && body.len() == COOKIE_LEN)
         .count();
     Ok(Verified {
         keys,
@@ -202,7 +216,7 @@ pub fn verify(
 
 /// The (type, body) of each well-formed extension field in `bytes`, up to the first
 /// that is not.
-fn fields(mut bytes: &[u8]) -> impl Iterator<Item = (u16, &[u8])> {
+pub(super) fn fields(mut bytes: &[u8]) -> impl Iterator<Item = (u16, &[u8])> {
     std::iter::from_fn(move || {
         if bytes.len() < 4 {
             return None;
@@ -274,255 +288,11 @@ pub fn write_nak(out: &mut [u8], unique_id: &[u8]) -> Option<usize> {
     Some(len)
 }
 
-/// A client's side of NTS on NTP (for tests, load generators and proofs): builds
-/// authenticated requests and checks replies.
-#[derive(Debug)]
-pub struct Client {
-    keys: SessionKeys,
-}
-
-/// What a client finds in a reply.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub enum ClientReply {
-    /// Authenticated, with these fresh cookies.
-    Authentic {
-        /// The cookies the reply carried.
-        cookies: Vec<Vec<u8>>,
-    },
-    /// An NTS NAK for this request.
-    Nak,
-    /// Not authentic, or not for this request.
-    Rejected,
-}
-
-impl Client {
-    /// A client holding the keys its key exchange exported.
-    pub fn new(keys: SessionKeys) -> Client {
-        Client { keys }
-    }
-
-    /// An NTPv4 request (transmit timestamp `transmit`) with `unique_id` (32 bytes),
-    /// `cookie` and `placeholders` placeholders, authenticated with `nonce`.
-    pub fn request(
-        &self,
-        transmit: crate::packet::NtpTimestamp,
-        unique_id: &[u8; 32],
-        cookie: &[u8],
-        placeholders: usize,
-        nonce: &[u8; NONCE_LEN],
-    ) -> Vec<u8> {
-        let mut packet = crate::packet::client_request(4, transmit).to_vec();
-        push_field(&mut packet, field::UNIQUE_IDENTIFIER, unique_id);
-        push_field(&mut packet, field::COOKIE, cookie);
-        for _ in 0..placeholders {
-            push_field(
-                &mut packet,
-                field::COOKIE_PLACEHOLDER,
-                &vec![0; cookie.len()],
-            );
-        }
-        let authenticated_len = packet.len();
-        let mut ciphertext = Vec::new();
-        let tag = Aes128Siv::new((&self.keys.c2s).into())
-            .encrypt_in_place_detached([&packet[..], nonce.as_slice()], &mut ciphertext[..])
-            .expect("two headers are within AES-SIV's limit");
-        ciphertext.splice(0..0, tag);
-        let mut body = Vec::new();
-        body.extend_from_slice(&(NONCE_LEN as u16).to_be_bytes());
-        body.extend_from_slice(&(ciphertext.len() as u16).to_be_bytes());
-        body.extend_from_slice(nonce);
-        body.extend_from_slice(&ciphertext);
-        push_field(&mut packet, field::AUTHENTICATOR, &body);
-        debug_assert_eq!(packet[authenticated_len..].len(), 4 + body.len());
-        packet
-    }
-
-    /// Checks `reply` against the request that carried `unique_id`.
-    pub fn check(&self, reply: &[u8], unique_id: &[u8; 32]) -> ClientReply {
-        let mut echoed = false;
-        let mut rest = reply.get(HEADER_LEN..).unwrap_or_default();
-        let mut at = HEADER_LEN;
-        while rest.len() >= 4 {
-            let kind = u16::from_be_bytes([rest[0], rest[1]]);
-            let length = usize::from(u16::from_be_bytes([rest[2], rest[3]]));
-            if length < 4 || length > rest.len() {
-                return ClientReply::Rejected;
-            }
-            let body = &rest[4..length];
-            match kind {
-                field::UNIQUE_IDENTIFIER => echoed = body == unique_id,
-                field::AUTHENTICATOR if echoed => {
-                    let Some((nonce, ciphertext)) = authenticator(body) else {
-                        return ClientReply::Rejected;
-                    };
-                    let (tag, encrypted) = ciphertext.split_at(TAG_LEN);
-                    let mut plaintext = encrypted.to_vec();
-                    let opened = Aes128Siv::new((&self.keys.s2c).into()).decrypt_in_place_detached(
-                        [&reply[..at], nonce],
-                        &mut plaintext,
-                        aes_siv::Tag::from_slice(tag),
-                    );
-                    if opened.is_err() {
-                        return ClientReply::Rejected;
-                    }
-                    let cookies = fields(&plaintext)
-                        .filter(|(kind, _)| *kind == field::COOKIE)
-                        .map(|(_, body)| body.to_vec())
-                        .collect();
-                    return ClientReply::Authentic { cookies };
-                }
-                _ => {}
-            }
-            rest = &rest[length..];
-            at += length;
-        }
-        if echoed && reply.len() >= HEADER_LEN && reply[12..16] == KISS_NTS_NAK && reply[1] == 0 {
-            ClientReply::Nak
-        } else {
-            ClientReply::Rejected
-        }
-    }
-}
-
 /// Appends an extension field of `kind` with `body` (padded to a multiple of 4).
-fn push_field(packet: &mut Vec<u8>, kind: u16, body: &[u8]) {
+pub(super) fn push_field(packet: &mut Vec<u8>, kind: u16, body: &[u8]) {
     let padded = body.len().next_multiple_of(4);
     packet.extend_from_slice(&kind.to_be_bytes());
     packet.extend_from_slice(&((4 + padded) as u16).to_be_bytes());
     packet.extend_from_slice(body);
     packet.resize(packet.len() + padded - body.len(), 0);
-}
-
-#[cfg(test)]
-mod tests {
-    use std::time::{Duration, SystemTime, UNIX_EPOCH};
-
-    use super::*;
-    use crate::nts::cookie::MasterSecret;
-    use crate::packet::NtpTimestamp;
-
-    fn setup() -> (CookieJar, Client, Vec<u8>, SystemTime) {
-        let now = UNIX_EPOCH + Duration::from_secs(1_800_000_000);
-        let mut jar = CookieJar::new(MasterSecret::new([3; 32], Duration::from_secs(86_400)));
-        let keys = SessionKeys {
-            c2s: [4; 32],
-            s2c: [5; 32],
-        };
-        let cookie = jar.seal(&keys, now, &[6; 16]).to_vec();
-        (jar, Client::new(keys), cookie, now)
-    }
-
-    /// The server's whole path for one request: classify, verify, seal.
-    fn answer(packet: &[u8], jar: &mut CookieJar, now: SystemTime) -> Result<Vec<u8>, Rejection> {
-        let Classified::Nts(request) = classify(packet) else {
-            panic!("not an NTS request");
-        };
-        let verified = verify(packet, &request, jar, now)?;
-        let cookies: Vec<_> = (0..verified.cookies)
-            .map(|i| jar.seal(&verified.keys, now, &[0x80 + i as u8; 16]))
-            .collect();
-        let mut out = vec![0u8; 1024];
-        out[..HEADER_LEN].copy_from_slice(&packet[..HEADER_LEN]);
-        let len = seal_reply(
-            &mut out,
-            request.unique_id,
-            &verified.keys.s2c,
-            &cookies,
-            &[9; 16],
-        )
-        .unwrap();
-        out.truncate(len);
-        Ok(out)
-    }
-
-    #[test]
-    fn an_authenticated_request_gets_an_authentic_reply_with_a_cookie_per_placeholder() {
-        let (mut jar, client, cookie, now) = setup();
-        for placeholders in [0, 1, 7, 9] {
-            let uid = [placeholders as u8; 32];
-            let request = client.request(NtpTimestamp(42), &uid, &cookie, placeholders, &[1; 16]);
-            let reply = answer(&request, &mut jar, now).unwrap();
-            assert!(reply.len() <= request.len(), "no amplification");
-            let ClientReply::Authentic { cookies } = client.check(&reply, &uid) else {
-                panic!("not authentic");
-            };
-            assert_eq!(cookies.len(), (1 + placeholders).min(MAX_COOKIES));
-            for fresh in cookies {
-                assert_ne!(fresh, cookie);
-                assert_eq!(jar.open(&fresh, now).unwrap().c2s, [4; 32]);
-            }
-            // Another request's identifier does not match it.
-            assert_eq!(client.check(&reply, &[0xee; 32]), ClientReply::Rejected);
-        }
-    }
-
-    #[test]
-    fn a_flipped_bit_anywhere_in_a_request_or_a_reply_is_caught() {
-        let (mut jar, client, cookie, now) = setup();
-        let uid = [1; 32];
-        let request = client.request(NtpTimestamp(42), &uid, &cookie, 1, &[1; 16]);
-        for bit in 0..request.len() * 8 {
-            let mut flipped = request.clone();
-            flipped[bit / 8] ^= 1 << (bit % 8);
-            // Either not an NTS request any more, or refused: never answered.
-            if let Classified::Nts(parsed) = classify(&flipped) {
-                assert!(
-                    verify(&flipped, &parsed, &mut jar, now).is_err(),
-                    "bit {bit} of the request"
-                );
-            }
-        }
-        let reply = answer(&request, &mut jar, now).unwrap();
-        for bit in 0..reply.len() * 8 {
-            let mut flipped = reply.clone();
-            flipped[bit / 8] ^= 1 << (bit % 8);
-            assert!(
-                !matches!(client.check(&flipped, &uid), ClientReply::Authentic { .. }),
-                "bit {bit} of the reply"
-            );
-        }
-    }
-
-    #[test]
-    fn a_cookie_from_another_server_is_a_cookie_rejection_and_the_nak_echoes_the_identifier() {
-        let (_, client, cookie, now) = setup();
-        let mut other = CookieJar::new(MasterSecret::new([8; 32], Duration::from_secs(86_400)));
-        let uid = [2; 32];
-        let request = client.request(NtpTimestamp(42), &uid, &cookie, 0, &[1; 16]);
-        assert_eq!(
-            answer(&request, &mut other, now).unwrap_err(),
-            Rejection::Cookie(CookieError::Forged)
-        );
-        let Classified::Nts(parsed) = classify(&request) else {
-            panic!()
-        };
-        let mut out = [0u8; 1024];
-        out[12..16].copy_from_slice(&KISS_NTS_NAK);
-        let len = write_nak(&mut out, parsed.unique_id).unwrap();
-        assert_eq!(client.check(&out[..len], &uid), ClientReply::Nak);
-    }
-
-    #[test]
-    fn plain_requests_and_broken_nts_fields_are_told_apart() {
-        let plain = crate::packet::client_request(4, NtpTimestamp(1));
-        assert_eq!(classify(&plain), Classified::Plain);
-        // A legacy MAC (key id and digest) is not an extension field.
-        let mut mac = plain.to_vec();
-        mac.extend_from_slice(&[0, 0, 0, 1]);
-        mac.extend_from_slice(&[0xab; 16]);
-        assert_eq!(classify(&mac), Classified::Plain);
-        let (_, client, cookie, _) = setup();
-        let request = client.request(NtpTimestamp(1), &[1; 32], &cookie, 0, &[1; 16]);
-        // Cut before the authenticator ends, or without it.
-        assert_eq!(
-            classify(&request[..request.len() - 4]),
-            Classified::Malformed
-        );
-        let without = &request[..HEADER_LEN + 36 + 108];
-        assert_eq!(classify(without), Classified::Malformed);
-        // A short unique identifier.
-        let mut short = plain.to_vec();
-        push_field(&mut short, field::UNIQUE_IDENTIFIER, &[0; 8]);
-        assert_eq!(classify(&short), Classified::Malformed);
-    }
 }

@@ -75,6 +75,9 @@ impl KeServer {
         let mut addresses = Vec::new();
         for &address in &settings.listen {
             let listener = bind_tcp(address)?;
+            listener
+                .set_nonblocking(true)
+                .map_err(|cause| Error::Bind { address, cause })?;
             addresses.push(listener.local_addr().unwrap_or(address));
             listeners.push(listener);
         }
@@ -117,9 +120,8 @@ impl KeServer {
         });
         let mut accepting = tokio::task::JoinSet::new();
         for (listener, address) in self.listeners.into_iter().zip(self.addresses) {
-            let bind_error = |cause| Error::Bind { address, cause };
-            listener.set_nonblocking(true).map_err(bind_error)?;
-            let listener = tokio::net::TcpListener::from_std(listener).map_err(bind_error)?;
+            let listener = tokio::net::TcpListener::from_std(listener)
+                .map_err(|cause| Error::Bind { address, cause })?;
             accepting.spawn(accept_loop(
                 listener,
                 Arc::clone(&slots),
@@ -142,10 +144,18 @@ async fn accept_loop(
     loop {
         tokio::select! {
             accepted = listener.accept() => {
-                let Ok((stream, _)) = accepted else {
-                    // EMFILE and the like: wait for connections to end.
-                    tokio::time::sleep(Duration::from_millis(10)).await;
-                    continue;
+                let stream = match accepted {
+                    Ok((stream, _)) => stream,
+                    // Out of descriptors or memory: wait for connections to end.
+                    Err(error) if matches!(
+                        error.raw_os_error(),
+                        Some(libc::EMFILE | libc::ENFILE | libc::ENOBUFS | libc::ENOMEM)
+                    ) => {
+                        tokio::time::sleep(Duration::from_millis(10)).await;
+                        continue;
+                    }
+                    // One connection's failure (ECONNABORTED...): the next one.
+                    Err(_) => continue,
                 };
                 match Arc::clone(&slots).try_acquire_owned() {
                     Ok(slot) => {
@@ -224,7 +234,8 @@ impl Session {
                         }
                     }
                 } else {
-                    records::write_response(&mut answer, choice, &[[0u8; 0]; 0], &self.endpoint);
+                    let no_cookies: &[[u8; COOKIE_LEN]] = &[];
+                    records::write_response(&mut answer, choice, no_cookies, &self.endpoint);
                     KeOutcome::Unsupported
                 }
             }

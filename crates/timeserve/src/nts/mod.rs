@@ -1,13 +1,14 @@
 //! Network Time Security (RFC 8915): the key exchange over TLS that hands a client
 //! its keys and cookies ([`ke`], [`records`]), the cookies that carry those keys
 //! back to any worker ([`cookie`]), the master secret they are sealed under
-//! ([`secret_file`]), and the authenticated NTP exchange on the UDP workers
-//! ([`extension`]).
+//! ([`secret_file`]), the authenticated NTP exchange on the UDP workers
+//! ([`extension`], [`responder`]), and a client's side of it ([`client`]).
 //!
 //! One AEAD algorithm is offered: AEAD_AES_SIV_CMAC_256, the one RFC 8915 makes
 //! mandatory and the one chrony, NTPsec and ntpd-rs use by default. (The 384 and 512
 //! variants add key length, not a property a time client needs.)
 
+pub mod client;
 pub mod cookie;
 pub mod extension;
 pub mod ke;

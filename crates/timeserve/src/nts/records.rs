@@ -104,8 +104,9 @@ pub fn parse_request(bytes: &[u8]) -> Parsed {
                     return Parsed::Refused(ErrorCode::BadRequest);
                 }
                 match numbers(body) {
-                    Some(list) => protocols = Some(list),
-                    None => return Parsed::Refused(ErrorCode::BadRequest),
+                    // RFC 8915 §4.1.2: at least one protocol.
+                    Some(list) if !list.is_empty() => protocols = Some(list),
+                    _ => return Parsed::Refused(ErrorCode::BadRequest),
                 }
             }
             kind::AEAD_ALGORITHM => {
@@ -113,8 +114,9 @@ pub fn parse_request(bytes: &[u8]) -> Parsed {
                     return Parsed::Refused(ErrorCode::BadRequest);
                 }
                 match numbers(body) {
-                    Some(list) => algorithms = Some(list),
-                    None => return Parsed::Refused(ErrorCode::BadRequest),
+                    // RFC 8915 §4.1.5: at least one algorithm.
+                    Some(list) if !list.is_empty() => algorithms = Some(list),
+                    _ => return Parsed::Refused(ErrorCode::BadRequest),
                 }
             }
             // A client sends no errors, warnings or cookies.
@@ -343,7 +345,7 @@ mod tests {
     fn malformed_requests_are_refused_with_their_code() {
         let protocol = raw(kind::NEXT_PROTOCOL | CRITICAL, &[0, 0]);
         let aead = raw(kind::AEAD_ALGORITHM | CRITICAL, &[0, 15]);
-        let cases: [(Vec<u8>, ErrorCode); 7] = [
+        let cases: [(Vec<u8>, ErrorCode); 9] = [
             // No Next Protocol record.
             ([aead.clone(), end()].concat(), ErrorCode::BadRequest),
             // NTPv4 without an algorithm.
@@ -356,6 +358,25 @@ mod tests {
             // Two Next Protocol records.
             (
                 [protocol.clone(), protocol.clone(), aead.clone(), end()].concat(),
+                ErrorCode::BadRequest,
+            ),
+            // An empty list of protocols, or of algorithms.
+            (
+                [
+                    raw(kind::NEXT_PROTOCOL | CRITICAL, &[]),
+                    aead.clone(),
+                    end(),
+                ]
+                .concat(),
+                ErrorCode::BadRequest,
+            ),
+            (
+                [
+                    protocol.clone(),
+                    raw(kind::AEAD_ALGORITHM | CRITICAL, &[]),
+                    end(),
+                ]
+                .concat(),
                 ErrorCode::BadRequest,
             ),
             // An odd-length list.

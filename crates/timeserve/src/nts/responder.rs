@@ -8,7 +8,7 @@ use crate::metrics::NtsNak;
 use crate::nts::cookie::{CookieJar, COOKIE_LEN, NONCE_LEN};
 use crate::nts::extension::{self, NtsRequest, Rejection, Verified, MAX_COOKIES};
 use crate::nts::SharedSecret;
-use crate::packet::{NtpTimestamp, HEADER_LEN};
+use crate::packet::NtpTimestamp;
 
 /// Random bytes fetched from the operating system at once: nonces for about 28
 /// replies of eight cookies, or 256 of one.
@@ -67,19 +67,24 @@ impl Responder {
     /// Finishes the authenticated reply whose header (a reply or a Kiss-o'-Death) is
     /// in `out`: stamps its transmit timestamp now (the header is authenticated, so
     /// it cannot be stamped later), then adds the request's identifier and the
-    /// fresh cookies under the client's server-to-client key. Returns false when no
-    /// random numbers were to be had (the reply is then not sent).
+    /// fresh cookies under the client's server-to-client key, as many as fit in the
+    /// request's length (`request_len`: a reply is never longer). Returns false when
+    /// no random numbers were to be had (the reply is then not sent).
     pub fn seal(
         &mut self,
         out: &mut Outgoing,
         request: &NtsRequest<'_>,
+        request_len: usize,
         verified: &Verified,
     ) -> bool {
         let now = SystemTime::now();
         out.header_mut()[40..48]
             .copy_from_slice(&NtpTimestamp::from_system_time(now).0.to_be_bytes());
         let mut cookies = [[0u8; COOKIE_LEN]; MAX_COOKIES];
-        let count = verified.cookies.min(MAX_COOKIES);
+        let mut count = verified.cookies;
+        while count > 1 && extension::reply_len(request.unique_id.len(), count) > request_len {
+            count -= 1;
+        }
         for cookie in &mut cookies[..count] {
             let Some(nonce) = self.nonce() else {
                 return false;
@@ -109,11 +114,11 @@ impl Responder {
         let now = NtpTimestamp::from_system_time(SystemTime::now());
         out.header_mut()[40..48].copy_from_slice(&now.0.to_be_bytes());
         match extension::write_nak(out.buffer_mut(), request.unique_id) {
-            Some(len) if len >= HEADER_LEN => {
+            Some(len) => {
                 out.seal(len);
                 true
             }
-            _ => false,
+            None => false,
         }
     }
 

@@ -39,6 +39,18 @@ pub enum SecretFileError {
     },
 }
 
+/// Reads the secret in `path` (a reload: a missing file is an error, never a new
+/// secret).
+pub fn read(path: &Path) -> Result<[u8; 32], SecretFileError> {
+    let text = std::fs::read_to_string(path).map_err(|cause| SecretFileError::Io {
+        path: path.to_owned(),
+        cause,
+    })?;
+    parse(&text).ok_or_else(|| SecretFileError::Format {
+        path: path.to_owned(),
+    })
+}
+
 /// Reads the secret in `path`, or creates the file with a new random secret (mode
 /// 0600) when there is none. Returns the secret and whether this call created it.
 pub fn read_or_create(path: &Path) -> Result<([u8; 32], bool), SecretFileError> {
@@ -46,15 +58,9 @@ pub fn read_or_create(path: &Path) -> Result<([u8; 32], bool), SecretFileError> 
         path: path.to_owned(),
         cause,
     };
-    match std::fs::read_to_string(path) {
-        Ok(text) => {
-            parse(&text)
-                .map(|secret| (secret, false))
-                .ok_or_else(|| SecretFileError::Format {
-                    path: path.to_owned(),
-                })
-        }
-        Err(error) if error.kind() == std::io::ErrorKind::NotFound => {
+    match read(path) {
+        Ok(secret) => Ok((secret, false)),
+        Err(SecretFileError::Io { cause, .. }) if cause.kind() == std::io::ErrorKind::NotFound => {
             // The secret, and a name of its own for the staging file.
             let mut random = [0; 40];
             getrandom::fill(&mut random).map_err(|cause| SecretFileError::Random {
@@ -78,7 +84,7 @@ pub fn read_or_create(path: &Path) -> Result<([u8; 32], bool), SecretFileError> 
                 Err(error) => Err(io(error)),
             }
         }
-        Err(error) => Err(io(error)),
+        Err(error) => Err(error),
     }
 }
 
@@ -97,7 +103,7 @@ fn write_private(path: &Path, secret: &[u8; 32]) -> std::io::Result<()> {
 /// The secret in a file's text.
 fn parse(text: &str) -> Option<[u8; 32]> {
     let digits = text.trim();
-    if digits.len() != 64 || !digits.is_ascii() {
+    if digits.len() != 64 || !digits.bytes().all(|b| b.is_ascii_hexdigit()) {
         return None;
     }
     let mut secret = [0; 32];
@@ -115,10 +121,12 @@ mod tests {
 
     #[test]
     fn a_missing_file_is_created_private_and_read_back_the_same() {
-        let dir = std::env::temp_dir().join(format!("timeserve-secret-{}", std::process::id()));
-        std::fs::create_dir_all(&dir).unwrap();
-        let path = dir.join("nts.key");
-        let _ = std::fs::remove_file(&path);
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("nts.key");
+        assert!(
+            matches!(read(&path), Err(SecretFileError::Io { .. })),
+            "a reload never creates"
+        );
         let (made, created) = read_or_create(&path).unwrap();
         assert!(created);
         let mode = std::fs::metadata(&path).unwrap().permissions().mode();
@@ -130,13 +138,12 @@ mod tests {
             error.contains("nts.key") && error.contains("64 hexadecimal"),
             "{error}"
         );
-        std::fs::remove_dir_all(&dir).unwrap();
     }
 
     #[test]
     fn replicas_making_the_file_at_once_agree_on_one_secret() {
-        let dir = std::env::temp_dir().join(format!("timeserve-race-{}", std::process::id()));
-        std::fs::create_dir_all(&dir).unwrap();
+        let dir = tempfile::tempdir().unwrap();
+        let dir = dir.path();
         for round in 0..20 {
             let path = dir.join(format!("nts-{round}.key"));
             let made: Vec<([u8; 32], bool)> = std::thread::scope(|scope| {
@@ -148,9 +155,8 @@ mod tests {
             assert_eq!(made.iter().filter(|(_, created)| *created).count(), 1);
             assert!(made.iter().all(|(secret, _)| *secret == made[0].0));
         }
-        let left: Vec<_> = std::fs::read_dir(&dir).unwrap().collect();
+        let left: Vec<_> = std::fs::read_dir(dir).unwrap().collect();
         assert_eq!(left.len(), 20, "no staging file is left behind");
-        std::fs::remove_dir_all(&dir).unwrap();
     }
 
     #[test]
@@ -160,5 +166,6 @@ mod tests {
         assert_eq!((secret[0], secret[1]), (0, 0xff));
         assert!(parse(&"0".repeat(63)).is_none());
         assert!(parse(&"g".repeat(64)).is_none());
+        assert!(parse(&"+f".repeat(32)).is_none(), "only hex digits");
     }
 }

@@ -9,8 +9,8 @@ use std::process::Child;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 
+use timeserve::nts::client::{Client, ClientReply};
 use timeserve::nts::cookie::SessionKeys;
-use timeserve::nts::extension::{Client, ClientReply};
 use timeserve::nts::ke::{export_keys, ALPN};
 use timeserve::nts::records::{self, Response};
 
@@ -382,10 +382,38 @@ fn replicas_sharing_a_key_file_open_each_others_cookies_and_sighup_reloads_it_an
 }
 
 #[test]
+fn a_reload_that_finds_no_key_file_changes_nothing_and_makes_none() {
+    let pki = Pki::new();
+    let key_file = pki.dir.path().join("nts.key");
+    let server = nts_server(&pki, &["--nts-key-file", key_file.to_str().unwrap()]);
+    let exchanged = exchange(&server, &pki);
+    std::fs::remove_file(&key_file).unwrap();
+    server.signal(libc::SIGHUP);
+    server.wait_for_signals_taken();
+    let client = Client::new(exchanged.keys.clone());
+    let socket = super::client(server.address());
+    let (reply, unique_id, _) = ask(&socket, &client, &exchanged.response.cookies[0], 0);
+    assert!(
+        matches!(
+            client.check(&reply, &unique_id),
+            ClientReply::Authentic { .. }
+        ),
+        "the secret in use stays"
+    );
+    assert!(!key_file.exists(), "a reload never makes a new secret");
+    let (code, stderr) = server.terminate();
+    assert_eq!(code, Some(0), "{stderr}");
+    assert!(
+        stderr.contains("SIGHUP: NTS key file") && stderr.contains("nts.key"),
+        "{stderr}"
+    );
+}
+
+#[test]
 fn bad_nts_files_name_the_file_and_what_is_expected() {
     let pki = Pki::new();
     let missing = pki.dir.path().join("missing.pem");
-    let cases: [(Vec<&str>, &str); 3] = [
+    let cases: [(Vec<&str>, &str); 5] = [
         (
             vec![
                 "--nts-cert",
@@ -405,6 +433,28 @@ fn bad_nts_files_name_the_file_and_what_is_expected() {
             "private key",
         ),
         (vec!["--nts-cert", pki.cert.to_str().unwrap()], "--nts-key"),
+        (
+            vec![
+                "--nts-cert",
+                pki.cert.to_str().unwrap(),
+                "--nts-key",
+                pki.key.to_str().unwrap(),
+                "--nts-ntp-server",
+                "tíme.example",
+            ],
+            "not a host name or IP address in ASCII",
+        ),
+        (
+            vec![
+                "--nts-cert",
+                pki.cert.to_str().unwrap(),
+                "--nts-key",
+                pki.key.to_str().unwrap(),
+                "--nts-key-rotation",
+                "1.5s",
+            ],
+            "not a whole number of seconds",
+        ),
     ];
     for (args, expected) in cases {
         let output = Command::new(env!("CARGO_BIN_EXE_timeserve"))

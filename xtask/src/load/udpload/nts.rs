@@ -12,7 +12,8 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use anyhow::{bail, Context as _, Result};
-use timeserve::nts::extension::{Client, ClientReply, KISS_NTS_NAK};
+use timeserve::nts::client::{Client, ClientReply};
+use timeserve::nts::extension::KISS_NTS_NAK;
 use timeserve::nts::ke::{export_keys, ALPN};
 use timeserve::nts::records::{self, Response};
 use timeserve::nts::AEAD_AES_SIV_CMAC_256;
