@@ -113,7 +113,8 @@ pub struct Args {
           value_parser = clap::value_parser!(u16).range(1..))]
     pub nts_ntp_port: Option<u16>,
 
-    /// Key exchanges served at once; more are closed unanswered.
+    /// Key exchanges served at once, a quarter of them (at least one) from any one
+    /// address; more are closed unanswered.
     #[arg(long, value_name = "N", default_value_t = 100, help_heading = "NTS",
           value_parser = clap::value_parser!(u32).range(1..=100_000))]
     pub nts_ke_max_connections: u32,

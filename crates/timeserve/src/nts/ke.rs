@@ -5,11 +5,13 @@
 //! and the connection is closed. A connection that has not finished within the
 //! timeout is cut, and connections past the limit are closed at once (chrony's
 //! `ntsserverconnections` does the same), so that a flood of handshakes cannot hold
-//! the server's memory.
+//! the server's memory; one address may hold a quarter of the slots at most, so that
+//! one host keeping connections open cannot keep everyone else out.
 
-use std::net::SocketAddr;
+use std::collections::HashMap;
+use std::net::{IpAddr, SocketAddr};
 use std::path::{Path, PathBuf};
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, SystemTime};
 
 use arc_swap::ArcSwap;
@@ -18,7 +20,7 @@ use rustls::pki_types::{CertificateDer, PrivateKeyDer};
 use rustls::ServerConfig;
 use tokio::io::{AsyncReadExt as _, AsyncWriteExt as _};
 use tokio::net::TcpStream;
-use tokio::sync::Semaphore;
+use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 
 use crate::error::Error;
 use crate::metrics::{KeOutcome, Metrics};
@@ -110,7 +112,7 @@ impl KeServer {
         metrics: Arc<Metrics>,
         shutdown: impl std::future::Future<Output = ()>,
     ) -> Result<(), Error> {
-        let slots = Arc::new(Semaphore::new(self.settings.max_connections.max(1)));
+        let slots = Arc::new(Slots::new(self.settings.max_connections));
         let session = Arc::new(Session {
             tls: self.tls,
             secret: self.secret,
@@ -135,17 +137,13 @@ impl KeServer {
 }
 
 /// Accepts connections forever, each served by its own task while a slot is free.
-async fn accept_loop(
-    listener: tokio::net::TcpListener,
-    slots: Arc<Semaphore>,
-    session: Arc<Session>,
-) {
+async fn accept_loop(listener: tokio::net::TcpListener, slots: Arc<Slots>, session: Arc<Session>) {
     let mut sessions = tokio::task::JoinSet::new();
     loop {
         tokio::select! {
             accepted = listener.accept() => {
-                let stream = match accepted {
-                    Ok((stream, _)) => stream,
+                let (stream, peer) = match accepted {
+                    Ok(accepted) => accepted,
                     // Out of descriptors or memory: wait for connections to end.
                     Err(error) if matches!(
                         error.raw_os_error(),
@@ -157,21 +155,76 @@ async fn accept_loop(
                     // One connection's failure (ECONNABORTED...): the next one.
                     Err(_) => continue,
                 };
-                match Arc::clone(&slots).try_acquire_owned() {
-                    Ok(slot) => {
+                match Slots::take(&slots, peer.ip()) {
+                    Some(slot) => {
                         let session = Arc::clone(&session);
                         sessions.spawn(async move {
                             session.serve(stream).await;
                             drop(slot);
                         });
                     }
-                    Err(_) => {
+                    None => {
                         session.metrics.key_exchange(KeOutcome::Busy);
                         drop(stream);
                     }
                 }
             }
             Some(_) = sessions.join_next(), if !sessions.is_empty() => {}
+        }
+    }
+}
+
+/// The key exchanges served at once: `--nts-ke-max-connections` in all, and a
+/// quarter of them (at least one) from any one address.
+struct Slots {
+    total: Arc<Semaphore>,
+    per_address: usize,
+    held: Mutex<HashMap<IpAddr, usize>>,
+}
+
+/// One key exchange's place among the [`Slots`], given back when dropped.
+struct Slot {
+    slots: Arc<Slots>,
+    address: IpAddr,
+    _permit: OwnedSemaphorePermit,
+}
+
+impl Slots {
+    fn new(total: usize) -> Slots {
+        let total = total.max(1);
+        Slots {
+            total: Arc::new(Semaphore::new(total)),
+            per_address: (total / 4).max(1),
+            held: Mutex::new(HashMap::new()),
+        }
+    }
+
+    /// A slot for a connection from `address`, unless every slot, or its address's
+    /// share, is taken.
+    fn take(slots: &Arc<Slots>, address: IpAddr) -> Option<Slot> {
+        let permit = Arc::clone(&slots.total).try_acquire_owned().ok()?;
+        let mut held = slots.held.lock().unwrap_or_else(|e| e.into_inner());
+        let count = held.entry(address).or_insert(0);
+        if *count >= slots.per_address {
+            return None;
+        }
+        *count += 1;
+        Some(Slot {
+            slots: Arc::clone(slots),
+            address,
+            _permit: permit,
+        })
+    }
+}
+
+impl Drop for Slot {
+    fn drop(&mut self) {
+        let mut held = self.slots.held.lock().unwrap_or_else(|e| e.into_inner());
+        if let Some(count) = held.get_mut(&self.address) {
+            *count -= 1;
+            if *count == 0 {
+                held.remove(&self.address);
+            }
         }
     }
 }

@@ -299,22 +299,29 @@ fn the_key_exchange_refuses_what_rfc_8915_forbids_and_names_the_ntp_endpoint() {
 }
 
 #[test]
-fn idle_key_exchanges_are_cut_at_the_timeout_and_those_past_the_limit_closed() {
+fn idle_key_exchanges_are_cut_at_the_timeout_and_those_past_the_limits_closed() {
     let pki = Pki::new();
+    // Four slots in all, one per address.
     let server = nts_server(
         &pki,
-        &["--nts-ke-timeout", "1s", "--nts-ke-max-connections", "2"],
+        &["--nts-ke-timeout", "1s", "--nts-ke-max-connections", "4"],
     );
     let ke = server.key_exchange[0];
-    let idle: Vec<TcpStream> = (0..2).map(|_| TcpStream::connect(ke).unwrap()).collect();
-    // Both slots are taken once the server has accepted them; a third is closed.
-    let mut third = TcpStream::connect(ke).unwrap();
-    third.set_read_timeout(Some(SETTLE)).unwrap();
     let mut byte = [0u8; 1];
-    assert_eq!(third.read(&mut byte).unwrap_or(0), 0, "closed unanswered");
+    let closed_unanswered = |mut stream: TcpStream| {
+        stream.set_read_timeout(Some(SETTLE)).unwrap();
+        let mut byte = [0u8; 1];
+        stream.read(&mut byte).unwrap_or(0) == 0
+    };
+    let mut idle = vec![connect_from(2, ke)];
+    // A second from the same address is past its share.
+    assert!(closed_unanswered(connect_from(2, ke)));
+    idle.extend((3..=5).map(|host| connect_from(host, ke)));
+    // Every slot is taken: another address is closed too.
+    assert!(closed_unanswered(connect_from(6, ke)));
     server.wait_for_metric(
         "timeserve_nts_key_exchanges_total{outcome=\"busy\"} ",
-        |n| n == 1,
+        |n| n == 2,
     );
     // The idle ones are cut after a second, and the slots are free again.
     for mut stream in idle {
@@ -323,9 +330,19 @@ fn idle_key_exchanges_are_cut_at_the_timeout_and_those_past_the_limit_closed() {
     }
     server.wait_for_metric(
         "timeserve_nts_key_exchanges_total{outcome=\"timeout\"} ",
-        |n| n == 2,
+        |n| n == 4,
     );
     assert_eq!(exchange(&server, &pki).response.cookies.len(), 8);
+}
+
+/// A TCP connection to `server` from 127.0.0.`host`.
+fn connect_from(host: u8, server: SocketAddr) -> TcpStream {
+    let socket = socket2::Socket::new(socket2::Domain::IPV4, socket2::Type::STREAM, None).unwrap();
+    socket
+        .bind(&SocketAddr::from(([127, 0, 0, host], 0)).into())
+        .unwrap();
+    socket.connect(&server.into()).unwrap();
+    socket.into()
 }
 
 #[test]
