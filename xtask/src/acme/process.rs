@@ -170,21 +170,58 @@ pub(crate) fn output_within(
     })
 }
 
-/// A TCP port of 127.0.0.1 that was free a moment ago.
+/// The ports [`free_tcp_port`] and [`free_udp_port`] have handed out in this process.
+/// Each port is bound and closed again to be found, and the kernel may hand a port
+/// just closed to the next bind: two that were free a moment ago can be the same one
+/// (a renewal scenario's ioserve once got pebble's port), so no port is given twice.
+static HANDED_OUT: std::sync::Mutex<std::collections::BTreeSet<u16>> =
+    std::sync::Mutex::new(std::collections::BTreeSet::new());
+
+/// Keeps `port` for its caller unless it was handed out before.
+fn hand_out(port: u16) -> bool {
+    HANDED_OUT
+        .lock()
+        .unwrap_or_else(|e| e.into_inner())
+        .insert(port)
+}
+
+/// A TCP port of 127.0.0.1 that was free a moment ago, and not handed out before.
 pub(crate) fn free_tcp_port() -> Result<u16> {
-    let listener = TcpListener::bind((Ipv4Addr::LOCALHOST, 0)).context("cannot bind a port")?;
-    Ok(listener.local_addr()?.port())
+    for _ in 0..64 {
+        let listener = TcpListener::bind((Ipv4Addr::LOCALHOST, 0)).context("cannot bind a port")?;
+        let port = listener.local_addr()?.port();
+        if hand_out(port) {
+            return Ok(port);
+        }
+    }
+    bail!("found no TCP port that was not handed out already")
 }
 
 /// A UDP port of 127.0.0.1 that was free a moment ago (and whose TCP twin is free too:
-/// challtestsrv listens on both).
+/// challtestsrv listens on both), and not handed out before.
 pub(crate) fn free_udp_port() -> Result<u16> {
-    for _ in 0..20 {
+    for _ in 0..64 {
         let socket = UdpSocket::bind((Ipv4Addr::LOCALHOST, 0)).context("cannot bind a port")?;
         let port = socket.local_addr()?.port();
-        if TcpListener::bind((Ipv4Addr::LOCALHOST, port)).is_ok() {
+        if TcpListener::bind((Ipv4Addr::LOCALHOST, port)).is_ok() && hand_out(port) {
             return Ok(port);
         }
     }
     bail!("found no port free for both UDP and TCP")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn no_port_is_handed_out_twice() {
+        let mut seen = std::collections::BTreeSet::new();
+        for _ in 0..200 {
+            assert!(seen.insert(free_tcp_port().unwrap()));
+        }
+        for _ in 0..50 {
+            assert!(seen.insert(free_udp_port().unwrap()));
+        }
+    }
 }
