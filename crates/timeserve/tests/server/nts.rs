@@ -430,46 +430,25 @@ fn a_reload_that_finds_no_key_file_changes_nothing_and_makes_none() {
 fn bad_nts_files_name_the_file_and_what_is_expected() {
     let pki = Pki::new();
     let missing = pki.dir.path().join("missing.pem");
+    let (cert, key) = (pki.cert.to_str().unwrap(), pki.key.to_str().unwrap());
+    let with_files = |extra: &[&'static str]| {
+        let mut args = vec!["--nts-cert", cert, "--nts-key", key];
+        args.extend_from_slice(extra);
+        args
+    };
     let cases: [(Vec<&str>, &str); 5] = [
         (
-            vec![
-                "--nts-cert",
-                missing.to_str().unwrap(),
-                "--nts-key",
-                pki.key.to_str().unwrap(),
-            ],
+            vec!["--nts-cert", missing.to_str().unwrap(), "--nts-key", key],
             "missing.pem",
         ),
+        (vec!["--nts-cert", cert, "--nts-key", cert], "private key"),
+        (vec!["--nts-cert", cert], "--nts-key"),
         (
-            vec![
-                "--nts-cert",
-                pki.cert.to_str().unwrap(),
-                "--nts-key",
-                pki.cert.to_str().unwrap(),
-            ],
-            "private key",
-        ),
-        (vec!["--nts-cert", pki.cert.to_str().unwrap()], "--nts-key"),
-        (
-            vec![
-                "--nts-cert",
-                pki.cert.to_str().unwrap(),
-                "--nts-key",
-                pki.key.to_str().unwrap(),
-                "--nts-ntp-server",
-                "tíme.example",
-            ],
+            with_files(&["--nts-ntp-server", "tíme.example"]),
             "not a host name or IP address in ASCII",
         ),
         (
-            vec![
-                "--nts-cert",
-                pki.cert.to_str().unwrap(),
-                "--nts-key",
-                pki.key.to_str().unwrap(),
-                "--nts-key-rotation",
-                "1.5s",
-            ],
+            with_files(&["--nts-key-rotation", "1.5s"]),
             "not a whole number of seconds",
         ),
     ];
@@ -537,18 +516,7 @@ fn chronyd_measures(
         ])
         .output()
         .unwrap();
-    let text = String::from_utf8_lossy(&output.stderr).to_string()
-        + &String::from_utf8_lossy(&output.stdout);
-    text.lines()
-        .find_map(|l| {
-            l.split("System clock wrong by ")
-                .nth(1)?
-                .split(' ')
-                .next()?
-                .parse()
-                .ok()
-        })
-        .ok_or(text)
+    super::chronyd_offset(&output)
 }
 
 /// A chronyd daemon (not touching the clock: -x) using one NTS source, with its
