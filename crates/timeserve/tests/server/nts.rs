@@ -171,6 +171,15 @@ fn ask(
     (buf[..n].to_vec(), unique_id, sent)
 }
 
+/// Whether an authenticated request with `cookie` gets an authentic reply.
+fn authentic(socket: &UdpSocket, client: &Client, cookie: &[u8]) -> bool {
+    let (reply, unique_id, _) = ask(socket, client, cookie, 0);
+    matches!(
+        client.check(&reply, &unique_id),
+        ClientReply::Authentic { .. }
+    )
+}
+
 #[test]
 fn a_key_exchange_hands_out_eight_cookies_that_buy_authenticated_time() {
     let pki = Pki::new();
@@ -356,12 +365,8 @@ fn replicas_sharing_a_key_file_open_each_others_cookies_and_sighup_reloads_it_an
     let exchanged = exchange(&first, &pki);
     let client = Client::new(exchanged.keys.clone());
     let socket = super::client(second.address());
-    let (reply, unique_id, _) = ask(&socket, &client, &exchanged.response.cookies[0], 0);
     assert!(
-        matches!(
-            client.check(&reply, &unique_id),
-            ClientReply::Authentic { .. }
-        ),
+        authentic(&socket, &client, &exchanged.response.cookies[0]),
         "the second replica opens the first one's cookie"
     );
 
@@ -388,11 +393,7 @@ fn replicas_sharing_a_key_file_open_each_others_cookies_and_sighup_reloads_it_an
     let new_trust = tls_client(&new_ca, &[ALPN], false);
     let renewed = exchange_with(second.key_exchange[0], new_trust, &good).unwrap();
     let client = Client::new(renewed.keys);
-    let (reply, unique_id, _) = ask(&socket, &client, &renewed.response.cookies[0], 0);
-    assert!(matches!(
-        client.check(&reply, &unique_id),
-        ClientReply::Authentic { .. }
-    ));
+    assert!(authentic(&socket, &client, &renewed.response.cookies[0]));
     let (code, stderr) = second.terminate();
     assert_eq!(code, Some(0), "{stderr}");
     assert!(stderr.contains("new master secret from"), "{stderr}");
@@ -409,12 +410,8 @@ fn a_reload_that_finds_no_key_file_changes_nothing_and_makes_none() {
     server.wait_for_signals_taken();
     let client = Client::new(exchanged.keys.clone());
     let socket = super::client(server.address());
-    let (reply, unique_id, _) = ask(&socket, &client, &exchanged.response.cookies[0], 0);
     assert!(
-        matches!(
-            client.check(&reply, &unique_id),
-            ClientReply::Authentic { .. }
-        ),
+        authentic(&socket, &client, &exchanged.response.cookies[0]),
         "the secret in use stays"
     );
     assert!(!key_file.exists(), "a reload never makes a new secret");
