@@ -115,7 +115,8 @@ pub fn receive_buffer(socket: &UdpSocket) -> io::Result<usize> {
     socket2::SockRef::from(socket).recv_buffer_size()
 }
 
-fn bind_error(address: SocketAddr, cause: io::Error) -> Error {
+/// The error of binding `address`, naming what an operator can do about it.
+pub(crate) fn bind_error(address: SocketAddr, cause: io::Error) -> Error {
     match cause.raw_os_error() {
         Some(libc::EADDRINUSE) => Error::AddressInUse { address },
         Some(libc::EACCES) if address.port() < 1024 => Error::PrivilegedPort { address },

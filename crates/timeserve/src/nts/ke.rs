@@ -406,12 +406,7 @@ pub fn tls_config(certificate: &Path, key: &Path) -> Result<ServerConfig, Error>
 /// sit beside the IPv4 one on the same port.
 fn bind_tcp(address: SocketAddr) -> Result<std::net::TcpListener, Error> {
     use socket2::{Domain, Protocol, Socket, Type};
-    let error = |cause: std::io::Error| match cause.raw_os_error() {
-        Some(libc::EADDRINUSE) => Error::AddressInUse { address },
-        Some(libc::EACCES) => Error::PrivilegedPort { address },
-        Some(libc::EADDRNOTAVAIL) => Error::AddressNotAvailable { address },
-        _ => Error::Bind { address, cause },
-    };
+    let error = |cause| crate::socket::bind_error(address, cause);
     let socket = Socket::new(
         Domain::for_address(address),
         Type::STREAM,
