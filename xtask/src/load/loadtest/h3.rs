@@ -5,7 +5,6 @@
 //! TCP; the same rounds, medians and per-round ratios as the other reports, in h3.md
 //! and h3.json, with the targets judged on the per-round ratios.
 
-use std::fmt::Write as _;
 use std::fs;
 use std::path::{Path, PathBuf};
 use std::process::Command;
@@ -13,11 +12,10 @@ use std::process::Command;
 use anyhow::{bail, Context as _, Result};
 use serde::{Deserialize, Serialize};
 
-use super::report::{medians, render_table};
+use super::report::{figure, judge, medians, render_table, Target};
 use super::servers::{h3_servers, select, start, Running};
 use super::wrk::LoadResult;
 use super::{measure_rounds, prepare_files, Client, Median, Options, Sample, Workload};
-use crate::util::stats::median;
 use crate::util::{certificate, ensure_packages, go_tool};
 
 /// Caddy, installed with `go install` when missing.
@@ -126,7 +124,7 @@ pub(super) fn run(options: &Options, www: &Path, out: &Path) -> Result<()> {
             "caddy",
             "h3get (quic-go) and h2load -t2"
         ),
-        targets(&samples)
+        judge(&samples, "ioserve-sendfile", "caddy", &TARGETS)
     );
     println!("{table}");
     let report = H3Report {
@@ -232,64 +230,19 @@ pub(super) fn h3get(
     })
 }
 
-/// The targets for ioserve over HTTP/3 against Caddy, judged on the median of
-/// the per-round ratios (each round measures both servers one after the other) with
-/// the worst round beside it: on 64 MiB at least Caddy's MB/s at no more than 0.8x its
-/// CPU s/GB; on 4 KiB at least 1.2x its req/s.
-fn targets(samples: &[Sample]) -> String {
-    let per_round = |workload: &str, figure: fn(&Sample) -> f64| -> Vec<f64> {
-        samples
-            .iter()
-            .filter(|s| s.server == "ioserve-sendfile" && s.workload == workload)
-            .filter_map(|ours| {
-                let theirs = samples.iter().find(|s| {
-                    s.server == "caddy" && s.workload == workload && s.round == ours.round
-                })?;
-                Some(figure(ours) / figure(theirs))
-            })
-            .filter(|r| r.is_finite())
-            .collect()
-    };
-    let mut text = String::from("Targets (ioserve-sendfile / caddy, per-round ratios):\n\n");
-    let mut judge = |what: &str, ratios: Vec<f64>, bound: f64, at_least: bool| {
-        let verdict = match median(ratios.iter().copied()) {
-            None => "not measured".to_string(),
-            Some(m) => {
-                let worst = match at_least {
-                    true => ratios.iter().copied().fold(f64::INFINITY, f64::min),
-                    false => ratios.iter().copied().fold(0.0, f64::max),
-                };
-                let met = if at_least { m >= bound } else { m <= bound };
-                format!(
-                    "median {m:.2}x, worst round {worst:.2}x, {}",
-                    if met { "met" } else { "not met" }
-                )
-            }
-        };
-        let sign = if at_least { ">=" } else { "<=" };
-        let _ = writeln!(text, "- {what} {sign} {bound:.1}x: {verdict}");
-    };
-    judge(
-        "64 MiB MB/s",
-        per_round("h3-64m", |s| s.figures.mb_per_s),
-        1.0,
-        true,
-    );
-    judge(
+/// The targets for ioserve over HTTP/3 against Caddy: on 64 MiB at least
+/// Caddy's MB/s at no more than 0.8x its CPU s/GB; on 4 KiB at least 1.2x its req/s.
+const TARGETS: [Target; 3] = [
+    Target::median("64 MiB MB/s", "h3-64m", figure::mb_per_s, true, 1.0),
+    Target::median(
         "64 MiB CPU s/GB",
-        per_round("h3-64m", |s| s.figures.cpu_s_per_gb),
-        0.8,
+        "h3-64m",
+        figure::cpu_s_per_gb,
         false,
-    );
-    judge(
-        "4 KiB req/s",
-        per_round("h3-4k", |s| s.figures.requests_per_s),
-        1.2,
-        true,
-    );
-    text.push('\n');
-    text
-}
+        0.8,
+    ),
+    Target::median("4 KiB req/s", "h3-4k", figure::requests_per_s, true, 1.2),
+];
 
 #[cfg(test)]
 mod tests {
@@ -318,17 +271,18 @@ mod tests {
             sample("caddy", "h3-4k", 0, 10.0, 40.0),
             sample("ioserve-sendfile", "h3-4k", 0, 11.0, 20.0),
         ];
-        let text = targets(&samples);
+        let judged = |samples: &[Sample]| judge(samples, "ioserve-sendfile", "caddy", &TARGETS);
+        let text = judged(&samples);
         for line in [
-            "- 64 MiB MB/s >= 1.0x: median 1.20x, worst round 0.90x, met",
-            "- 64 MiB CPU s/GB <= 0.8x: median 0.75x, worst round 0.90x, met",
-            "- 4 KiB req/s >= 1.2x: median 1.10x, worst round 1.10x, not met",
+            "- 64 MiB MB/s >= 1.00x as the median: median 1.20x, worst round 0.90x (rounds: 1.30, 0.90, 1.20), met",
+            "- 64 MiB CPU s/GB <= 0.80x as the median: median 0.75x, worst round 0.90x (rounds: 0.70, 0.90, 0.75), met",
+            "- 4 KiB req/s >= 1.20x as the median: median 1.10x, worst round 1.10x (rounds: 1.10), not met",
         ] {
             assert!(text.contains(line), "{line}: {text}");
         }
-        let text = targets(&samples[..6]);
+        let text = judged(&samples[..6]);
         assert!(
-            text.contains("- 4 KiB req/s >= 1.2x: not measured"),
+            text.contains("- 4 KiB req/s >= 1.20x as the median: not measured"),
             "{text}"
         );
     }

@@ -35,22 +35,8 @@ pub(super) fn medians(
         let has_peer = specs.iter().any(|s| s.name == peer);
         let peer_headline = has_peer.then(|| headline(peer));
         let peer_cpu = has_peer.then(|| of(peer, |s| s.figures.cpu_s_per_gb));
-        // Per round, `f` of the server's sample over `f` of the peer's in the same round.
-        let round_ratios = |server: &str, f: fn(&Sample) -> f64| -> Vec<f64> {
-            let mut ratios: Vec<(usize, f64)> = samples
-                .iter()
-                .filter(|s| s.server == server && s.workload == workload.key)
-                .filter_map(|ours| {
-                    samples
-                        .iter()
-                        .find(|n| {
-                            n.server == peer && n.workload == workload.key && n.round == ours.round
-                        })
-                        .map(|theirs| (ours.round, f(ours) / f(theirs)))
-                })
-                .collect();
-            ratios.sort_by_key(|&(round, _)| round);
-            ratios.into_iter().map(|(_, ratio)| ratio).collect()
+        let round_ratios = |server: &str, f: fn(&Sample) -> f64| {
+            round_ratios(samples, server, peer, workload.key, f)
         };
         for spec in specs {
             let name = spec.name.as_str();
@@ -78,6 +64,137 @@ pub(super) fn medians(
         }
     }
     out
+}
+
+/// Per round, `figure` of `server`'s sample under `workload` over `figure` of `peer`'s
+/// in the same round (the servers run one after the other within a round), in the
+/// order of the rounds; rounds that either server lacks are left out.
+pub(super) fn round_ratios(
+    samples: &[Sample],
+    server: &str,
+    peer: &str,
+    workload: &str,
+    figure: fn(&Sample) -> f64,
+) -> Vec<f64> {
+    let mut ratios: Vec<(usize, f64)> = samples
+        .iter()
+        .filter(|s| s.server == server && s.workload == workload)
+        .filter_map(|ours| {
+            samples
+                .iter()
+                .find(|n| n.server == peer && n.workload == workload && n.round == ours.round)
+                .map(|theirs| (ours.round, figure(ours) / figure(theirs)))
+        })
+        .collect();
+    ratios.sort_by_key(|&(round, _)| round);
+    ratios.into_iter().map(|(_, ratio)| ratio).collect()
+}
+
+/// A target of ours against a peer, judged on the per-round ratios: an operator sizing
+/// a machine reads the worst round, so the median of the rounds' ratios must meet
+/// `median`, and where `every_round` is given, each round must meet it.
+pub(super) struct Target {
+    /// What is measured, as the report says it ("8 MiB CPU s/GB").
+    pub what: &'static str,
+    /// The workload's key.
+    pub workload: &'static str,
+    /// The figure whose ratio is judged.
+    pub figure: fn(&Sample) -> f64,
+    /// Whether ours must be at least (throughput) or at most (CPU, latency) the bound.
+    pub at_least: bool,
+    /// The bound on the median of the per-round ratios.
+    pub median: f64,
+    /// The bound on every round's ratio, if any.
+    pub every_round: Option<f64>,
+}
+
+impl Target {
+    /// A bound on the per-round median alone.
+    pub(super) const fn median(
+        what: &'static str,
+        workload: &'static str,
+        figure: fn(&Sample) -> f64,
+        at_least: bool,
+        median: f64,
+    ) -> Target {
+        Target {
+            what,
+            workload,
+            figure,
+            at_least,
+            median,
+            every_round: None,
+        }
+    }
+
+    /// The same target, with a bound that every round must meet as well.
+    pub(super) const fn every_round(self, bound: f64) -> Target {
+        Target {
+            every_round: Some(bound),
+            ..self
+        }
+    }
+}
+
+/// The headline figures of the targets.
+pub(super) mod figure {
+    use super::Sample;
+
+    /// Throughput in MB/s.
+    pub(in super::super) fn mb_per_s(sample: &Sample) -> f64 {
+        sample.figures.mb_per_s
+    }
+
+    /// Requests per second.
+    pub(in super::super) fn requests_per_s(sample: &Sample) -> f64 {
+        sample.figures.requests_per_s
+    }
+
+    /// The server's CPU seconds per GB sent.
+    pub(in super::super) fn cpu_s_per_gb(sample: &Sample) -> f64 {
+        sample.figures.cpu_s_per_gb
+    }
+}
+
+/// Each of `targets` for `ours` against `peer`, judged on the per-round ratios: a
+/// Markdown list with the median, the worst round, every round, and met or not.
+pub(super) fn judge(samples: &[Sample], ours: &str, peer: &str, targets: &[Target]) -> String {
+    let mut text = format!("Targets ({ours} / {peer}, judged on the per-round ratios):\n\n");
+    for target in targets {
+        let ratios: Vec<f64> = round_ratios(samples, ours, peer, target.workload, target.figure)
+            .into_iter()
+            .filter(|r| r.is_finite())
+            .collect();
+        let sign = if target.at_least { ">=" } else { "<=" };
+        let meets = |ratio: f64, bound: f64| match target.at_least {
+            true => ratio >= bound,
+            false => ratio <= bound,
+        };
+        let mut bounds = format!("{sign} {:.2}x as the median", target.median);
+        if let Some(bound) = target.every_round {
+            let _ = write!(bounds, " and {sign} {bound:.2}x in every round");
+        }
+        let verdict = match median(ratios.iter().copied()) {
+            None => "not measured".to_string(),
+            Some(m) => {
+                let worst = match target.at_least {
+                    true => ratios.iter().copied().fold(f64::INFINITY, f64::min),
+                    false => ratios.iter().copied().fold(0.0, f64::max),
+                };
+                let met = meets(m, target.median)
+                    && target.every_round.is_none_or(|bound| meets(worst, bound));
+                let rounds: Vec<String> = ratios.iter().map(|r| format!("{r:.2}")).collect();
+                format!(
+                    "median {m:.2}x, worst round {worst:.2}x (rounds: {}), {}",
+                    rounds.join(", "),
+                    if met { "met" } else { "not met" }
+                )
+            }
+        };
+        let _ = writeln!(text, "- {} {bounds}: {verdict}", target.what);
+    }
+    text.push('\n');
+    text
 }
 
 /// The medians as a Markdown table per one of `workloads`, with the ratios to `peer`;
@@ -258,5 +375,32 @@ mod tests {
             table.contains("| 0 | 1.00x | 1.00, 1.00, 1.00 | 1.00x |"),
             "{table}"
         );
+    }
+
+    #[test]
+    fn a_target_with_a_bound_on_every_round_fails_on_its_worst_round() {
+        // CPU s/GB ratios per round: 0.75, 0.78, 0.93, 0.70, 0.79 (median 0.78).
+        let mut samples = Vec::new();
+        for (round, ours) in [7.5, 7.8, 9.3, 7.0, 7.9].into_iter().enumerate() {
+            samples.push(sample("nginx", "a", round, 700.0, 10.0));
+            samples.push(sample("ioserve-sendfile", "a", round, 750.0, ours));
+        }
+        let target = |every_round| Target {
+            every_round,
+            ..Target::median("8 MiB CPU s/GB", "a", figure::cpu_s_per_gb, false, 0.8)
+        };
+        let text = judge(&samples, "ioserve-sendfile", "nginx", &[target(None)]);
+        assert!(
+            text.contains("- 8 MiB CPU s/GB <= 0.80x as the median: median 0.78x, worst round 0.93x (rounds: 0.75, 0.78, 0.93, 0.70, 0.79), met"),
+            "{text}"
+        );
+        let text = judge(&samples, "ioserve-sendfile", "nginx", &[target(Some(0.9))]);
+        assert!(
+            text.contains("- 8 MiB CPU s/GB <= 0.80x as the median and <= 0.90x in every round: median 0.78x, worst round 0.93x"),
+            "{text}"
+        );
+        assert!(text.contains("0.79), not met"), "{text}");
+        let text = judge(&samples, "ioserve-sendfile", "nginx", &[target(Some(0.95))]);
+        assert!(text.contains("0.79), met"), "{text}");
     }
 }
