@@ -43,6 +43,7 @@ struct Shard {
     sent_bytes: AtomicU64,
     connections_total: AtomicU64,
     connections_open: AtomicI64,
+    connections_parked: AtomicI64,
     downloads_in_flight: AtomicI64,
     panics: AtomicU64,
     idle_closed: AtomicU64,
@@ -125,6 +126,14 @@ impl Metrics {
             shard.connections_total.fetch_add(1, Relaxed);
         }
         shard.connections_open.fetch_add(delta, Relaxed);
+    }
+
+    /// Counts an idle connection parked without a task (`+1`) or leaving the lot
+    /// (`-1`).
+    pub fn parked(&self, worker: usize, delta: i64) {
+        self.shard(worker)
+            .connections_parked
+            .fetch_add(delta, Relaxed);
     }
 
     /// Counts a file body starting (`+1`) or ending (`-1`).
@@ -328,6 +337,12 @@ impl Collector for MetricsCollector {
             "ioserve_connections_open",
             "Connections open now.",
             metrics.sum_signed(|s| &s.connections_open),
+        )?;
+        exposition::gauge(
+            out,
+            "ioserve_connections_parked",
+            "Idle keep-alive connections held without a task (in epoll) now.",
+            metrics.sum_signed(|s| &s.connections_parked),
         )?;
         exposition::gauge(
             out,

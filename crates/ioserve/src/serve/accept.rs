@@ -14,11 +14,13 @@ use tokio_util::task::TaskTracker;
 
 use crate::http::response::Reply;
 use crate::ops::tls_outcome::{HandshakeFailure, TlsCipher, TlsMode, TlsVersion};
+use crate::serve::conn::{self, Served};
+use crate::serve::http2;
 use crate::serve::ktls::HandOff;
+use crate::serve::parking::{Parked, Parking};
 use crate::serve::shared::{ConnectionSlot, Shared};
 use crate::serve::tls::TlsSetup;
 use crate::serve::transport::Transport;
-use crate::serve::{conn, http2};
 
 /// Accepts on `listener` until shutdown, then drains the connections it started.
 /// `shard` names the metrics and cache shard of each new connection.
@@ -37,25 +39,52 @@ pub(super) async fn accept_loop(
         }
     };
     let connections = TaskTracker::new();
-    let mut failures = AcceptFailures::default();
-    loop {
-        if shared.accepting_paused() {
-            // Clients wait in the backlog until a connection ends.
-            tokio::select! {
+    let parking = match Parking::new() {
+        Ok(parking) => Some(parking),
+        Err(error) => {
+            tracing::warn!(%error, worker = id, "cannot make an epoll set for idle connections: each keeps its task");
+            None
+        }
+    };
+    let accepting = async {
+        let mut failures = AcceptFailures::default();
+        loop {
+            if shared.accepting_paused() {
+                // Clients wait in the backlog until a connection ends.
+                tokio::select! {
+                    _ = shared.shutdown.cancelled() => break,
+                    _ = tokio::time::sleep(Duration::from_millis(10)) => continue,
+                }
+            }
+            let accepted = tokio::select! {
                 _ = shared.shutdown.cancelled() => break,
-                _ = tokio::time::sleep(Duration::from_millis(10)) => continue,
+                accepted = listener.accept() => accepted,
+            };
+            match accepted {
+                Ok((stream, peer)) => {
+                    spawn_connection(&connections, &shared, parking.as_ref(), id, stream, peer)
+                }
+                Err(error) => failures.back_off(&error, id).await,
             }
         }
-        let accepted = tokio::select! {
-            _ = shared.shutdown.cancelled() => break,
-            accepted = listener.accept() => accepted,
-        };
-        match accepted {
-            Ok((stream, peer)) => spawn_connection(&connections, &shared, id, stream, peer),
-            Err(error) => failures.back_off(&error, id).await,
+    };
+    let waking = async {
+        if let Some(parking) = &parking {
+            let wake = |parked| resume(&connections, &shared, parking, parked);
+            parking.drive(&shared.shutdown, wake).await;
+        }
+    };
+    tokio::join!(accepting, waking);
+    drop(listener);
+    if let Some(parking) = &parking {
+        // After a hand-over a request may be on its way: each is served once more
+        // (with `Connection: close`), as a waiting task's would be; else closed.
+        for parked in parking.release() {
+            if shared.handed_over() {
+                resume(&connections, &shared, parking, parked);
+            }
         }
     }
-    drop(listener);
     connections.close();
     if tokio::time::timeout(shutdown_timeout, connections.wait())
         .await
@@ -242,7 +271,10 @@ async fn answer<S: Transport + 'static>(
         (false, _) if h2 => {
             http2::refuse_connection(stream, peer, Arc::clone(shared), &slot, busy).await;
         }
-        (true, true) => conn::serve(&mut stream, &peer, shared, &slot).await,
+        // Over TLS the connection's state lives in user space: it keeps its task.
+        (true, true) => {
+            conn::serve(&mut stream, &peer, shared, &slot, 0, false).await;
+        }
         (true, false) => conn::refuse_with(&mut stream, &peer, shared, id, per_ip_busy()).await,
         (false, _) => conn::refuse_with(&mut stream, &peer, shared, id, busy()).await,
     }
@@ -284,6 +316,7 @@ impl AcceptFailures {
 fn spawn_connection(
     connections: &TaskTracker,
     shared: &Arc<Shared>,
+    parking: Option<&Arc<Parking>>,
     id: usize,
     mut stream: TcpStream,
     peer: SocketAddr,
@@ -294,10 +327,20 @@ fn spawn_connection(
     if admitted && !peer_admitted {
         shared.metrics.refused_per_ip(id);
     }
-    let shared = Arc::clone(shared);
     let _ = stream.set_nodelay(true);
     // HTTPS as the settings of this moment say (SIGHUP may load a new certificate).
     let tls = shared.live().tls.clone();
+    if tls.is_none() && admitted && peer_admitted {
+        let connection = Parked {
+            stream,
+            peer,
+            slot,
+            peer_slot,
+            served: 0,
+        };
+        return spawn_plain(connections, shared, parking, connection);
+    }
+    let shared = Arc::clone(shared);
     // The task owns the stream, the peer's address and both slots; what it runs borrows
     // them, so that none is held twice in the task. The slots give their places back
     // when the task ends, however it ends.
@@ -316,9 +359,6 @@ fn spawn_connection(
             // Boxed: a plain connection's task keeps its size, without the handshake.
             let answering = Box::pin(answer_tls(tls, stream, peer, &shared, admission));
             AssertUnwindSafe(answering).catch_unwind().await
-        } else if admitted && peer_admitted {
-            let serving = conn::serve(&mut stream, &peer, &shared, &slot);
-            AssertUnwindSafe(serving).catch_unwind().await
         } else {
             let reply = match admitted {
                 true => per_ip_busy(),
@@ -335,4 +375,86 @@ fn spawn_connection(
         }
     };
     connections.spawn(connection);
+}
+
+/// Serves a woken parked connection in a task of `connections` again (or closes it,
+/// when its socket cannot rejoin the reactor).
+fn resume(connections: &TaskTracker, shared: &Arc<Shared>, parking: &Arc<Parking>, parked: Parked) {
+    let peer = parked.peer;
+    match TcpStream::from_std(parked.stream) {
+        Ok(stream) => {
+            let connection = Parked {
+                stream,
+                peer,
+                slot: parked.slot,
+                peer_slot: parked.peer_slot,
+                served: parked.served,
+            };
+            spawn_plain(connections, shared, Some(parking), connection);
+        }
+        Err(error) => {
+            tracing::debug!(%peer, %error, "a woken idle connection cannot rejoin the reactor")
+        }
+    }
+}
+
+/// Serves an admitted plain HTTP connection in a task of `connections`: new (`served`
+/// 0) or woken from `parking`. Once it has idled for `PARK_AFTER` it is parked and the
+/// task ends; where it cannot be (shutdown, a failed epoll_ctl) it goes on in its task.
+fn spawn_plain(
+    connections: &TaskTracker,
+    shared: &Arc<Shared>,
+    parking: Option<&Arc<Parking>>,
+    connection: Parked<TcpStream>,
+) {
+    let shared = Arc::clone(shared);
+    let parking = parking.map(Arc::clone);
+    connections.spawn(async move {
+        let Parked {
+            mut stream,
+            peer,
+            mut slot,
+            mut peer_slot,
+            mut served,
+        } = connection;
+        let mut parking = parking.as_ref();
+        loop {
+            let serving = conn::serve(&mut stream, &peer, &shared, &slot, served, parking.is_some());
+            let deadline = match AssertUnwindSafe(serving).catch_unwind().await {
+                Ok(Served::Closed) => return,
+                Ok(Served::Idle {
+                    served: answered,
+                    deadline,
+                }) => {
+                    served = answered;
+                    deadline
+                }
+                Err(_panic) => {
+                    shared.metrics.panic(slot.worker());
+                    return tracing::debug!(%peer, worker = slot.worker(), "connection ended by a panic");
+                }
+            };
+            let (Some(lot), Ok(socket)) = (parking, stream.into_std()) else {
+                return;
+            };
+            let idle = Parked {
+                stream: socket,
+                peer,
+                slot,
+                peer_slot,
+                served,
+            };
+            let Err(back) = lot.park(idle, deadline) else {
+                return;
+            };
+            // At shutdown the lot is closed, and an idle connection closes.
+            if shared.shutdown.is_cancelled() {
+                return;
+            }
+            let Ok(socket) = TcpStream::from_std(back.stream) else {
+                return;
+            };
+            (stream, slot, peer_slot, parking) = (socket, back.slot, back.peer_slot, None);
+        }
+    });
 }

@@ -30,6 +30,7 @@ use crate::io::pacing::Pacer;
 use crate::ops::access_log::{Outcome, Record};
 use crate::serve::exchange::{self, Decided, Decision};
 use crate::serve::linger;
+use crate::serve::parking::PARK_AFTER;
 use crate::serve::shared::{ConnectionSlot, Shared};
 use crate::serve::transport::Transport;
 
@@ -40,12 +41,19 @@ use crate::serve::transport::Transport;
 /// body is sent and while the connection waits for its next request. The stream and the
 /// peer are borrowed from the connection's task, which owns them: taken by value, they
 /// would be held twice in every task (as this future's arguments and as its locals).
+///
+/// A connection that `may_park` returns [`Served::Idle`] instead of waiting longer than
+/// [`PARK_AFTER`] for its next request, to be parked without a task
+/// (`serve::parking`); one woken from there goes on with the `served` requests it had
+/// (the client's bytes are waiting: it is not parked again before its next answer).
 pub(crate) async fn serve<S: Transport>(
     stream: &mut S,
     peer: &SocketAddr,
     shared: &Shared,
     slot: &ConnectionSlot,
-) {
+    served: u64,
+    may_park: bool,
+) -> Served {
     let worker = slot.worker();
     // Timeouts come from the settings of the moment (SIGHUP may change them).
     let limits = || shared.live().limits.clone();
@@ -53,7 +61,10 @@ pub(crate) async fn serve<S: Transport>(
     // Notified when this connection, idle, must close to admit a new client.
     let mut close: Option<Arc<Notify>> = None;
     // Requests answered on this connection.
-    let mut served = 0u64;
+    let mut served = served;
+    // Whether the next wait for a request may end in parking: not before a woken
+    // connection has read what woke it.
+    let mut park_next = may_park && served == 0;
     // `--limit-rate` applies to the connection as a whole, across its responses; made
     // at the first response that has a rate.
     let mut pacer: Option<Box<Pacer>> = None;
@@ -76,7 +87,8 @@ pub(crate) async fn serve<S: Transport>(
                 Some(Box::pin(respond(stream, shared, worker, decision, &mut pacer)).await)
             }
             Step::Refuse(status) => {
-                return Box::pin(refuse(stream, peer, shared, worker, status)).await;
+                Box::pin(refuse(stream, peer, shared, worker, status)).await;
+                return Served::Closed;
             }
         };
         if let Some(sent) = sent {
@@ -84,13 +96,17 @@ pub(crate) async fn serve<S: Transport>(
                 Ok(keep_alive) => keep_alive,
                 Err(error) => {
                     tracing::debug!(%peer, %error, "response cut short");
-                    return;
+                    return Served::Closed;
                 }
             };
             if !keep_alive {
-                return Box::pin(linger::close(stream)).await;
+                Box::pin(linger::close(stream)).await;
+                return Served::Closed;
             }
             served += 1;
+            // `--limit-rate` paces the connection as a whole: its pacer stays with the
+            // task.
+            park_next = may_park && pacer.is_none();
             // Nothing pipelined: the client may idle; else its head is on its way.
             let limits = limits();
             let wait = if buf.is_empty() {
@@ -102,9 +118,13 @@ pub(crate) async fn serve<S: Transport>(
             continue;
         }
         if buf.len() >= MAX_HEAD_BYTES {
-            return Box::pin(refuse(stream, peer, shared, worker, 431)).await;
+            Box::pin(refuse(stream, peer, shared, worker, 431)).await;
+            return Served::Closed;
         }
         let idle = buf.is_empty();
+        // Parked once it has waited PARK_AFTER, unless its idle timeout comes first.
+        let park_at = Instant::now() + PARK_AFTER;
+        let parks = park_next && idle && served > 0 && park_at < deadline;
         // Before the first request, shutdown closes the connection. Between requests, a
         // new client that needs the slot does too (a client that just connected may
         // have its request in flight: it is not taken for idle). No buffer is held
@@ -119,19 +139,35 @@ pub(crate) async fn serve<S: Transport>(
         // response of its own is in flight.
         let close = close.map(|close| &**close);
         let first = served == 0;
-        let waiting = wait_for_bytes(stream, &mut buf, shared, close, idle, first, deadline);
+        let wait_until = if parks { park_at } else { deadline };
+        let waiting = wait_for_bytes(stream, &mut buf, shared, close, idle, first, wait_until);
         let Some(read) = Box::pin(waiting).await else {
-            return;
+            return Served::Closed;
         };
+        park_next = false;
         match read {
             // End of stream or an error: the connection is over.
-            Ok(Ok(0) | Err(_)) => return,
+            Ok(Ok(0) | Err(_)) => return Served::Closed,
             Ok(Ok(_)) if idle => deadline = Instant::now() + limits().header_timeout,
             Ok(Ok(_)) => {}
-            Err(_elapsed) if idle => return,
-            Err(_elapsed) => return Box::pin(refuse(stream, peer, shared, worker, 408)).await,
+            Err(_elapsed) if parks => return Served::Idle { served, deadline },
+            Err(_elapsed) if idle => return Served::Closed,
+            Err(_elapsed) => {
+                Box::pin(refuse(stream, peer, shared, worker, 408)).await;
+                return Served::Closed;
+            }
         }
     }
+}
+
+/// How [`serve`] left a connection.
+#[derive(Debug)]
+pub(crate) enum Served {
+    /// Closed, or to be closed by dropping it.
+    Closed,
+    /// Idle for [`PARK_AFTER`] after `served` requests, to be parked until `deadline`
+    /// (its idle timeout).
+    Idle { served: u64, deadline: Instant },
 }
 
 /// Waits for request bytes until `deadline` and appends them to `buf`; `None` when the

@@ -14,6 +14,7 @@ mod http3;
 pub(crate) mod ktls;
 mod linger;
 pub mod listeners;
+mod parking;
 pub(crate) mod per_ip;
 mod redirect;
 pub(crate) mod reload;

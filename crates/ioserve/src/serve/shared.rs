@@ -206,8 +206,16 @@ impl ConnectionSlot {
                 .unwrap_or_else(|e| e.into_inner())
                 .waiting
                 .pop_first();
-            if let Some((_, close)) = popped {
-                close.notify_one();
+            let closed = match popped {
+                None => false,
+                Some((_, IdleEntry::Waiting(close))) => {
+                    close.notify_one();
+                    true
+                }
+                // A parked connection may have been woken by its client since.
+                Some((_, IdleEntry::Parked { lot, ticket })) => lot.close(ticket),
+            };
+            if closed {
                 self.shared.metrics.idle_closed(self.worker);
                 return true;
             }
@@ -217,13 +225,59 @@ impl ConnectionSlot {
     /// Registers the connection as idle (waiting for its next request) until the
     /// returned guard is dropped; `close` is notified if it must make room.
     pub fn idle(&self, close: &Arc<Notify>) -> IdleGuard<'_> {
-        let queue = &self.shared.idle[self.worker % self.shared.idle.len()];
+        let queue = self.idle_queue();
         let key = queue
             .lock()
             .unwrap_or_else(|e| e.into_inner())
-            .push(Arc::clone(close));
+            .push(IdleEntry::Waiting(Arc::clone(close)));
         IdleGuard { queue, key }
     }
+
+    /// Registers the connection, parked in `lot` under `ticket`, as idle: a new client
+    /// that needs its slot has `lot` close it. Returns the key that
+    /// [`ConnectionSlot::unpark`] takes when the connection wakes.
+    pub fn park(&self, lot: Arc<dyn ParkedConnections>, ticket: u64) -> IdleKey {
+        self.shared.metrics.parked(self.worker, 1);
+        self.idle_queue()
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .push(IdleEntry::Parked { lot, ticket })
+    }
+
+    /// Removes the parked connection's entry of [`ConnectionSlot::park`] (if a new
+    /// client has not taken it already).
+    pub fn unpark(&self, key: IdleKey) {
+        self.shared.metrics.parked(self.worker, -1);
+        self.idle_queue()
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .waiting
+            .remove(&key);
+    }
+
+    fn idle_queue(&self) -> &Mutex<IdleQueue> {
+        &self.shared.idle[self.worker % self.shared.idle.len()]
+    }
+}
+
+/// Idle connections held without a task (`serve::parking`), which a new client may
+/// need one of to be closed.
+pub(crate) trait ParkedConnections: Send + Sync + std::fmt::Debug {
+    /// Closes the connection parked under `ticket`; false if it is no longer parked
+    /// (its client sent a request, or it timed out).
+    fn close(&self, ticket: u64) -> bool;
+}
+
+/// An idle connection that may be told to close to make room.
+#[derive(Debug)]
+enum IdleEntry {
+    /// A connection's task waiting for its next request, told by this notification.
+    Waiting(Arc<Notify>),
+    /// A parked connection, closed by its lot.
+    Parked {
+        lot: Arc<dyn ParkedConnections>,
+        ticket: u64,
+    },
 }
 
 impl Drop for ConnectionSlot {
@@ -234,20 +288,20 @@ impl Drop for ConnectionSlot {
 }
 
 /// When a connection went idle, and a tie-breaker within its queue.
-type IdleKey = (Instant, u64);
+pub(crate) type IdleKey = (Instant, u64);
 
 /// Idle connections of one worker in the order they went idle.
 #[derive(Debug, Default)]
 struct IdleQueue {
     next: u64,
-    waiting: BTreeMap<IdleKey, Arc<Notify>>,
+    waiting: BTreeMap<IdleKey, IdleEntry>,
 }
 
 impl IdleQueue {
-    fn push(&mut self, close: Arc<Notify>) -> IdleKey {
+    fn push(&mut self, entry: IdleEntry) -> IdleKey {
         let key = (Instant::now(), self.next);
         self.next += 1;
-        self.waiting.insert(key, close);
+        self.waiting.insert(key, entry);
         key
     }
 

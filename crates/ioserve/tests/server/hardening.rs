@@ -177,27 +177,34 @@ fn directory_redirects_never_name_another_host() {
 fn idle_keep_alive_connections_make_room_oldest_first() {
     let dir = tempfile::tempdir().unwrap();
     std::fs::write(dir.path().join("hello.txt"), b"hello").unwrap();
-    for strategy in STRATEGIES {
+    // Waiting in their tasks, and parked (after a second of idling) without one.
+    for (strategy, parked) in STRATEGIES.iter().flat_map(|s| [(s, false), (s, true)]) {
         let server = Server::start(
             strategy,
             dir.path(),
             &["--max-connections", "2", "--metrics-listen", "127.0.0.1:0"],
         );
-        let keep_alive = || {
+        let keep_alive = |count: u64| {
             let mut stream = connect(server.addr);
             stream
                 .write_all(b"GET /hello.txt HTTP/1.1\r\nHost: t\r\n\r\n")
                 .unwrap();
             let mut reader = BufReader::new(stream);
             assert_eq!(read_response(&mut reader, false).unwrap().status, 200);
+            // Idle since the server put it on the idle list, which may trail the
+            // response: the newer one must go idle after it.
+            match parked {
+                true => drop(wait_for_metric(
+                    &server,
+                    "ioserve_connections_parked",
+                    |n| n == count,
+                )),
+                false => wait_until_quiescent(&server),
+            }
             reader
         };
-        let mut oldest = keep_alive();
-        // Idle since the server put it on the idle list, which may trail the response:
-        // the newer one must go idle after it.
-        wait_until_quiescent(&server);
-        let mut newer = keep_alive();
-        wait_until_quiescent(&server);
+        let mut oldest = keep_alive(1);
+        let mut newer = keep_alive(2);
         // At the limit: the new client is admitted, the oldest idle one is closed.
         assert_eq!(
             get(server.addr, "/hello.txt", &[]).status,
@@ -213,6 +220,75 @@ fn idle_keep_alive_connections_make_room_oldest_first() {
         assert_eq!(read_response(&mut newer, false).unwrap().status, 200);
         // Counted as the connection is closed, which the client may see first.
         wait_for_metric(&server, "ioserve_idle_connections_closed_total", |n| n == 1);
+    }
+}
+
+#[test]
+fn idle_connections_are_parked_then_served_again_or_timed_out() {
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::write(dir.path().join("hello.txt"), b"hello").unwrap();
+    let big = random_bytes(256 << 10, 7);
+    std::fs::write(dir.path().join("big.bin"), &big).unwrap();
+    for strategy in STRATEGIES {
+        let server = Server::start(
+            strategy,
+            dir.path(),
+            &["--idle-timeout", "3", "--metrics-listen", "127.0.0.1:0"],
+        );
+        let parked =
+            |check: fn(u64) -> bool| wait_for_metric(&server, "ioserve_connections_parked", check);
+        let keep_alive = || {
+            let mut stream = connect(server.addr);
+            stream
+                .write_all(b"GET /hello.txt HTTP/1.1\r\nHost: t\r\n\r\n")
+                .unwrap();
+            let mut reader = BufReader::new(stream);
+            assert_eq!(read_response(&mut reader, false).unwrap().status, 200);
+            reader
+        };
+        let mut asks_again = keep_alive();
+        let mut pipelines = keep_alive();
+        let waits = keep_alive();
+        let closes = keep_alive();
+        // Each is parked once it has idled a second.
+        parked(|n| n == 4);
+        // Woken by a request that arrives in two parts: answered whole.
+        let stream = asks_again.get_mut();
+        stream.write_all(b"GET /big.bin HTTP/1.1\r\n").unwrap();
+        std::thread::sleep(Duration::from_millis(200));
+        stream.write_all(b"Host: t\r\n\r\n").unwrap();
+        let response = read_response(&mut asks_again, false).unwrap();
+        assert_eq!(response.status, 200, "{strategy}");
+        assert!(response.body == big, "{strategy}: the body differs");
+        // Two requests in one write.
+        pipelines
+            .get_mut()
+            .write_all(b"GET /hello.txt HTTP/1.1\r\nHost: t\r\n\r\nGET /big.bin HTTP/1.1\r\nHost: t\r\n\r\n")
+            .unwrap();
+        assert_eq!(read_response(&mut pipelines, false).unwrap().body, b"hello");
+        assert!(
+            read_response(&mut pipelines, false).unwrap().body == big,
+            "{strategy}"
+        );
+        // A client that closes leaves the lot; the woken ones are parked again.
+        drop(closes);
+        wait_for_metric(&server, "ioserve_connections_open", |n| n == 3);
+        parked(|n| n == 3);
+        // The idle timeout closes parked connections, 3 s after their last answer.
+        for (name, mut client) in [
+            ("asks_again", asks_again),
+            ("pipelines", pipelines),
+            ("waits", waits),
+        ] {
+            let mut rest = Vec::new();
+            assert_eq!(
+                client.read_to_end(&mut rest).unwrap(),
+                0,
+                "{strategy} {name}"
+            );
+        }
+        wait_for_no_connections(&server);
+        parked(|n| n == 0);
     }
 }
 
