@@ -39,7 +39,7 @@ pub(super) async fn accept_loop(
         }
     };
     let connections = TaskTracker::new();
-    let parking = match Parking::new() {
+    let parking = match Parking::new(&shared) {
         Ok(parking) => Some(parking),
         Err(error) => {
             tracing::warn!(%error, worker = id, "cannot make an epoll set for idle connections: each keeps its task");

@@ -15,7 +15,7 @@
 //! shutdown the lot closes and hands back what it holds ([`Parking::release`]).
 
 use std::cmp::Reverse;
-use std::collections::BinaryHeap;
+use std::collections::{BinaryHeap, VecDeque};
 use std::io;
 use std::net::SocketAddr;
 use std::os::fd::OwnedFd;
@@ -31,7 +31,7 @@ use tokio::sync::Notify;
 use tokio_util::sync::CancellationToken;
 
 use crate::serve::per_ip::PerIpSlot;
-use crate::serve::shared::{ConnectionSlot, IdleKey, ParkedConnections};
+use crate::serve::shared::{ConnectionSlot, ParkedConnections, Shared};
 
 /// How long a keep-alive connection waits for its next request in its task before it
 /// is parked. Clients that send again sooner (a page's resources, a benchmark's
@@ -68,9 +68,12 @@ pub(crate) struct Parking {
 struct Lot {
     entries: Slab<Entry>,
     /// Each entry's deadline with its ticket, earliest first. An entry that woke or
-    /// was closed leaves its deadline behind, skipped when reached; the heap is
-    /// rebuilt when such deadlines outnumber the entries.
+    /// was closed leaves its deadline behind, skipped when reached; such leftovers are
+    /// dropped when they outnumber the entries.
     deadlines: BinaryHeap<Reverse<(Instant, u64)>>,
+    /// When each entry was parked, with its ticket, oldest first (the order they came
+    /// in): which one a new client closes at `--max-connections`. Leftovers as above.
+    ages: VecDeque<(Instant, u64)>,
     /// Told apart: an entry's ticket is its key and the generation it was parked in,
     /// so that an event or a deadline for a connection that left never touches the
     /// next one in its place.
@@ -83,24 +86,30 @@ struct Lot {
 struct Entry {
     parked: Parked,
     ticket: u64,
-    deadline: Instant,
-    /// Its place among the idle connections that a new client may close.
-    idle_key: IdleKey,
+}
+
+/// The slab key within a ticket.
+fn key_of(ticket: u64) -> usize {
+    (ticket & u64::from(u32::MAX)) as usize
 }
 
 impl Parking {
-    /// An empty lot with an epoll set of its own; within a tokio runtime.
-    pub(crate) fn new() -> io::Result<Arc<Parking>> {
+    /// An empty lot with an epoll set of its own, within a tokio runtime; registered
+    /// with `shared`, whose new clients may close its oldest connection to make room.
+    pub(crate) fn new(shared: &Shared) -> io::Result<Arc<Parking>> {
         let epoll = epoll::create(epoll::CreateFlags::CLOEXEC)?;
         // SAFETY: `epoll` is an open descriptor that the `AsyncFd` owns from here on;
         // nothing else closes or replaces it, and `OwnedFd::as_raw_fd` always returns it.
         let epoll = unsafe { AsyncFd::register_with_interest(epoll, Interest::READABLE) }
             .map_err(io::Error::from)?;
-        Ok(Arc::new(Parking {
+        let parking = Arc::new(Parking {
             epoll,
             lot: Mutex::default(),
             earlier_deadline: Notify::new(),
-        }))
+        });
+        let lot: Arc<dyn ParkedConnections> = parking.clone();
+        shared.add_parking_lot(Arc::downgrade(&lot));
+        Ok(parking)
     }
 
     fn lock(&self) -> MutexGuard<'_, Lot> {
@@ -110,28 +119,22 @@ impl Parking {
     /// Parks `parked` until its client sends or closes, or until `deadline` (its idle
     /// timeout). Hands it back when the lot is closed (shutdown) or the socket cannot
     /// join the epoll set.
-    pub(crate) fn park(self: &Arc<Self>, parked: Parked, deadline: Instant) -> Result<(), Parked> {
+    pub(crate) fn park(&self, parked: Parked, deadline: Instant) -> Result<(), Parked> {
         let mut lot = self.lock();
         if lot.closed {
             return Err(parked);
         }
         lot.generation = lot.generation.wrapping_add(1);
-        let key = lot.entries.vacant_key();
-        let ticket = (u64::from(lot.generation) << 32) | key as u64;
+        let ticket = (u64::from(lot.generation) << 32) | lot.entries.vacant_key() as u64;
         let interest = epoll::EventFlags::IN | epoll::EventFlags::RDHUP;
         let data = epoll::EventData::new_u64(ticket);
         if let Err(error) = epoll::add(self.epoll.get_ref(), &parked.stream, data, interest) {
             tracing::debug!(peer = %parked.peer, %error, "cannot park an idle connection");
             return Err(parked);
         }
-        let lot_of = Arc::clone(self) as Arc<dyn ParkedConnections>;
-        let idle_key = parked.slot.park(lot_of, ticket);
-        lot.entries.insert(Entry {
-            parked,
-            ticket,
-            deadline,
-            idle_key,
-        });
+        parked.slot.count_parked(true);
+        lot.entries.insert(Entry { parked, ticket });
+        lot.ages.push_back((Instant::now(), ticket));
         let earliest = lot
             .deadlines
             .peek()
@@ -144,26 +147,12 @@ impl Parking {
         Ok(())
     }
 
-    /// The entry parked under `ticket`, out of the lot (and of the epoll set when
-    /// `still_open`, since its socket lives on).
-    fn take(&self, ticket: u64, still_open: bool) -> Option<Parked> {
-        let mut lot = self.lock();
-        let key = (ticket & u64::from(u32::MAX)) as usize;
-        if lot
-            .entries
-            .get(key)
-            .is_none_or(|entry| entry.ticket != ticket)
-        {
-            return None;
-        }
-        let entry = lot.entries.remove(key);
-        lot.compact();
-        drop(lot);
-        if still_open {
-            let _ = epoll::delete(self.epoll.get_ref(), &entry.parked.stream);
-        }
-        entry.parked.slot.unpark(entry.idle_key);
-        Some(entry.parked)
+    /// The entry parked under `ticket`, out of the lot and of the epoll set (its
+    /// socket lives on).
+    fn take(&self, ticket: u64) -> Option<Parked> {
+        let parked = self.lock().remove(ticket)?;
+        let _ = epoll::delete(self.epoll.get_ref(), &parked.stream);
+        Some(parked)
     }
 
     /// Until `shutdown`: gives `wake` each parked connection whose client sent or
@@ -195,7 +184,7 @@ impl Parking {
                         }
                     }
                     for event in &events {
-                        if let Some(parked) = self.take(event.data.u64(), true) {
+                        if let Some(parked) = self.take(event.data.u64()) {
                             wake(parked);
                         }
                     }
@@ -207,28 +196,18 @@ impl Parking {
     /// Closes the connections whose deadline is `now` or past.
     fn expire(&self, now: Instant) {
         let mut expired = Vec::new();
-        {
-            let mut lot = self.lock();
-            while let Some(&Reverse((at, ticket))) = lot.deadlines.peek() {
-                if at > now {
-                    break;
-                }
-                lot.deadlines.pop();
-                let key = (ticket & u64::from(u32::MAX)) as usize;
-                if lot
-                    .entries
-                    .get(key)
-                    .is_some_and(|entry| entry.ticket == ticket)
-                {
-                    expired.push(lot.entries.remove(key));
-                }
+        let mut lot = self.lock();
+        while let Some(&Reverse((at, ticket))) = lot.deadlines.peek() {
+            if at > now {
+                break;
             }
-            lot.compact();
+            lot.deadlines.pop();
+            expired.extend(lot.remove(ticket));
         }
-        // Closing the socket takes it out of the epoll set.
-        for entry in expired {
-            entry.parked.slot.unpark(entry.idle_key);
-        }
+        drop(lot);
+        // Dropped out of the lock: each socket closes, which takes it out of the epoll
+        // set, and gives its slots back.
+        drop(expired);
     }
 
     /// Closes the lot and hands back every connection in it, out of the epoll set: at
@@ -239,13 +218,14 @@ impl Parking {
             let mut lot = self.lock();
             lot.closed = true;
             lot.deadlines.clear();
+            lot.ages.clear();
             std::mem::take(&mut lot.entries)
         };
         entries
             .into_iter()
             .map(|(_, entry)| {
                 let _ = epoll::delete(self.epoll.get_ref(), &entry.parked.stream);
-                entry.parked.slot.unpark(entry.idle_key);
+                entry.parked.slot.count_parked(false);
                 entry.parked
             })
             .collect()
@@ -253,23 +233,64 @@ impl Parking {
 }
 
 impl ParkedConnections for Parking {
-    fn close(&self, ticket: u64) -> bool {
+    fn oldest(&self) -> Option<Instant> {
+        self.lock().oldest().map(|(since, _)| since)
+    }
+
+    fn close_oldest(&self) -> bool {
+        let mut lot = self.lock();
+        let closed = lot.oldest().and_then(|(_, ticket)| lot.remove(ticket));
+        drop(lot);
         // Dropped here: the socket closes, the slots are given back.
-        self.take(ticket, false).is_some()
+        closed.is_some()
     }
 }
 
 impl Lot {
-    /// Rebuilds the deadlines from the entries when the ones left behind by entries
-    /// that woke outnumber them: each costs 24 bytes, and a client that pauses often
-    /// would leave one per pause until its idle timeout.
+    fn is_parked(&self, ticket: u64) -> bool {
+        self.entries
+            .get(key_of(ticket))
+            .is_some_and(|entry| entry.ticket == ticket)
+    }
+
+    /// The entry parked under `ticket`, out of the lot.
+    fn remove(&mut self, ticket: u64) -> Option<Parked> {
+        if !self.is_parked(ticket) {
+            return None;
+        }
+        let entry = self.entries.remove(key_of(ticket));
+        entry.parked.slot.count_parked(false);
+        self.compact();
+        Some(entry.parked)
+    }
+
+    /// The oldest entry's parking time and ticket, after dropping the leftovers ahead
+    /// of it.
+    fn oldest(&mut self) -> Option<(Instant, u64)> {
+        while let Some(&(since, ticket)) = self.ages.front() {
+            if self.is_parked(ticket) {
+                return Some((since, ticket));
+            }
+            self.ages.pop_front();
+        }
+        None
+    }
+
+    /// Drops the deadlines and ages of entries that woke or were closed once they
+    /// outnumber the entries: each costs 24 bytes, and a client that pauses often
+    /// would leave one of each per pause until its idle timeout.
     fn compact(&mut self) {
-        if self.deadlines.len() > 2 * self.entries.len() + 64 {
-            self.deadlines = self
-                .entries
-                .iter()
-                .map(|(_, entry)| Reverse((entry.deadline, entry.ticket)))
-                .collect();
+        let most = 2 * self.entries.len() + 64;
+        if self.deadlines.len() > most || self.ages.len() > most {
+            let entries = &self.entries;
+            let parked = |ticket: u64| {
+                entries
+                    .get(key_of(ticket))
+                    .is_some_and(|entry| entry.ticket == ticket)
+            };
+            self.deadlines
+                .retain(|Reverse((_, ticket))| parked(*ticket));
+            self.ages.retain(|(_, ticket)| parked(*ticket));
         }
     }
 }

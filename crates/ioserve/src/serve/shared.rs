@@ -9,7 +9,7 @@
 
 use std::collections::BTreeMap;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, Mutex, Weak};
 use std::time::{Duration, Instant};
 
 use arc_swap::ArcSwap;
@@ -80,6 +80,8 @@ pub(crate) struct Shared {
     max_connections: usize,
     /// Each worker's keep-alive connections waiting for a request, oldest first.
     idle: Box<[Mutex<IdleQueue>]>,
+    /// The accept loops' lots of parked idle connections (`serve::parking`).
+    parking_lots: Mutex<Vec<Weak<dyn ParkedConnections>>>,
     /// Connections open now per client address (`--max-conns-per-ip`).
     pub per_ip: Arc<PerIpConnections>,
     /// What the kernel's TLS takes, where TLS connections are handed to it (`--ktls`).
@@ -137,10 +139,19 @@ impl Shared {
             idle: (0..workers.max(1))
                 .map(|_| Mutex::new(IdleQueue::default()))
                 .collect(),
+            parking_lots: Mutex::default(),
             per_ip: Arc::default(),
             kernel_tls,
             alt_svc: None,
         }
+    }
+
+    /// Lets [`ConnectionSlot::acquire`] close the oldest connection parked in `lot`
+    /// to make room, as it closes the oldest waiting one; for as long as `lot` lives.
+    pub fn add_parking_lot(&self, lot: Weak<dyn ParkedConnections>) {
+        let mut lots = self.parking_lots.lock().unwrap_or_else(|e| e.into_inner());
+        lots.retain(|lot| lot.strong_count() > 0);
+        lots.push(lot);
     }
 
     /// Advertises HTTP/3 on UDP `port` to the clients of HTTPS responses (`Alt-Svc`,
@@ -186,34 +197,39 @@ impl ConnectionSlot {
         self.worker
     }
 
-    /// Tells the connection that has been idle longest, of any worker, to close.
+    /// Closes the connection that has been idle longest, of any worker, waiting in its
+    /// task or parked: a waiting one is told to close, a parked one is closed by its lot.
     fn close_an_idle_connection(&self) -> bool {
-        let lock =
+        let oldest =
             |queue: &Mutex<IdleQueue>| queue.lock().unwrap_or_else(|e| e.into_inner()).oldest();
         loop {
-            let Some((_, queue)) = self
+            let waiting = self
                 .shared
                 .idle
                 .iter()
-                .filter_map(|queue| Some((lock(queue)?, queue)))
-                .min_by_key(|(since, _)| *since)
-            else {
-                return false;
+                .filter_map(|queue| Some((oldest(queue)?, queue)))
+                .min_by_key(|(since, _)| *since);
+            let parked = {
+                let lots = self
+                    .shared
+                    .parking_lots
+                    .lock()
+                    .unwrap_or_else(|e| e.into_inner());
+                lots.iter()
+                    .filter_map(|lot| {
+                        let lot = lot.upgrade()?;
+                        Some((lot.oldest()?, lot))
+                    })
+                    .min_by_key(|(since, _)| *since)
             };
-            // It may have woken since it was seen; then look again.
-            let popped = queue
-                .lock()
-                .unwrap_or_else(|e| e.into_inner())
-                .waiting
-                .pop_first();
-            let closed = match popped {
-                None => false,
-                Some((_, IdleEntry::Waiting(close))) => {
-                    close.notify_one();
-                    true
+            // Either may have woken since it was seen; then look again.
+            let closed = match (waiting, parked) {
+                (None, None) => return false,
+                (Some((since, queue)), Some((parked_since, _))) if since <= parked_since => {
+                    close_first(queue)
                 }
-                // A parked connection may have been woken by its client since.
-                Some((_, IdleEntry::Parked { lot, ticket })) => lot.close(ticket),
+                (Some((_, queue)), None) => close_first(queue),
+                (_, Some((_, lot))) => lot.close_oldest(),
             };
             if closed {
                 self.shared.metrics.idle_closed(self.worker);
@@ -225,59 +241,21 @@ impl ConnectionSlot {
     /// Registers the connection as idle (waiting for its next request) until the
     /// returned guard is dropped; `close` is notified if it must make room.
     pub fn idle(&self, close: &Arc<Notify>) -> IdleGuard<'_> {
-        let queue = self.idle_queue();
+        let queue = &self.shared.idle[self.worker % self.shared.idle.len()];
         let key = queue
             .lock()
             .unwrap_or_else(|e| e.into_inner())
-            .push(IdleEntry::Waiting(Arc::clone(close)));
+            .push(Arc::clone(close));
         IdleGuard { queue, key }
     }
 
-    /// Registers the connection, parked in `lot` under `ticket`, as idle: a new client
-    /// that needs its slot has `lot` close it. Returns the key that
-    /// [`ConnectionSlot::unpark`] takes when the connection wakes.
-    pub fn park(&self, lot: Arc<dyn ParkedConnections>, ticket: u64) -> IdleKey {
-        self.shared.metrics.parked(self.worker, 1);
-        self.idle_queue()
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .push(IdleEntry::Parked { lot, ticket })
+    /// Counts the connection as parked (`true`: `serve::parking`) or as leaving the
+    /// lot (`false`).
+    pub fn count_parked(&self, parked: bool) {
+        self.shared
+            .metrics
+            .parked(self.worker, if parked { 1 } else { -1 });
     }
-
-    /// Removes the parked connection's entry of [`ConnectionSlot::park`] (if a new
-    /// client has not taken it already).
-    pub fn unpark(&self, key: IdleKey) {
-        self.shared.metrics.parked(self.worker, -1);
-        self.idle_queue()
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .waiting
-            .remove(&key);
-    }
-
-    fn idle_queue(&self) -> &Mutex<IdleQueue> {
-        &self.shared.idle[self.worker % self.shared.idle.len()]
-    }
-}
-
-/// Idle connections held without a task (`serve::parking`), which a new client may
-/// need one of to be closed.
-pub(crate) trait ParkedConnections: Send + Sync + std::fmt::Debug {
-    /// Closes the connection parked under `ticket`; false if it is no longer parked
-    /// (its client sent a request, or it timed out).
-    fn close(&self, ticket: u64) -> bool;
-}
-
-/// An idle connection that may be told to close to make room.
-#[derive(Debug)]
-enum IdleEntry {
-    /// A connection's task waiting for its next request, told by this notification.
-    Waiting(Arc<Notify>),
-    /// A parked connection, closed by its lot.
-    Parked {
-        lot: Arc<dyn ParkedConnections>,
-        ticket: u64,
-    },
 }
 
 impl Drop for ConnectionSlot {
@@ -287,21 +265,45 @@ impl Drop for ConnectionSlot {
     }
 }
 
+/// Tells the connection that has waited longest in `queue` to close; false if there
+/// is none any more.
+fn close_first(queue: &Mutex<IdleQueue>) -> bool {
+    let popped = queue
+        .lock()
+        .unwrap_or_else(|e| e.into_inner())
+        .waiting
+        .pop_first();
+    popped.is_some_and(|(_, close)| {
+        close.notify_one();
+        true
+    })
+}
+
+/// Idle connections held without a task (`serve::parking`), one of which a new client
+/// may need closed.
+pub(crate) trait ParkedConnections: Send + Sync + std::fmt::Debug {
+    /// When the connection parked longest ago was parked, if any is.
+    fn oldest(&self) -> Option<Instant>;
+
+    /// Closes the connection parked longest ago; false if none is parked any more.
+    fn close_oldest(&self) -> bool;
+}
+
 /// When a connection went idle, and a tie-breaker within its queue.
-pub(crate) type IdleKey = (Instant, u64);
+type IdleKey = (Instant, u64);
 
 /// Idle connections of one worker in the order they went idle.
 #[derive(Debug, Default)]
 struct IdleQueue {
     next: u64,
-    waiting: BTreeMap<IdleKey, IdleEntry>,
+    waiting: BTreeMap<IdleKey, Arc<Notify>>,
 }
 
 impl IdleQueue {
-    fn push(&mut self, entry: IdleEntry) -> IdleKey {
+    fn push(&mut self, close: Arc<Notify>) -> IdleKey {
         let key = (Instant::now(), self.next);
         self.next += 1;
-        self.waiting.insert(key, entry);
+        self.waiting.insert(key, close);
         key
     }
 
