@@ -123,8 +123,13 @@ pub(crate) async fn serve<S: Transport>(
         }
         let idle = buf.is_empty();
         // Parked once it has waited PARK_AFTER, unless its idle timeout comes first.
-        let park_at = Instant::now() + PARK_AFTER;
-        let parks = park_next && idle && served > 0 && park_at < deadline;
+        let (parks, wait_until) = {
+            let park_at = Instant::now() + PARK_AFTER;
+            match park_next && idle && served > 0 && park_at < deadline {
+                true => (true, park_at),
+                false => (false, deadline),
+            }
+        };
         // Before the first request, shutdown closes the connection. Between requests, a
         // new client that needs the slot does too (a client that just connected may
         // have its request in flight: it is not taken for idle). No buffer is held
@@ -139,7 +144,6 @@ pub(crate) async fn serve<S: Transport>(
         // response of its own is in flight.
         let close = close.map(|close| &**close);
         let first = served == 0;
-        let wait_until = if parks { park_at } else { deadline };
         let waiting = wait_for_bytes(stream, &mut buf, shared, close, idle, first, wait_until);
         let Some(read) = Box::pin(waiting).await else {
             return Served::Closed;
