@@ -9,7 +9,8 @@
 //! cargo xtask fuzz [SECONDS]     a short run of every cargo-fuzz target (nightly)
 //! cargo xtask loadtest [--quick]  ioserve against nginx and Go's FileServer (wrk);
 //!                                 --cold: hot requests beside cold downloads;
-//!                                 --tls: over HTTPS; --h3: HTTP/3 against Caddy
+//!                                 --tls: over HTTPS; --h3: HTTP/3 against Caddy;
+//!                                 --c100k: 100,000 connections held, against nginx
 //! cargo xtask profile            ioserve and nginx under perf: flamegraphs, CPU s/GiB
 //! cargo xtask numa-vm            numa in 2- and 4-node qemu guests
 //! cargo xtask clock-vm           probe's clock checks under tsc, hpet and acpi_pm guests

@@ -50,6 +50,8 @@ use crate::util::{
 /// testssl.sh; `cargo xtask loadtest --tls` loads HTTP/2 with h2load (nghttp2-client).
 /// ioserve's listing is checked in Chromium (`cargo xtask browser`, the last four).
 /// `cargo xtask upgrade` loads ioserve with wrk through a live upgrade.
+/// The c100k smoke (`cargo xtask loadtest --c100k`'s, a few thousand connections)
+/// holds them against ioserve and nginx.
 /// `cargo xtask acme` checks certificates with openssl and curl, and has Chromium
 /// trust pebble's root through certutil's NSS database.
 /// `cargo xtask http3` installs aioquic with pip and hashes the test certificate's key
@@ -78,6 +80,7 @@ const SYSTEM_PACKAGES: &[(&str, &str)] = &[
     ("testssl.sh", "testssl"),
     ("nghttp2-client", "h2load"),
     ("wrk", "wrk"),
+    ("nginx", "nginx"),
     ("dmsetup", "dmsetup"),
     ("python3-pip", "/usr/lib/python3/dist-packages/pip"),
     ("e2fsprogs", "filefrag"),
@@ -183,6 +186,9 @@ pub(crate) fn run() -> Result<()> {
     stages.time("h2spec", || h2spec::run(&ioserve))?;
     stages.time("http3 clients", || {
         crate::http3::ci(&packaged.join("ioserve"))
+    })?;
+    stages.time("c100k smoke", || {
+        crate::load::loadtest::c100k_ci(&packaged.join("ioserve"))
     })?;
     // Checks that use one core (the live upgrade's and the soak's load, testssl.sh's handshakes,
     // pebble's validations, the failing disk's and systemd's guests, Miri's interpreter) run on a thread beside the guests and

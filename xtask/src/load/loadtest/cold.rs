@@ -673,6 +673,7 @@ mod tests {
             cold: true,
             tls: false,
             h3: false,
+            c100k: false,
             disk_mbps,
             client_copy: false,
             syscalls: false,

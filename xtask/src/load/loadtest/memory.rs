@@ -31,8 +31,16 @@ pub(crate) struct ConnectionMemory {
 /// and the servers it starts can hold `clients` connections; returns how many clients
 /// fit.
 pub(crate) fn raise_limit(clients: usize) -> usize {
+    let limit = raise_limit_to(clients as u64 * 2 + 1024);
+    clients.min(limit.saturating_sub(256) as usize)
+}
+
+/// Raises this process's open-file limit to `descriptors` (at least 65536; as root past
+/// the hard limit, up to the kernel's `fs.nr_open`; otherwise to the hard limit), for
+/// it and the servers it starts after; returns the limit now in force.
+pub(crate) fn raise_limit_to(descriptors: u64) -> u64 {
     use rustix::process::{getrlimit, setrlimit, Resource, Rlimit};
-    let want = (clients as u64 * 2 + 1024).max(65_536);
+    let want = descriptors.max(65_536);
     let current = getrlimit(Resource::Nofile);
     let raised = Rlimit {
         current: Some(want),
@@ -43,8 +51,7 @@ pub(crate) fn raise_limit(clients: usize) -> usize {
         soft.current = soft.maximum;
         let _ = setrlimit(Resource::Nofile, soft);
     }
-    let limit = getrlimit(Resource::Nofile).current.unwrap_or(u64::MAX);
-    clients.min(limit.saturating_sub(256) as usize)
+    getrlimit(Resource::Nofile).current.unwrap_or(u64::MAX)
 }
 
 /// Measures every server in `specs`: the idle clients on one fresh start, the
@@ -93,7 +100,7 @@ fn anon_kib(server: &Running) -> u64 {
 /// readings 300 ms apart. After 10 s of change it is read as it is then, and the
 /// report's reader is told so (the last two readings), since the figure is then of a
 /// server still growing or shrinking.
-fn settled_anon_kib(server: &Running) -> u64 {
+pub(super) fn settled_anon_kib(server: &Running) -> u64 {
     let deadline = std::time::Instant::now() + Duration::from_secs(10);
     let mut last = anon_kib(server);
     loop {
@@ -120,13 +127,47 @@ fn settled_anon_kib(server: &Running) -> u64 {
 /// file's residency verdicts) is not per connection.
 fn per_client(server: &Running, clients: usize, path: &str, read_reply: bool) -> Result<f64> {
     drop(request(server.addr, path, read_reply)?);
-    let before = settled_anon_kib(server);
-    let held = (0..clients)
-        .map(|_| request(server.addr, path, read_reply))
-        .collect::<Result<Vec<_>>>()?;
-    let after = settled_anon_kib(server);
+    let (held, bytes) = growth_per_connection(
+        server,
+        || {
+            (0..clients)
+                .map(|_| request(server.addr, path, read_reply))
+                .collect::<Result<Vec<_>>>()
+        },
+        Vec::len,
+    )?;
     drop(held);
-    Ok(after.saturating_sub(before) as f64 * 1024.0 / clients as f64)
+    Ok(bytes)
+}
+
+/// How long a server's memory may still change by itself after clients stop
+/// connecting: ioserve's parking (1 s) and jemalloc's decay (10 s), with a margin.
+const SERVER_DELAYED_WORK: Duration = Duration::from_secs(13);
+
+/// Bytes of anonymous memory per connection that `open` adds to `server`: its settled
+/// `RssAnon` before and after `open` opens connections, the growth over the number of
+/// them that `held` says are still open once it has settled (NaN for none). What holds
+/// them is returned, still open, for the caller to close once it has read what else it
+/// needs.
+pub(super) fn growth_per_connection<Held>(
+    server: &Running,
+    open: impl FnOnce() -> Result<Held>,
+    held: impl FnOnce(&Held) -> usize,
+) -> Result<(Held, f64)> {
+    let before = settled_anon_kib(server);
+    let connections = open()?;
+    // The server's own delayed work first: ioserve parks a keep-alive connection
+    // without its task after a second of idling, and its jemalloc returns the freed
+    // pages on a background thread after its 10-second decay, all at once (RssAnon
+    // read each second stayed flat for 8 s, then fell by 9.6 MiB for 8,000 parked
+    // connections), which no stability test sees coming.
+    std::thread::sleep(SERVER_DELAYED_WORK);
+    let after = settled_anon_kib(server);
+    let bytes = match held(&connections) {
+        0 => f64::NAN,
+        count => after.saturating_sub(before) as f64 * 1024.0 / count as f64,
+    };
+    Ok((connections, bytes))
 }
 
 /// Connects with a 4 KiB receive buffer and sends `GET path` (keep-alive); with

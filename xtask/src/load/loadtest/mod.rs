@@ -12,7 +12,8 @@
 //! By job: [`servers`] starts and watches the servers, [`wrk`] runs the load and reads
 //! its figures, [`report`] writes the medians as a table and a chart. `--cold` runs the
 //! cold-disk scenario instead ([`cold`], with [`throttle`] for a slow disk); `--tls`
-//! ioserve against nginx over HTTPS ([`tls`], HTTP/2 by [`h2load`]).
+//! ioserve against nginx over HTTPS ([`tls`], HTTP/2 by [`h2load`]); `--c100k` both
+//! holding 100,000 connections of several kinds ([`c100k`]).
 //! [`profile`] (`cargo xtask profile`) records where the CPU goes under the same
 //! servers and workloads, with perf, as flamegraphs.
 
@@ -26,6 +27,7 @@ use serde::Serialize;
 
 use crate::util::{ensure_packages, on_path, project_root, step};
 
+mod c100k;
 mod cold;
 mod h2load;
 mod h3;
@@ -60,6 +62,8 @@ pub struct Options {
     pub tls: bool,
     /// Run ioserve's HTTP/3 against Caddy's instead.
     pub h3: bool,
+    /// Run the c100k scenario instead: `connections` held at once.
+    pub c100k: bool,
     /// The cold scenario's disk read limit in MB/s (0: none).
     pub disk_mbps: u64,
     /// Whether the cold scenario's download clients copy the bodies they receive
@@ -74,18 +78,21 @@ pub struct Options {
 /// The command line of `cargo xtask loadtest`; [`Args::resolve`] applies `--quick`.
 #[derive(Debug, clap::Args)]
 pub struct Args {
-    /// Seconds per wrk run [default: 10; --quick: 3]
+    /// Seconds per wrk run; with --c100k, seconds the full mix is held [default: 10;
+    /// --quick: 3; --c100k: 20, with --quick 5]
     #[arg(long, value_name = "S", value_parser = clap::value_parser!(u64).range(1..=600))]
     duration: Option<u64>,
     /// Rounds over all servers and workloads [default: 3; --quick: 1]
-    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u64).range(1..=20))]
+    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u64).range(1..=20), conflicts_with = "c100k")]
     rounds: Option<u64>,
     /// Only these servers (comma-separated): an exact name picks that server alone,
     /// other text every server whose name contains it
     #[arg(long, value_name = "NAMES", value_delimiter = ',')]
     only: Vec<String>,
-    /// Clients of the memory-per-connection measurement [default: 10000; --quick: 2000]
-    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u64).range(10..=50_000))]
+    /// Clients of the memory-per-connection measurement (at most 50000); with --c100k,
+    /// the connections held at once [default: 10000; --quick: 2000; --c100k: 100000,
+    /// with --quick 10000]
+    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u64).range(10..=200_000))]
     connections: Option<u64>,
     /// A short run: 1 round of 3 s, 2000 clients
     #[arg(long)]
@@ -107,6 +114,14 @@ pub struct Args {
     /// h3.json, with the targets judged on the per-round ratios
     #[arg(long, conflicts_with_all = ["cold", "tls"])]
     h3: bool,
+    /// The c100k scenario instead (issue #56): ioserve and nginx, each sized for it,
+    /// holding --connections at once from source addresses spread over 127.0.0.0/8:
+    /// 90 % idle HTTP/1.1 keep-alive, 9 % HTTP/2 over TLS, 1 % slow downloads (64 KiB/s),
+    /// with a polite client timing 4 KiB requests during the hold; memory per
+    /// connection of each kind (and of idle TLS) on fresh starts; raises the kernel's
+    /// limits where too low; writes c100k.md and c100k.json
+    #[arg(long, conflicts_with_all = ["cold", "tls", "h3"])]
+    c100k: bool,
     /// With --cold: limit the servers' disk reads to this many MB/s (a cgroup throttle),
     /// as a cloud volume or a spinning disk would; 0 for none [default: 200]
     #[arg(long, value_name = "MB/S", requires = "cold")]
@@ -125,7 +140,7 @@ pub struct Args {
     /// Every server's connections get this send buffer (SO_SNDBUF: ioserve's
     /// --send-buffer, nginx's `listen ... sndbuf=`) instead of the kernel's autotuning;
     /// bytes, or with K or M (1024-based), e.g. 4M
-    #[arg(long, value_name = "SIZE", value_parser = parse_send_buffer, conflicts_with_all = ["cold", "tls"])]
+    #[arg(long, value_name = "SIZE", value_parser = parse_send_buffer, conflicts_with_all = ["cold", "tls", "c100k"])]
     send_buffer: Option<u64>,
 }
 
@@ -149,14 +164,25 @@ impl Args {
         let pick = |value: Option<u64>, normal: u64, quick: u64| {
             value.unwrap_or(if self.quick { quick } else { normal })
         };
+        let (duration, connections) = match self.c100k {
+            true => (
+                pick(self.duration, 20, 5),
+                pick(self.connections, 100_000, 10_000),
+            ),
+            false => (
+                pick(self.duration, 10, 3),
+                pick(self.connections, 10_000, 2_000),
+            ),
+        };
         Options {
-            duration: pick(self.duration, 10, 3),
+            duration,
             rounds: pick(self.rounds, 3, 1) as usize,
-            connections: pick(self.connections, 10_000, 2_000) as usize,
+            connections: connections as usize,
             only: self.only,
             cold: self.cold,
             tls: self.tls,
             h3: self.h3,
+            c100k: self.c100k,
             disk_mbps: self.disk_mbps.unwrap_or(200),
             client_copy: self.client_copy,
             syscalls: !self.no_syscalls,
@@ -359,11 +385,19 @@ struct Report<'a> {
 
 /// Runs the load test and writes target/loadtest/{report.md,results.json,chart.svg}.
 pub fn run(options: &Options) -> Result<()> {
+    if !options.c100k && options.connections > PLAIN_MOST_CONNECTIONS {
+        bail!(
+            "--connections {}: the memory measurement connects from 127.0.0.1 alone, \
+             {PLAIN_MOST_CONNECTIONS} at most; more with --c100k",
+            options.connections
+        );
+    }
     ensure_packages(&[("nginx", "nginx"), ("wrk", "wrk")])?;
     let out = crate::util::target_dir()?.join("loadtest");
     fs::create_dir_all(&out)?;
     // Refused before the rounds, not after them.
-    let count_syscalls = options.syscalls && !options.cold && !options.tls && !options.h3;
+    let count_syscalls =
+        options.syscalls && !options.cold && !options.tls && !options.h3 && !options.c100k;
     if let Some(why) = syscalls::unavailable().filter(|_| count_syscalls) {
         bail!("cannot count syscalls: {why}; pass --no-syscalls to run without");
     }
@@ -389,6 +423,14 @@ pub fn run(options: &Options) -> Result<()> {
     }
     if options.h3 {
         return h3::run(options, &www, &out);
+    }
+    if options.c100k {
+        let scenario = c100k::Scenario {
+            connections: options.connections,
+            hold: std::time::Duration::from_secs(options.duration),
+            only: options.only.clone(),
+        };
+        return c100k::run(&scenario, &www, &out);
     }
     let specs = select(servers(), &options.only)?
         .into_iter()
@@ -542,6 +584,23 @@ pub(crate) fn find_go() -> Result<PathBuf> {
 /// The most connections a workload opens.
 const MOST_CONNECTIONS: usize = 5000;
 
+/// The most clients of the plain run's memory measurement (its range before --c100k):
+/// they all connect from 127.0.0.1 to one port, so past the ephemeral ports of one
+/// address their connects fail.
+const PLAIN_MOST_CONNECTIONS: usize = 50_000;
+
+/// CI's smoke of the c100k scenario ([`c100k::smoke`]) against `ioserve` (a build of
+/// it) and nginx: a few thousand connections of every kind held for a few seconds;
+/// fails when any was refused, failed, left unanswered or dropped. Writes its files
+/// under target/loadtest-c100k-smoke.
+pub(crate) fn c100k_ci(ioserve: &Path) -> Result<()> {
+    ensure_packages(&[("nginx", "nginx")])?;
+    let out = crate::util::target_dir()?.join("loadtest-c100k-smoke");
+    let www = out.join("www");
+    prepare_files(&www, &FILES[..2])?;
+    c100k::smoke(ioserve, &www, &out)
+}
+
 /// The served files, by name and length.
 const FILES: [(&str, u64); 3] = [("4k.bin", 4096), ("8m.bin", 8 << 20), ("1g.bin", 1 << 30)];
 
@@ -673,5 +732,37 @@ mod tests {
             parse(&["--send-buffer", "4M", "--cold"]).is_err(),
             "the hot workloads only"
         );
+        let o = parse(&["--c100k"]).unwrap();
+        assert_eq!(
+            (o.c100k, o.connections, o.duration, o.cold, o.tls, o.h3),
+            (true, 100_000, 20, false, false, false)
+        );
+        let o = parse(&["--c100k", "--quick", "--only", "nginx,ioserve-sendfile"]).unwrap();
+        assert_eq!((o.connections, o.duration, o.only.len()), (10_000, 5, 2));
+        let o = parse(&["--c100k", "--connections", "200000", "--duration", "7"]).unwrap();
+        assert_eq!((o.connections, o.duration), (200_000, 7));
+        assert!(parse(&["--c100k", "--connections", "200001"]).is_err());
+        assert!(!parse(&[]).unwrap().c100k);
+        assert_eq!(
+            parse(&["--connections", "60000"]).unwrap().connections,
+            60_000,
+            "parsed; the plain run refuses it before it starts"
+        );
+        let error = super::run(&parse(&["--connections", "60000"]).unwrap()).unwrap_err();
+        assert!(
+            error
+                .to_string()
+                .contains("50000 at most; more with --c100k"),
+            "{error}"
+        );
+        for other in ["--cold", "--tls", "--h3"] {
+            assert!(parse(&["--c100k", other]).is_err(), "--c100k with {other}");
+        }
+        for (flag, value) in [("--rounds", "2"), ("--send-buffer", "4M")] {
+            assert!(
+                parse(&["--c100k", flag, value]).is_err(),
+                "--c100k with {flag}"
+            );
+        }
     }
 }

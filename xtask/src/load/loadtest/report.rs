@@ -351,6 +351,7 @@ mod tests {
             cold: false,
             tls: false,
             h3: false,
+            c100k: false,
             disk_mbps: 0,
             client_copy: false,
             syscalls: false,

@@ -39,6 +39,9 @@ pub(crate) struct ServerSpec {
     /// SO_SNDBUF of every connection in bytes (ioserve's `--send-buffer`, nginx's
     /// `listen ... sndbuf=`), else the kernel's autotuning.
     send_buffer: Option<u64>,
+    /// Sized to hold this many connections at once (`loadtest --c100k`), see
+    /// [`Sizing`]; else each server's own limits.
+    sized_for: Option<usize>,
 }
 
 impl ServerSpec {
@@ -65,12 +68,14 @@ pub(super) fn servers() -> Vec<ServerSpec> {
             kind: Kind::Nginx { aio_threads: false },
             tls: None,
             send_buffer: None,
+            sized_for: None,
         },
         ServerSpec {
             name: "go-fileserver".into(),
             kind: Kind::Go,
             tls: None,
             send_buffer: None,
+            sized_for: None,
         },
     ];
     for strategy in ["sendfile", "mmap", "read", "buffered"] {
@@ -83,6 +88,7 @@ pub(super) fn servers() -> Vec<ServerSpec> {
             },
             tls: None,
             send_buffer: None,
+            sized_for: None,
         });
     }
     // The hot path with the cold-read pool's residency checks left out, for comparison.
@@ -95,6 +101,7 @@ pub(super) fn servers() -> Vec<ServerSpec> {
         },
         tls: None,
         send_buffer: None,
+        sized_for: None,
     });
     specs.push(ServerSpec {
         name: "ioserve-sendfile-multi".into(),
@@ -105,6 +112,7 @@ pub(super) fn servers() -> Vec<ServerSpec> {
         },
         tls: None,
         send_buffer: None,
+        sized_for: None,
     });
     specs
 }
@@ -121,12 +129,14 @@ pub(super) fn cold_servers() -> Vec<ServerSpec> {
         },
         tls: None,
         send_buffer: None,
+        sized_for: None,
     };
     let nginx = |name: &str, aio_threads| ServerSpec {
         name: name.into(),
         kind: Kind::Nginx { aio_threads },
         tls: None,
         send_buffer: None,
+        sized_for: None,
     };
     vec![
         ioserve("ioserve-sendfile", "pool"),
@@ -145,6 +155,7 @@ pub(super) fn tls_servers(pair: &CertificatePair) -> Vec<ServerSpec> {
             kind: Kind::Nginx { aio_threads: false },
             tls: Some(pair.clone()),
             send_buffer: None,
+            sized_for: None,
         },
         ioserve_over_tls(pair),
     ]
@@ -162,9 +173,82 @@ pub(super) fn h3_servers(pair: &CertificatePair, caddy: &Path) -> Vec<ServerSpec
             },
             tls: Some(pair.clone()),
             send_buffer: None,
+            sized_for: None,
         },
         ioserve_over_tls(pair),
     ]
+}
+
+/// The servers of `loadtest --c100k`, over plain HTTP, sized to hold `connections` at
+/// once (see [`Sizing`]): nginx and ioserve with the sendfile strategy. Each has an
+/// HTTPS twin, [`ServerSpec::over_https`].
+pub(super) fn c100k_servers(connections: usize) -> Vec<ServerSpec> {
+    let sized = |name: &str, kind| ServerSpec {
+        name: name.into(),
+        kind,
+        tls: None,
+        send_buffer: None,
+        sized_for: Some(connections),
+    };
+    vec![
+        sized("nginx", Kind::Nginx { aio_threads: false }),
+        sized(
+            "ioserve-sendfile",
+            Kind::Ioserve {
+                strategy: "sendfile",
+                runtime: "per-core",
+                cold_reads: "pool",
+            },
+        ),
+    ]
+}
+
+impl ServerSpec {
+    /// The same server over HTTPS with `pair` (TLS in user space; nginx with HTTP/2 by
+    /// ALPN), named `<name>-https` (nginx keeps its configuration and pid file in a
+    /// folder of that name, so both can run at once).
+    pub(super) fn over_https(&self, pair: &CertificatePair) -> ServerSpec {
+        ServerSpec {
+            name: format!("{}-https", self.name),
+            kind: self.kind.clone(),
+            tls: Some(pair.clone()),
+            send_buffer: self.send_buffer,
+            sized_for: self.sized_for,
+        }
+    }
+}
+
+/// How a server sized for many held connections (`loadtest --c100k`) is set up, from
+/// the number of connections it is to hold.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) struct Sizing {
+    /// Connections each process may have open: the held ones and a margin for the
+    /// warm-up requests, the polite client and the listeners (nginx's
+    /// `worker_connections`, per worker since either may get them all; ioserve's
+    /// `--max-connections`).
+    pub(crate) connections: usize,
+    /// Descriptors per nginx worker (`worker_rlimit_nofile`): a socket and, while a
+    /// file is sent, its file, per connection.
+    pub(crate) nginx_descriptors: usize,
+}
+
+impl Sizing {
+    /// Connections beyond the held ones.
+    const MARGIN: usize = 1024;
+
+    /// Seconds an idle connection is kept (nginx's `keepalive_timeout`, which HTTP/2
+    /// uses too; ioserve's `--idle-timeout`): longer than opening and holding the
+    /// c100k scenario's connections takes, so that no server closes them while held.
+    pub(crate) const IDLE_TIMEOUT_S: u64 = 600;
+
+    /// The sizing for `connections` held at once.
+    pub(crate) fn for_connections(connections: usize) -> Sizing {
+        let connections = connections + Self::MARGIN;
+        Sizing {
+            connections,
+            nginx_descriptors: 2 * connections,
+        }
+    }
 }
 
 /// ioserve with the sendfile strategy over HTTPS with `pair`, as the TLS and HTTP/3
@@ -179,6 +263,7 @@ fn ioserve_over_tls(pair: &CertificatePair) -> ServerSpec {
         },
         tls: Some(pair.clone()),
         send_buffer: None,
+        sized_for: None,
     }
 }
 
@@ -273,6 +358,7 @@ pub(super) fn start_built(
                     *aio_threads,
                     spec.tls.as_ref(),
                     spec.send_buffer,
+                    spec.sized_for.map(Sizing::for_connections),
                 ),
             )?;
             let mut command = Command::new("nginx");
@@ -327,6 +413,11 @@ pub(super) fn start_built(
             if let Some(bytes) = spec.send_buffer {
                 command.args(["--send-buffer", &bytes.to_string()]);
             }
+            if let Some(sizing) = spec.sized_for.map(Sizing::for_connections) {
+                command
+                    .args(["--max-connections", &sizing.connections.to_string()])
+                    .args(["--idle-timeout", &format!("{}s", Sizing::IDLE_TIMEOUT_S)]);
+            }
             if let Some(pair) = &spec.tls {
                 command
                     .arg("--tls-cert")
@@ -366,7 +457,9 @@ pub(super) fn start_built(
 /// with `aio_threads`, `aio threads` (the default pool of 32 threads); with `tls`,
 /// HTTPS with that certificate, TLS 1.3 only, and HTTP/2 by ALPN (`listen ... ssl
 /// http2`, which nginx 1.22, Debian 12's, needs; `http2 on` came in 1.25.1); with
-/// `sndbuf`, that SO_SNDBUF on the listener (`listen ... sndbuf=`).
+/// `sndbuf`, that SO_SNDBUF on the listener (`listen ... sndbuf=`); with `sizing`,
+/// `worker_connections`, `worker_rlimit_nofile` and `keepalive_timeout` from it
+/// (else 32768 connections of 65536 descriptors per worker and nginx's 75 s).
 fn nginx_conf(
     dir: &Path,
     www: &Path,
@@ -374,8 +467,17 @@ fn nginx_conf(
     aio_threads: bool,
     tls: Option<&CertificatePair>,
     sndbuf: Option<u64>,
+    sizing: Option<Sizing>,
 ) -> String {
     let aio = if aio_threads { "  aio threads;\n" } else { "" };
+    let (worker_connections, worker_rlimit_nofile, keepalive) = match sizing {
+        None => (32768, 65536, String::new()),
+        Some(sizing) => (
+            sizing.connections,
+            sizing.nginx_descriptors,
+            format!("  keepalive_timeout {}s;\n", Sizing::IDLE_TIMEOUT_S),
+        ),
+    };
     let sndbuf = sndbuf.map_or_else(String::new, |bytes| format!(" sndbuf={bytes}"));
     let tmp = dir.join("tmp");
     let tmp = tmp.display();
@@ -391,8 +493,8 @@ fn nginx_conf(
     };
     format!(
         "worker_processes 2;\ndaemon off;\npid {dir}/nginx.pid;\nerror_log {dir}/error.log warn;\n\
-         worker_rlimit_nofile 65536;\nevents {{ worker_connections 32768; }}\n\
-         http {{\n{aio}  access_log off;\n  sendfile on;\n  tcp_nopush on;\n  keepalive_requests 1000000;\n  \
+         worker_rlimit_nofile {worker_rlimit_nofile};\nevents {{ worker_connections {worker_connections}; }}\n\
+         http {{\n{aio}{keepalive}  access_log off;\n  sendfile on;\n  tcp_nopush on;\n  keepalive_requests 1000000;\n  \
          default_type application/octet-stream;\n  client_body_temp_path {tmp};\n  proxy_temp_path {tmp};\n  \
          fastcgi_temp_path {tmp};\n  uwsgi_temp_path {tmp};\n  scgi_temp_path {tmp};\n  \
          server {{ {server} }}\n}}\n",
@@ -483,7 +585,7 @@ mod tests {
         };
         let addr = SocketAddr::from(([127, 0, 0, 1], 8443));
         let (dir, www) = (Path::new("/d"), Path::new("/www"));
-        let conf = nginx_conf(dir, www, addr, false, Some(&pair), None);
+        let conf = nginx_conf(dir, www, addr, false, Some(&pair), None, None);
         for line in [
             "listen 127.0.0.1:8443 ssl http2 reuseport; root /www;",
             "ssl_certificate /c/cert.pem;",
@@ -493,19 +595,64 @@ mod tests {
         ] {
             assert!(conf.contains(line), "{line}: {conf}");
         }
-        let plain = nginx_conf(dir, www, addr, false, None, None);
+        let plain = nginx_conf(dir, www, addr, false, None, None, None);
         assert!(
             plain.contains("server { listen 127.0.0.1:8443 reuseport; root /www; }"),
             "{plain}"
         );
         assert!(!plain.contains("ssl"), "{plain}");
-        let sized = nginx_conf(dir, www, addr, false, None, Some(4 << 20));
+        let sized = nginx_conf(dir, www, addr, false, None, Some(4 << 20), None);
         assert!(
             sized.contains("listen 127.0.0.1:8443 reuseport sndbuf=4194304; root /www;"),
             "{sized}"
         );
         let names: Vec<String> = tls_servers(&pair).into_iter().map(|s| s.name).collect();
         assert_eq!(names, ["nginx", "ioserve-sendfile"]);
+    }
+
+    #[test]
+    fn a_server_sized_for_c100k_has_room_for_every_connection_and_keeps_them_idle() {
+        let (dir, www) = (Path::new("/d"), Path::new("/www"));
+        let addr = SocketAddr::from(([127, 0, 0, 1], 8080));
+        let sizing = Sizing::for_connections(100_000);
+        assert_eq!(
+            (sizing.connections, sizing.nginx_descriptors),
+            (101_024, 202_048)
+        );
+        let conf = nginx_conf(dir, www, addr, false, None, None, Some(sizing));
+        for line in [
+            "worker_rlimit_nofile 202048;\nevents { worker_connections 101024; }",
+            "keepalive_timeout 600s;",
+        ] {
+            assert!(conf.contains(line), "{line}: {conf}");
+        }
+        let as_before = nginx_conf(dir, www, addr, false, None, None, None);
+        assert!(
+            as_before.contains("worker_rlimit_nofile 65536;\nevents { worker_connections 32768; }"),
+            "the other runs' nginx is as it was: {as_before}"
+        );
+        assert!(!as_before.contains("keepalive_timeout"), "{as_before}");
+        let pair = CertificatePair {
+            cert: "/c/cert.pem".into(),
+            key: "/c/key.pem".into(),
+        };
+        let specs = c100k_servers(100_000);
+        let names: Vec<(String, String)> = specs
+            .iter()
+            .map(|s| (s.name.clone(), s.over_https(&pair).name))
+            .collect();
+        assert_eq!(
+            names,
+            [
+                ("nginx".to_string(), "nginx-https".to_string()),
+                ("ioserve-sendfile".into(), "ioserve-sendfile-https".into())
+            ]
+        );
+        let https = specs[1].over_https(&pair);
+        assert_eq!(
+            (https.sized_for, https.tls.is_some()),
+            (Some(100_000), true)
+        );
     }
 
     #[test]
