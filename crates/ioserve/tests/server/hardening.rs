@@ -173,6 +173,18 @@ fn directory_redirects_never_name_another_host() {
     }
 }
 
+/// A keep-alive connection that has asked for `path` and read its 200: the client
+/// then idles.
+fn kept_alive_after(addr: std::net::SocketAddr, path: &str) -> BufReader<std::net::TcpStream> {
+    let mut stream = connect(addr);
+    stream
+        .write_all(format!("GET {path} HTTP/1.1\r\nHost: t\r\n\r\n").as_bytes())
+        .unwrap();
+    let mut reader = BufReader::new(stream);
+    assert_eq!(read_response(&mut reader, false).unwrap().status, 200);
+    reader
+}
+
 #[test]
 fn idle_keep_alive_connections_make_room_oldest_first() {
     let dir = tempfile::tempdir().unwrap();
@@ -185,12 +197,7 @@ fn idle_keep_alive_connections_make_room_oldest_first() {
             &["--max-connections", "2", "--metrics-listen", "127.0.0.1:0"],
         );
         let keep_alive = |count: u64| {
-            let mut stream = connect(server.addr);
-            stream
-                .write_all(b"GET /hello.txt HTTP/1.1\r\nHost: t\r\n\r\n")
-                .unwrap();
-            let mut reader = BufReader::new(stream);
-            assert_eq!(read_response(&mut reader, false).unwrap().status, 200);
+            let reader = kept_alive_after(server.addr, "/hello.txt");
             // Idle since the server put it on the idle list, which may trail the
             // response: the newer one must go idle after it.
             match parked {
@@ -237,15 +244,7 @@ fn idle_connections_are_parked_then_served_again_or_timed_out() {
         );
         let parked =
             |check: fn(u64) -> bool| wait_for_metric(&server, "ioserve_connections_parked", check);
-        let keep_alive = || {
-            let mut stream = connect(server.addr);
-            stream
-                .write_all(b"GET /hello.txt HTTP/1.1\r\nHost: t\r\n\r\n")
-                .unwrap();
-            let mut reader = BufReader::new(stream);
-            assert_eq!(read_response(&mut reader, false).unwrap().status, 200);
-            reader
-        };
+        let keep_alive = || kept_alive_after(server.addr, "/hello.txt");
         let mut asks_again = keep_alive();
         let mut pipelines = keep_alive();
         let waits = keep_alive();
@@ -736,15 +735,7 @@ fn thousands_of_idle_and_slow_clients_cost_little_memory() {
         let before = server.anon_kib();
         // Idle keep-alive clients, each after one request.
         let idle: Vec<BufReader<std::net::TcpStream>> = (0..CLIENTS)
-            .map(|_| {
-                let mut stream = connect(server.addr);
-                stream
-                    .write_all(b"GET /small.txt HTTP/1.1\r\nHost: t\r\n\r\n")
-                    .unwrap();
-                let mut reader = BufReader::new(stream);
-                assert_eq!(read_response(&mut reader, false).unwrap().status, 200);
-                reader
-            })
+            .map(|_| kept_alive_after(server.addr, "/small.txt"))
             .collect();
         wait_for_metric(&server, "ioserve_connections_open", |n| n == CLIENTS as u64);
         let per_idle = (server.anon_kib().saturating_sub(before)) * 1024 / CLIENTS as u64;
