@@ -522,9 +522,11 @@ fn a_client_that_goes_away_mid_download_frees_its_response_at_once() {
             let mut stream = get_started(&mut sender, "/big.bin").await;
             let mut body = Vec::new();
             assert!(read_some(&mut stream, &mut body, 1 << 20).await);
-            // The client stops reading and says so (STOP_SENDING), as a browser whose
-            // download was cancelled does.
-            stream.stop_sending(h3::error::Code::H3_REQUEST_CANCELLED);
+            // The client stops reading and says so, as a browser whose download was
+            // cancelled does: quinn sends STOP_SENDING for a receive stream dropped
+            // before its end. (Not h3's `stop_sending`, which panics in h3-quinn 0.0.10
+            // when h3 has left a read of the stream pending behind the chunks it had
+            // buffered: CI hit that once.)
             drop(stream);
             // The response ends within seconds, not after the send timeout.
             let metrics = server.metrics.unwrap();
