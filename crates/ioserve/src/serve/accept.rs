@@ -381,17 +381,8 @@ fn spawn_connection(
 /// when its socket cannot rejoin the reactor).
 fn resume(connections: &TaskTracker, shared: &Arc<Shared>, parking: &Arc<Parking>, parked: Parked) {
     let peer = parked.peer;
-    match TcpStream::from_std(parked.stream) {
-        Ok(stream) => {
-            let connection = Parked {
-                stream,
-                peer,
-                slot: parked.slot,
-                peer_slot: parked.peer_slot,
-                served: parked.served,
-            };
-            spawn_plain(connections, shared, Some(parking), connection);
-        }
+    match parked.try_map_stream(TcpStream::from_std) {
+        Ok(connection) => spawn_plain(connections, shared, Some(parking), connection),
         Err(error) => {
             tracing::debug!(%peer, %error, "a woken idle connection cannot rejoin the reactor")
         }
@@ -438,15 +429,8 @@ fn spawn_plain(
             let Some(lot) = &parking else {
                 return;
             };
-            let Ok(socket) = connection.stream.into_std() else {
+            let Ok(idle) = connection.try_map_stream(TcpStream::into_std) else {
                 return;
-            };
-            let idle = Parked {
-                stream: socket,
-                peer: connection.peer,
-                slot: connection.slot,
-                peer_slot: connection.peer_slot,
-                served: connection.served,
             };
             let Err(back) = lot.park(idle, deadline) else {
                 return;
@@ -455,16 +439,10 @@ fn spawn_plain(
             if shared.shutdown.is_cancelled() {
                 return;
             }
-            let Ok(socket) = TcpStream::from_std(back.stream) else {
+            let Ok(back) = back.try_map_stream(TcpStream::from_std) else {
                 return;
             };
-            connection = Parked {
-                stream: socket,
-                peer: back.peer,
-                slot: back.slot,
-                peer_slot: back.peer_slot,
-                served: back.served,
-            };
+            connection = back;
             parking = None;
         }
     });

@@ -123,12 +123,12 @@ pub(crate) async fn serve<S: Transport>(
         }
         let idle = buf.is_empty();
         // Parked once it has waited PARK_AFTER, unless its idle timeout comes first.
+        // (The clock is read only for a connection that may park, not per request.)
         let (parks, wait_until) = {
-            let park_at = Instant::now() + PARK_AFTER;
-            match park_next && idle && served > 0 && park_at < deadline {
-                true => (true, park_at),
-                false => (false, deadline),
-            }
+            let park_at = (park_next && idle && served > 0)
+                .then(|| Instant::now() + PARK_AFTER)
+                .filter(|park_at| *park_at < deadline);
+            (park_at.is_some(), park_at.unwrap_or(deadline))
         };
         // Before the first request, shutdown closes the connection. Between requests, a
         // new client that needs the slot does too (a client that just connected may

@@ -54,6 +54,23 @@ pub(crate) struct Parked<S = std::net::TcpStream> {
     pub served: u64,
 }
 
+impl<S> Parked<S> {
+    /// The same connection with its socket turned into a `T` by `into`, or dropped
+    /// (closed) when that fails.
+    pub(crate) fn try_map_stream<T, E>(
+        self,
+        into: impl FnOnce(S) -> Result<T, E>,
+    ) -> Result<Parked<T>, E> {
+        Ok(Parked {
+            stream: into(self.stream)?,
+            peer: self.peer,
+            slot: self.slot,
+            peer_slot: self.peer_slot,
+            served: self.served,
+        })
+    }
+}
+
 /// The parked connections of one accept loop.
 #[derive(Debug)]
 pub(crate) struct Parking {
