@@ -19,7 +19,7 @@ use std::hint::black_box;
 
 use base64::Engine as _;
 use benches::{hash_with, KeyStream};
-use criterion::{criterion_group, criterion_main, BenchmarkId, Criterion, Throughput};
+use criterion::{criterion_group, BenchmarkId, Criterion, Throughput};
 
 /// 16 B to 1 MiB in steps of 4x: small keys, a line, a page, a chunk, a file.
 const SIZES: [usize; 9] = [
@@ -288,4 +288,36 @@ criterion_group! {
     config = benches::kernel_config();
     targets = base64_encode, base64_decode, hash, adler32, count
 }
-criterion_main!(kernels);
+
+/// With `SIMD_BENCH_IMPLEMENTATIONS` set to a file, writes there which implementation
+/// each kernel runs in this process and build (`kernel=name` lines), for the header of
+/// `cargo xtask bench --simd-table`: what the dispatch chose on this CPU, less the
+/// features `SIMD_DISABLE` names. The hash in a build that enables AES at compile time
+/// calls its AES path without the dispatcher, and says so.
+fn record_implementations() {
+    let Some(path) = std::env::var_os("SIMD_BENCH_IMPLEMENTATIONS") else {
+        return;
+    };
+    let features = ioserve_simd::features();
+    let hash = if cfg!(all(
+        any(target_arch = "x86_64", target_arch = "aarch64"),
+        target_feature = "aes"
+    )) {
+        "aes (compiled in)".to_owned()
+    } else {
+        features.hash.to_string()
+    };
+    let text = format!(
+        "base64={}\ncount={}\nadler32={}\nhash={hash}\n",
+        features.base64, features.count, features.adler32
+    );
+    if let Err(error) = std::fs::write(&path, text) {
+        panic!("cannot write {}: {error}", path.to_string_lossy());
+    }
+}
+
+fn main() {
+    record_implementations();
+    kernels();
+    Criterion::default().configure_from_args().final_summary();
+}

@@ -30,6 +30,17 @@ pub(crate) struct Options {
     /// Skip the simd bench's second, `-C target-cpu=native` build
     #[arg(long)]
     no_native: bool,
+    /// Only the simd bench, in both builds, from one run into fresh criterion
+    /// directories: writes target/bench-report/simd-table.md, a table per build and
+    /// kernel with a row per size (ours, the fastest peer, the ratio) under a header
+    /// naming the CPU, the implementations dispatched (SIMD_DISABLE applies), the date,
+    /// the commit and the command. Honours --quick, --filter and --no-native
+    #[arg(long)]
+    simd_table: bool,
+    /// With --simd-table: also put the table between the markers
+    /// `<!-- simd-table:start -->` and `<!-- simd-table:end -->` in crates/simd/README.md
+    #[arg(long, requires = "simd_table")]
+    write_readme: bool,
 }
 
 /// The simd bench's groups: the ones run in both builds.
@@ -170,6 +181,9 @@ impl Row {
 }
 
 pub(crate) fn run(options: &Options) -> Result<()> {
+    if options.simd_table {
+        return run_simd_table(options);
+    }
     let target = crate::util::target_dir()?;
     let out = target.join("bench-report");
     let read_strategies = out.join("read_strategies.md");
@@ -555,24 +569,417 @@ impl<'a> GroupTable<'a> {
         }
     }
 
-    /// Ours over the best peer among rows `at` one parameter value, as "1.23x" (above
-    /// 1: ours is faster); empty without both.
-    fn ratio(&self, at: &[&Row]) -> String {
+    /// Our best entry and the best peer among rows `at` one parameter value (limits
+    /// are neither): the one definition of "ours against the best peer", for
+    /// report.md's grids and `--simd-table`.
+    fn best<'r>(&self, at: &[&'r Row]) -> (Option<&'r Row>, Option<&'r Row>) {
         let higher = at.first().is_some_and(|row| row.higher_is_better());
         let best = |pick: &dyn Fn(&str) -> bool| {
             at.iter()
+                .copied()
                 .filter(|row| pick(&row.function))
-                .map(|row| row.figure())
-                .reduce(|a, b| if higher { a.max(b) } else { a.min(b) })
+                .reduce(|a, b| {
+                    let b_is_better = if higher {
+                        b.figure() > a.figure()
+                    } else {
+                        b.figure() < a.figure()
+                    };
+                    if b_is_better {
+                        b
+                    } else {
+                        a
+                    }
+                })
         };
-        let ours = best(&|f| self.is_ours(f));
-        let peer = best(&|f| !self.is_ours(f) && !self.is_limit(f));
-        match (ours, peer) {
-            (Some(ours), Some(peer)) if higher => format!("{:.2}x", ours / peer),
-            (Some(ours), Some(peer)) => format!("{:.2}x", peer / ours),
+        (
+            best(&|f| self.is_ours(f)),
+            best(&|f| !self.is_ours(f) && !self.is_limit(f)),
+        )
+    }
+
+    /// Ours over the best peer among rows `at` one parameter value, as "1.23x" (above
+    /// 1: ours is faster); empty without both.
+    fn ratio(&self, at: &[&Row]) -> String {
+        match self.best(at) {
+            (Some(ours), Some(peer)) if ours.higher_is_better() => {
+                format!("{:.2}x", ours.figure() / peer.figure())
+            }
+            (Some(ours), Some(peer)) => format!("{:.2}x", peer.figure() / ours.figure()),
             _ => String::new(),
         }
     }
+}
+
+/// The markers around the generated table in crates/simd/README.md.
+const README_START: &str = "<!-- simd-table:start -->";
+const README_END: &str = "<!-- simd-table:end -->";
+
+/// `cargo xtask bench --simd-table`: the simd bench alone, in each build into a
+/// criterion directory emptied first (so that every figure is of this run), then
+/// [`simd_table`] into target/bench-report/simd-table.md and, with --write-readme,
+/// between the markers in crates/simd/README.md.
+fn run_simd_table(options: &Options) -> Result<()> {
+    if let Some(filter) = options
+        .filter
+        .as_ref()
+        .filter(|_| !wants(options, &SIMD_GROUPS))
+    {
+        bail!(
+            "--simd-table: --filter '{filter}' selects none of the simd bench's groups ({})",
+            SIMD_GROUPS.join(", ")
+        );
+    }
+    let target = crate::util::target_dir()?;
+    let out = target.join("bench-report");
+    fs::create_dir_all(&out).with_context(|| format!("cannot create {}", out.display()))?;
+    let mut builds = vec![Build::Portable];
+    if !options.no_native {
+        builds.push(Build::Native);
+    }
+    let mut rows = Vec::new();
+    let mut implementations = BTreeMap::new();
+    for build in builds {
+        let home = target.join(format!("criterion-simd-table{}", build.file_suffix()));
+        match fs::remove_dir_all(&home) {
+            Ok(()) => {}
+            Err(error) if error.kind() == std::io::ErrorKind::NotFound => {}
+            Err(error) => {
+                return Err(error).with_context(|| format!("cannot empty {}", home.display()))
+            }
+        }
+        fs::create_dir_all(&home).with_context(|| format!("cannot create {}", home.display()))?;
+        let recorded = home.join("implementations.txt");
+        let mut command = match build {
+            Build::Portable => {
+                let mut command = cargo(&bench_args("simd", options));
+                command.env("CRITERION_HOME", &home);
+                command
+            }
+            Build::Native => native_command(options, &home)?,
+        };
+        command.env("SIMD_BENCH_IMPLEMENTATIONS", &recorded);
+        step(
+            &format!(
+                "cargo bench --package benches --bench simd, {}",
+                build.describe()
+            ),
+            command,
+        )?;
+        rows.extend(criterion_rows(&home, build)?);
+        let text = fs::read_to_string(&recorded).with_context(|| {
+            format!(
+                "the simd bench wrote no {} (SIMD_BENCH_IMPLEMENTATIONS)",
+                recorded.display()
+            )
+        })?;
+        implementations.insert(build, parse_implementations(&text));
+    }
+    rows.retain(|row| SIMD_GROUPS.contains(&row.group.as_str()));
+    if rows.is_empty() {
+        bail!(
+            "--simd-table: the simd bench ran but measured nothing{}",
+            options
+                .filter
+                .as_ref()
+                .map_or(String::new(), |filter| format!(
+                    " (does --filter '{filter}' match a benchmark id such as count/simd/16B?)"
+                ))
+        );
+    }
+    let now = time::OffsetDateTime::now_utc();
+    let header = TableHeader {
+        cpu: cpu_model(),
+        implementations,
+        simd_disable: std::env::var("SIMD_DISABLE")
+            .ok()
+            .filter(|value| !value.trim().is_empty()),
+        date: format!("{} {:02}:{:02} UTC", now.date(), now.hour(), now.minute()),
+        commit: commit(),
+        command: command_line(),
+        quick: options.quick,
+    };
+    let table = simd_table(&rows, &header);
+    let file = out.join("simd-table.md");
+    fs::write(&file, &table).with_context(|| format!("cannot write {}", file.display()))?;
+    println!("{table}");
+    eprintln!("xtask bench: wrote {}", file.display());
+    if options.write_readme {
+        let readme = project_root().join("crates/simd/README.md");
+        let text = fs::read_to_string(&readme)
+            .with_context(|| format!("cannot read {}", readme.display()))?;
+        let replaced = replace_marked(&text, &table, &readme)?;
+        fs::write(&readme, replaced)
+            .with_context(|| format!("cannot write {}", readme.display()))?;
+        eprintln!(
+            "xtask bench: wrote the table between {README_START} and {README_END} in {}",
+            readme.display()
+        );
+    }
+    Ok(())
+}
+
+/// What the header of `--simd-table` says about its run.
+struct TableHeader {
+    /// The CPU's model, architecture and CPU count.
+    cpu: String,
+    /// Per build, (kernel, implementation) pairs as the bench wrote them.
+    implementations: BTreeMap<Build, Vec<(String, String)>>,
+    /// `SIMD_DISABLE`, when set.
+    simd_disable: Option<String>,
+    date: String,
+    commit: String,
+    command: String,
+    quick: bool,
+}
+
+impl TableHeader {
+    /// The implementation `kernel` ran in `build`, "?" when the bench did not say.
+    fn implementation(&self, build: Build, kernel: &str) -> &str {
+        self.implementations
+            .get(&build)
+            .and_then(|pairs| pairs.iter().find(|(name, _)| name == kernel))
+            .map_or("?", |(_, implementation)| implementation)
+    }
+}
+
+/// The simd bench's `kernel=implementation` lines.
+fn parse_implementations(text: &str) -> Vec<(String, String)> {
+    text.lines()
+        .filter_map(|line| line.split_once('='))
+        .map(|(kernel, implementation)| {
+            (kernel.trim().to_owned(), implementation.trim().to_owned())
+        })
+        .collect()
+}
+
+/// The crate's kernel (as the bench names its implementation) that a simd group
+/// measures.
+fn kernel_of(group: &str) -> &str {
+    match group {
+        "base64_encode" | "base64_decode" => "base64",
+        other => other,
+    }
+}
+
+/// The markdown of `--simd-table`: the header, then per build and simd group (in the
+/// bench's order) a row per size with ours (the better of our entries), the fastest
+/// peer and its figure, and their ratio, all from [`GroupTable`] as in report.md.
+fn simd_table(rows: &[Row], header: &TableHeader) -> String {
+    let groups = by_group(rows);
+    let mut out = String::new();
+    let _ = writeln!(
+        out,
+        "_Written by `cargo xtask bench --simd-table`: run it again (with `--write-readme` \
+         for this README) rather than editing these tables._\n"
+    );
+    let _ = writeln!(out, "- Machine: {}", header.cpu);
+    let disabled = header.simd_disable.as_ref().map_or(String::new(), |value| {
+        format!(", with `SIMD_DISABLE={value}`")
+    });
+    let dispatched: Vec<String> = header
+        .implementations
+        .iter()
+        .map(|(build, pairs)| {
+            let pairs: Vec<String> = pairs
+                .iter()
+                .map(|(kernel, implementation)| format!("{kernel} {implementation}"))
+                .collect();
+            format!("{}: {}", build.describe(), pairs.join(", "))
+        })
+        .collect();
+    let _ = writeln!(
+        out,
+        "- Implementations run (the dispatch's choice on this CPU{disabled}): {}",
+        dispatched.join("; ")
+    );
+    let _ = writeln!(
+        out,
+        "- Run: {}, commit {}, {}",
+        header.date,
+        header.commit,
+        if header.quick {
+            "quick (`--quick`: criterion's 10 samples of 0.4 s; a rough table)"
+        } else {
+            "criterion's full sampling"
+        }
+    );
+    let _ = writeln!(out, "- Command: `{}`", header.command);
+    let several: String = SIMD_GROUPS
+        .iter()
+        .filter_map(|group| group_info(group))
+        .filter(|info| info.ours.len() > 1)
+        .map(|info| {
+            let names: Vec<String> = info.ours.iter().map(|f| format!("`{f}`")).collect();
+            format!("; in {} the better of {}", info.id, names.join(" and "))
+        })
+        .collect();
+    let _ = writeln!(
+        out,
+        "- Figures: criterion's medians, GB/s of binary data (the encoder's input, the \
+         decoder's output; higher is better). Ours: `simd`{several} (named when it is \
+         not `simd`). Best peer: the fastest other crate at that size (memcpy is a limit, \
+         not a peer). Ours / best peer above 1.00x: ours is faster."
+    );
+    for build in [Build::Portable, Build::Native] {
+        if !groups.keys().any(|(_, of)| *of == build) {
+            continue;
+        }
+        let title = match build {
+            Build::Portable => "Portable build",
+            Build::Native => "`-C target-cpu=native` build",
+        };
+        let _ = write!(out, "\n#### {title}\n");
+        for group in SIMD_GROUPS {
+            let Some(group_rows) = groups.get(&(group.to_owned(), build)) else {
+                continue;
+            };
+            let table = GroupTable::new(group, group_rows);
+            let several_ours = table.functions.iter().filter(|f| table.is_ours(f)).count() > 1;
+            let unit = table.unit();
+            let _ = write!(
+                out,
+                "\n##### {group} ({})\n\n| size | ours ({unit}) | best peer | best peer ({unit}) \
+                 | ours / best peer |\n|---|---|---|---|---|\n",
+                header.implementation(build, kernel_of(group))
+            );
+            let mut values: Vec<&str> = group_rows.iter().map(|row| row.value.as_str()).collect();
+            values.sort_by_key(|value| value_key(value));
+            values.dedup();
+            for value in values {
+                let at: Vec<&Row> = group_rows.iter().filter(|row| row.value == value).collect();
+                let (ours, peer) = table.best(&at);
+                let ours = ours.map_or("-".to_owned(), |row| {
+                    if several_ours && row.function != "simd" {
+                        format!("{:.2} ({})", row.figure(), row.function)
+                    } else {
+                        format!("{:.2}", row.figure())
+                    }
+                });
+                let (peer, figure) = peer.map_or(("-".to_owned(), "-".to_owned()), |row| {
+                    (row.function.clone(), format!("{:.2}", row.figure()))
+                });
+                let ratio = Some(table.ratio(&at))
+                    .filter(|ratio| !ratio.is_empty())
+                    .unwrap_or_else(|| "-".to_owned());
+                let _ = writeln!(out, "| {value} | {ours} | {peer} | {figure} | {ratio} |");
+            }
+        }
+    }
+    out
+}
+
+/// `text` with what lies between [`README_START`] and [`README_END`] replaced by
+/// `section`; an error names `file` and the markers when they are not there once each,
+/// the start first.
+fn replace_marked(text: &str, section: &str, file: &Path) -> Result<String> {
+    let (starts, ends) = (
+        text.matches(README_START).count(),
+        text.matches(README_END).count(),
+    );
+    let start = text.find(README_START).map(|at| at + README_START.len());
+    let end = text.find(README_END);
+    let (Some(start), Some(end), 1, 1) = (start, end, starts, ends) else {
+        bail!(
+            "{}: expected the marker lines `{README_START}` and `{README_END}` once each \
+             (found {starts} and {ends}) around the place the table goes; add them",
+            file.display()
+        );
+    };
+    if end < start {
+        bail!(
+            "{}: `{README_END}` comes before `{README_START}`",
+            file.display()
+        );
+    }
+    Ok(format!(
+        "{}\n{}\n{}",
+        &text[..start],
+        section.trim(),
+        &text[end..]
+    ))
+}
+
+/// The CPU's model name (lscpu's, which names Arm cores too; else /proc/cpuinfo's),
+/// architecture and CPU count.
+fn cpu_model() -> String {
+    let field = |text: &str, name: &str| {
+        text.lines()
+            .find_map(|line| {
+                let (key, value) = line.split_once(':')?;
+                (key.trim() == name).then(|| value.trim().to_owned())
+            })
+            .filter(|value| !value.is_empty())
+    };
+    let lscpu = Command::new("lscpu")
+        .env("LC_ALL", "C")
+        .output()
+        .ok()
+        .filter(|output| output.status.success())
+        .map(|output| String::from_utf8_lossy(&output.stdout).into_owned())
+        .unwrap_or_default();
+    let cpuinfo = fs::read_to_string("/proc/cpuinfo").unwrap_or_default();
+    let model = field(&lscpu, "Model name")
+        .or_else(|| field(&cpuinfo, "model name"))
+        .or_else(|| field(&cpuinfo, "CPU part").map(|part| format!("CPU part {part}")))
+        .unwrap_or_else(|| "unknown CPU".to_owned());
+    let cpus = std::thread::available_parallelism().map_or(0, usize::from);
+    format!("{model} ({}, {cpus} CPUs)", std::env::consts::ARCH)
+}
+
+/// The commit checked out (and whether tracked files differ from it), else CI's
+/// GITHUB_SHA. Read-only git commands: nothing here writes the index.
+fn commit() -> String {
+    let git = |args: &[&str]| {
+        Command::new("git")
+            .current_dir(project_root())
+            .args(args)
+            .output()
+            .ok()
+    };
+    let head = git(&["rev-parse", "--short=12", "HEAD"])
+        .filter(|output| output.status.success())
+        .map(|output| String::from_utf8_lossy(&output.stdout).trim().to_owned())
+        .filter(|head| !head.is_empty());
+    match head {
+        Some(head) => {
+            let changed = git(&["diff", "--quiet", "HEAD", "--"])
+                .is_some_and(|output| output.status.code() == Some(1));
+            if changed {
+                format!("{head} (with uncommitted changes)")
+            } else {
+                head
+            }
+        }
+        None => std::env::var("GITHUB_SHA")
+            .map(|sha| sha.chars().take(12).collect())
+            .unwrap_or_else(|_| "unknown".to_owned()),
+    }
+}
+
+/// This invocation as a shell command line: `SIMD_DISABLE=...` when set, then
+/// `cargo xtask` and the arguments.
+fn command_line() -> String {
+    let word = |word: &str| {
+        if !word.is_empty()
+            && word
+                .chars()
+                .all(|c| c.is_ascii_alphanumeric() || "-_=./,:+@%".contains(c))
+        {
+            word.to_owned()
+        } else {
+            format!("'{}'", word.replace('\'', r"'\''"))
+        }
+    };
+    let mut words = Vec::new();
+    if let Some(disable) = std::env::var("SIMD_DISABLE")
+        .ok()
+        .filter(|value| !value.trim().is_empty())
+    {
+        words.push(format!("SIMD_DISABLE={}", word(&disable)));
+    }
+    words.push("cargo xtask".to_owned());
+    words.extend(std::env::args().skip(1).map(|arg| word(&arg)));
+    words.join(" ")
 }
 
 /// The group's chart: throughput against input size where the group sweeps sizes,
@@ -818,6 +1225,154 @@ mod tests {
         );
         assert!(report.contains("| padded | 5.00 | ours |"), "{report}");
         assert!(report.contains("| alone | 4.00 | limit |"), "{report}");
+    }
+
+    fn header() -> TableHeader {
+        TableHeader {
+            cpu: "Test CPU (x86_64, 2 CPUs)".to_owned(),
+            implementations: BTreeMap::from([
+                (
+                    Build::Portable,
+                    parse_implementations("base64=avx2\ncount=avx2\nhash=aes-ni+vaes\n"),
+                ),
+                (
+                    Build::Native,
+                    parse_implementations("count=avx512bw\nhash=aes (compiled in)\n"),
+                ),
+            ]),
+            simd_disable: Some("avx512bw".to_owned()),
+            date: "2025-01-02 03:04 UTC".to_owned(),
+            commit: "0123456789ab".to_owned(),
+            command: "SIMD_DISABLE=avx512bw cargo xtask bench --simd-table".to_owned(),
+            quick: true,
+        }
+    }
+
+    #[test]
+    fn the_simd_table_has_a_row_per_size_with_ours_the_best_peer_and_the_ratio() {
+        let mut rows = Vec::new();
+        for (build, ours_ns) in [(Build::Portable, 100.0), (Build::Native, 25.0)] {
+            for (size, value) in [(16, "16B"), (1 << 20, "1MiB"), (1024, "1KiB")] {
+                let scale = size as f64 / 16.0;
+                for (group, function, ns) in [
+                    ("count", "simd", ours_ns),
+                    ("count", "bytecount", 50.0),
+                    ("count", "naive", 400.0),
+                    // memcpy is faster than everything, but a limit, not a peer.
+                    ("count", "memcpy", 1.0),
+                    ("hash", "simd", 40.0),
+                    ("hash", "simd-map", 20.0),
+                    ("hash", "foldhash", 32.0),
+                    ("hash", "foldhash-map", 80.0),
+                    // Not a simd group: left out.
+                    ("maps/read90", "ShardedMap", 1.0),
+                ] {
+                    let mut row = row(group, function, value, ns * scale, Some(size));
+                    row.build = build;
+                    rows.push(row);
+                }
+            }
+        }
+        let table = simd_table(&rows, &header());
+        assert!(
+            table.contains("- Machine: Test CPU (x86_64, 2 CPUs)"),
+            "{table}"
+        );
+        assert!(
+            table.contains(
+                "(the dispatch's choice on this CPU, with `SIMD_DISABLE=avx512bw`): \
+                 portable build: base64 avx2, count avx2, hash aes-ni+vaes; \
+                 `-C target-cpu=native` build: count avx512bw, hash aes (compiled in)"
+            ),
+            "{table}"
+        );
+        assert!(
+            table.contains("- Run: 2025-01-02 03:04 UTC, commit 0123456789ab, quick"),
+            "{table}"
+        );
+        assert!(
+            table.contains("- Command: `SIMD_DISABLE=avx512bw cargo xtask bench --simd-table`"),
+            "{table}"
+        );
+        assert!(table.contains("in hash the better of `simd` and `simd-map`"));
+        assert!(!table.contains("maps"), "{table}");
+        // Builds in order, each with its groups in the bench's order, sizes by bytes.
+        let headings: Vec<&str> = table.lines().filter(|l| l.starts_with("####")).collect();
+        assert_eq!(
+            headings,
+            [
+                "#### Portable build",
+                "##### hash (aes-ni+vaes)",
+                "##### count (avx2)",
+                "#### `-C target-cpu=native` build",
+                "##### hash (aes (compiled in))",
+                "##### count (avx512bw)",
+            ],
+            "{table}"
+        );
+        let sizes: Vec<&str> = table
+            .lines()
+            .filter_map(|l| l.strip_prefix("| ")?.split(' ').next())
+            .filter(|size| size.ends_with('B'))
+            .collect();
+        assert_eq!(sizes, ["16B", "1KiB", "1MiB"].repeat(4), "{table}");
+        assert!(
+            table.contains(
+                "| size | ours (GB/s) | best peer | best peer (GB/s) | ours / best peer |"
+            ),
+            "{table}"
+        );
+        // Portable count: ours 100 ns per 16 B against bytecount's 50 (not memcpy's 1).
+        assert!(
+            table.contains("| 16B | 0.16 | bytecount | 0.32 | 0.50x |"),
+            "{table}"
+        );
+        // Native count: ours 25 ns, twice bytecount's speed.
+        assert!(
+            table.contains("| 1MiB | 0.64 | bytecount | 0.32 | 2.00x |"),
+            "{table}"
+        );
+        // Hash: simd-map is our better entry and named; foldhash the best peer.
+        assert!(
+            table.contains("| 1KiB | 0.80 (simd-map) | foldhash | 0.50 | 1.60x |"),
+            "{table}"
+        );
+    }
+
+    #[test]
+    fn the_table_goes_between_the_readme_markers() {
+        let file = Path::new("crates/simd/README.md");
+        let readme = format!(
+            "## Benchmarks\n\n### Latest table (generated)\n\n{README_START}\nold table\n\
+             {README_END}\n\n### Portable build\n\nhand-written\n"
+        );
+        let once = replace_marked(&readme, "new table\n| a | b |\n", file).unwrap();
+        assert_eq!(
+            once,
+            format!(
+                "## Benchmarks\n\n### Latest table (generated)\n\n{README_START}\nnew table\n\
+                 | a | b |\n{README_END}\n\n### Portable build\n\nhand-written\n"
+            )
+        );
+        // Writing again replaces the table rather than adding to it.
+        let twice = replace_marked(&once, "new table\n| a | b |", file).unwrap();
+        assert_eq!(twice, once);
+
+        for broken in [
+            "## Benchmarks\n\nno markers\n".to_owned(),
+            format!("{README_START}\nno end\n"),
+            format!("{README_END}\nreversed\n{README_START}\n"),
+            format!("{README_START}\n{README_END}\n{README_START}\n{README_END}\n"),
+        ] {
+            let error = replace_marked(&broken, "table", file)
+                .unwrap_err()
+                .to_string();
+            assert!(error.starts_with("crates/simd/README.md: "), "{error}");
+            assert!(
+                error.contains(README_START) && error.contains(README_END),
+                "{error}"
+            );
+        }
     }
 
     #[test]
