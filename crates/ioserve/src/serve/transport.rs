@@ -7,10 +7,13 @@
 //! Over TLS in user space the bytes go through rustls's reads and writes; over kTLS
 //! the responses go to the socket as over plain TCP, and the kernel makes the records.
 
+use std::future::Future;
 use std::io;
 use std::pin::Pin;
+use std::task::{Context, Poll};
 use std::time::Duration;
 
+use ktls::CorkStream;
 use tokio::io::{AsyncRead, AsyncReadExt as _, AsyncWrite};
 use tokio::net::TcpStream;
 use tokio_rustls::server::TlsStream;
@@ -31,7 +34,7 @@ pub(crate) trait Transport: AsyncRead + AsyncWrite + Unpin + Send + Sync {
     /// Waits for request bytes and appends them to `buf`, growing it as a head needs
     /// (up to [`MAX_HEAD_BYTES`]). Returns how many came: 0 at the end of the stream.
     /// Cancel-safe: cancelled, it has taken nothing from the stream.
-    async fn read_some(&mut self, buf: &mut Vec<u8>) -> io::Result<usize>;
+    fn read_some(&mut self, buf: &mut Vec<u8>) -> impl Future<Output = io::Result<usize>> + Send;
 
     /// A writer for one response, each wait bounded by `send_timeout`.
     fn output(&mut self, send_timeout: Duration) -> Output<'_>;
@@ -76,19 +79,50 @@ impl Transport for TcpStream {
     }
 }
 
+/// What TLS in user space runs over: the socket, or the `ktls` crate's `CorkStream`
+/// of it (the handshake of a connection whose keys then go to the kernel, kept where
+/// the kernel refused the negotiated cipher).
+pub(crate) trait TlsSocket: AsyncRead + AsyncWrite + Unpin + Send + Sync {
+    /// Ready once the socket has something for rustls to read (bytes, its end, an
+    /// error); ready at once where this cannot be told without reading.
+    fn poll_socket_readable(&self, cx: &mut Context<'_>) -> Poll<io::Result<()>>;
+}
+
+impl TlsSocket for TcpStream {
+    fn poll_socket_readable(&self, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+        self.poll_read_ready(cx)
+    }
+}
+
+impl TlsSocket for CorkStream<TcpStream> {
+    /// The cork may hold part of a record's header already: read at once.
+    fn poll_socket_readable(&self, _cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+        Poll::Ready(Ok(()))
+    }
+}
+
 /// TLS in user space, over the socket (or over the `ktls` crate's `CorkStream` of it,
 /// where the kernel refused the negotiated cipher).
-impl<IO> Transport for TlsStream<IO>
-where
-    IO: AsyncRead + AsyncWrite + Unpin + Send + Sync,
-{
+impl<IO: TlsSocket> Transport for TlsStream<IO> {
     const ENCRYPTED: bool = true;
 
-    /// rustls may hold decrypted bytes already, so this reads into `buf` at once (a
-    /// TLS connection holds rustls's buffers anyway).
-    async fn read_some(&mut self, buf: &mut Vec<u8>) -> io::Result<usize> {
-        make_room(buf);
-        self.read_buf(buf).await
+    /// Holds no buffer of its own while it waits, as over plain TCP: when rustls has
+    /// no decrypted bytes waiting (it wants to read), `buf` is grown only once the
+    /// socket is readable, and an empty one left by a wake-up that brought no whole
+    /// record is released. rustls keeps its own record buffer (4 KiB) either way.
+    fn read_some(&mut self, buf: &mut Vec<u8>) -> impl Future<Output = io::Result<usize>> + Send {
+        std::future::poll_fn(|cx| {
+            let (socket, session) = self.get_ref();
+            if buf.is_empty() && session.wants_read() {
+                std::task::ready!(socket.poll_socket_readable(cx))?;
+            }
+            make_room(buf);
+            let read = tokio_util::io::poll_read_buf(Pin::new(&mut *self), cx, buf);
+            if read.is_pending() && buf.is_empty() {
+                *buf = Vec::new();
+            }
+            read
+        })
     }
 
     fn output(&mut self, send_timeout: Duration) -> Output<'_> {
