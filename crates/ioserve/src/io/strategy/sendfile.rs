@@ -8,6 +8,7 @@
 //! cache keeps its bytes in memory after the first such read (`--small-file-cache`,
 //! [`crate::io::kept_contents`]), and its later bodies are written from there.
 
+use std::future::Future;
 use std::io;
 
 use super::cold::ReadAhead;
@@ -38,55 +39,63 @@ const MAX_PER_POOL_CALL: u64 = 256 << 10;
 /// Largest body sent by copy instead of sendfile(2).
 pub const SMALL_BODY: u64 = 16 * 1024;
 
-pub(super) async fn send(
-    out: &mut Output<'_>,
-    file: &SharedFile,
+/// Writes the queued head of `out` and then `range` of `file` with sendfile(2).
+///
+/// (A function returning an `async` block, not an `async fn`: an `async fn` keeps its
+/// arguments twice, 40 bytes more in every download in flight, which took its boxed
+/// future into the allocator's next size class.)
+#[allow(clippy::manual_async_fn)]
+pub(super) fn send<'a, 'o, 'r>(
+    out: &'a mut Output<'o>,
+    file: &'a SharedFile,
     range: ByteRange,
-    ahead: &mut ReadAhead<'_>,
-) -> io::Result<()> {
-    if range.len <= SMALL_BODY {
-        // Boxed: a download holds no room for the small body's futures.
-        return Box::pin(send_small(out, file, range, ahead)).await;
-    }
-    out.flush(true).await?;
-    let mut offset = range.start;
-    while offset < range.end() {
-        let ready = ahead.ready(offset).await;
-        let on_pool = ahead.brought_in();
-        let most = if on_pool {
-            MAX_PER_POOL_CALL
-        } else {
-            MAX_PER_CALL
-        };
-        let count = (ready - offset).min(most) as usize;
-        let at = offset;
-        let sent = match on_pool {
-            // Boxed: only a cold range sends from the pool, and its future holds the
-            // pool's hand-offs.
-            true => {
-                let file = ahead.file();
-                Box::pin(out.sendfile_on_pool(file, &mut offset, count, ahead.threads())).await
+    ahead: &'a mut ReadAhead<'r>,
+) -> impl Future<Output = io::Result<()>> + Send + use<'a, 'o, 'r> {
+    async move {
+        if range.len <= SMALL_BODY {
+            // Boxed: a download holds no room for the small body's futures.
+            return Box::pin(send_small(out, file, range, ahead)).await;
+        }
+        out.flush(true).await?;
+        let mut offset = range.start;
+        while offset < range.end() {
+            let ready = ahead.ready(offset).await;
+            let on_pool = ahead.brought_in();
+            let most = if on_pool {
+                MAX_PER_POOL_CALL
+            } else {
+                MAX_PER_CALL
+            };
+            let count = (ready - offset).min(most) as usize;
+            let at = offset;
+            let sent = match on_pool {
+                // Boxed: only a cold range sends from the pool, and its future holds the
+                // pool's hand-offs.
+                true => {
+                    let file = ahead.file();
+                    Box::pin(out.sendfile_on_pool(file, &mut offset, count, ahead.threads())).await
+                }
+                // With the pool, a span sent from the loop was found in the page cache.
+                false => out.sendfile(file, &mut offset, count, ahead.pooled()).await,
+            };
+            // sendfile(2) reports the bytes before a page it cannot read, then the error
+            // from that page: the error names the byte.
+            let sent = sent.map_err(|error| match is_from_reading(&error) {
+                true => file_read_error(file, at, error),
+                false => error,
+            })?;
+            if sent == 0 {
+                return Err(file_shrank());
             }
-            // With the pool, a span sent from the loop was found in the page cache.
-            false => out.sendfile(file, &mut offset, count, ahead.pooled()).await,
-        };
-        // sendfile(2) reports the bytes before a page it cannot read, then the error
-        // from that page: the error names the byte.
-        let sent = sent.map_err(|error| match is_from_reading(&error) {
-            true => file_read_error(file, at, error),
-            false => error,
-        })?;
-        if sent == 0 {
-            return Err(file_shrank());
+            // A whole chunk went: the other connections of the worker get their turn. A
+            // short one filled the socket's buffer (or met the pacer): the next call waits,
+            // and they run meanwhile, so a yield now would only cost a turn of the loop.
+            if sent == count {
+                tokio::task::yield_now().await;
+            }
         }
-        // A whole chunk went: the other connections of the worker get their turn. A
-        // short one filled the socket's buffer (or met the pacer): the next call waits,
-        // and they run meanwhile, so a yield now would only cost a turn of the loop.
-        if sent == count {
-            tokio::task::yield_now().await;
-        }
+        Ok(())
     }
-    Ok(())
 }
 
 /// Writes the queued head and a body of at most [`SMALL_BODY`] bytes in one write: from
