@@ -52,6 +52,8 @@ use crate::util::{
 /// `cargo xtask upgrade` loads ioserve with wrk through a live upgrade.
 /// The c100k smoke (`cargo xtask loadtest --c100k`'s, a few thousand connections)
 /// holds them against ioserve and nginx.
+/// The round smoke (one short round of `cargo xtask loadtest`'s judged workloads)
+/// loads ioserve and nginx with wrk.
 /// `cargo xtask acme` checks certificates with openssl and curl, and has Chromium
 /// trust pebble's root through certutil's NSS database.
 /// `cargo xtask http3` installs aioquic with pip and hashes the test certificate's key
@@ -189,6 +191,9 @@ pub(crate) fn run() -> Result<()> {
     })?;
     stages.time("c100k smoke", || {
         crate::load::loadtest::c100k_ci(&packaged.join("ioserve"))
+    })?;
+    stages.time("round smoke", || {
+        crate::load::loadtest::rounds_ci(&packaged.join("ioserve"))
     })?;
     // Checks that use one core (the live upgrade's and the soak's load, testssl.sh's handshakes,
     // pebble's validations, the failing disk's and systemd's guests, Miri's interpreter) run on a thread beside the guests and

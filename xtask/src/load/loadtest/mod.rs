@@ -206,6 +206,7 @@ enum Client {
 }
 
 /// One workload of the seed's download service.
+#[derive(Clone, Copy)]
 struct Workload {
     key: &'static str,
     title: &'static str,
@@ -600,6 +601,60 @@ pub(crate) fn c100k_ci(ioserve: &Path) -> Result<()> {
     prepare_files(&www, &FILES[..2])?;
     c100k::smoke(ioserve, &www, &out)
 }
+
+/// CI's smoke of the per-round judgement: one short round of the workloads that
+/// issue #56's targets judge (8 MiB and 4 KiB, at 100 and at 5,000 connections)
+/// against `ioserve` (a build of it) and nginx, then the judgement, printed. Fails
+/// when a run served nothing or a target could not be judged (a workload or a server
+/// missing from the samples); not on the margins, which one round of two seconds on
+/// a shared host cannot show. Writes its files under target/loadtest-rounds-smoke.
+pub(crate) fn rounds_ci(ioserve: &Path) -> Result<()> {
+    ensure_packages(&[("nginx", "nginx"), ("wrk", "wrk")])?;
+    let out = crate::util::target_dir()?.join("loadtest-rounds-smoke");
+    let www = out.join("www");
+    prepare_files(&www, &FILES[..2])?;
+    fs::write(out.join("report.lua"), REPORT_LUA)?;
+    let options = Options {
+        duration: 2,
+        rounds: 1,
+        only: vec!["nginx".into(), OURS.into()],
+        connections: 0,
+        cold: false,
+        tls: false,
+        h3: false,
+        c100k: false,
+        disk_mbps: 0,
+        client_copy: false,
+        syscalls: false,
+        send_buffer: None,
+    };
+    let specs = select(servers(), &options.only)?;
+    // wrk's 5000 connections, before the servers start (they inherit the limit).
+    memory::raise_limit(MOST_CONNECTIONS);
+    let mut running = Vec::new();
+    for spec in &specs {
+        running.push(servers::start_built(spec, &www, &out, ioserve)?);
+    }
+    let samples = measure_rounds(&running, &ROUND_SMOKE_WORKLOADS, &options, &out)?;
+    drop(running);
+    if let Some(idle) = samples.iter().find(|s| s.figures.requests_per_s <= 0.0) {
+        bail!(
+            "the round smoke's {} run of {} answered no request",
+            idle.workload,
+            idle.server
+        );
+    }
+    let judged = judge(&samples, OURS, "nginx", &TARGETS);
+    println!("{judged}");
+    if judged.contains("not measured") {
+        bail!("the round smoke could not judge every target:\n{judged}");
+    }
+    Ok(())
+}
+
+/// The workloads that [`TARGETS`] judge, which CI's round smoke runs.
+const ROUND_SMOKE_WORKLOADS: [Workload; 4] =
+    [WORKLOADS[0], WORKLOADS[1], WORKLOADS[2], WORKLOADS[3]];
 
 /// The served files, by name and length.
 const FILES: [(&str, u64); 3] = [("4k.bin", 4096), ("8m.bin", 8 << 20), ("1g.bin", 1 << 30)];
