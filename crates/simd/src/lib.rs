@@ -3,7 +3,7 @@
 //!
 //! - [`base64`]: RFC 4648 encode and strict decode, standard and URL-safe alphabets
 //!   (SSSE3, AVX2, AVX-512 VBMI, NEON);
-//! - [`count`]: occurrences of a byte (SSE2, AVX2, NEON);
+//! - [`count`]: occurrences of a byte (SSE2, AVX2, AVX-512 BW, NEON);
 //! - [`adler32`]: the zlib checksum, one-shot, streaming and combined (SSSE3, AVX2,
 //!   AVX-512 BW, NEON);
 //! - [`hash`]: a keyed hash for hash tables from AES rounds (AES-NI, ARMv8 AES, a

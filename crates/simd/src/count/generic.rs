@@ -1,18 +1,28 @@
 //! The count written once over [`Bytes`], for every vector width: compare each vector
-//! with the needle (0xFF where equal) and subtract that from byte counters, four
-//! vectors per step in four independent counters. After at most 63 steps the four
-//! counters are added into one (each byte at most 4 × 63 = 252, so nothing overflows)
-//! and its bytes summed: one horizontal sum per batch. The loop is a plain counted
-//! loop over an offset: an iterator of chunks cost a bounds check and a counter per
-//! vector, which halved the throughput. The bytes after the last whole vector are
-//! counted by one more vector ending at the haystack's end, with the bytes already
-//! counted masked off (as bytecount does), rather than by a scalar loop.
+//! with the needle (0xFF where equal) and subtract that from byte counters. A
+//! haystack of at most 255 vectors (8160 bytes at AVX2's 32) has one counter, four
+//! vectors per step (bytecount's shape): no byte of it can pass 255, so there is no
+//! batch to close and one horizontal sum. Longer ones go in batches of at most 63
+//! steps of four vectors into four independent counters, which are then added into
+//! one (each byte at most 4 × 63 = 252, so nothing overflows) and its bytes summed:
+//! one horizontal sum per batch. Below 256 vectors the four counters measured slower
+//! (5.8 against 4.7 ns at 256 bytes, AVX2, on an AVX-512 Xeon): their zeroing,
+//! merging and the batch loop's bookkeeping cost more than the longer dependency
+//! chain, which the next call's work overlaps. The loops are plain counted loops over
+//! an offset: an iterator of chunks cost a bounds check and a counter per vector,
+//! which halved the throughput. The bytes after the last whole vector are counted by
+//! one more vector ending at the haystack's end, with the bytes already counted
+//! masked off (as bytecount does), rather than by a scalar loop.
 
 use crate::vector::{keep_last, Bytes};
 
 /// Steps of four vectors per batch: four counters of at most 63 add up to at most
 /// 252, within a byte.
 const BATCH: usize = 63;
+
+/// Haystacks of at most this many vectors (the last one partial or not) have one
+/// counter: at most 255 per byte.
+const SHORT: usize = 255;
 
 /// How many bytes of `haystack` equal `needle`; `haystack` has at least `V::BYTES`
 /// bytes.
@@ -35,6 +45,25 @@ pub(super) unsafe fn count<V: Bytes>(haystack: &[u8], needle: u8) -> usize {
     };
     let mut offset = 0;
     let mut total = 0;
+    if haystack.len() <= SHORT * V::BYTES {
+        // One counter: each byte counts at most SHORT vectors.
+        // SAFETY: as above.
+        let mut counter = unsafe { V::zero() };
+        while haystack.len() - offset >= 4 * V::BYTES {
+            // SAFETY: as above; offset + 4 * V::BYTES <= haystack.len().
+            counter = unsafe {
+                counter
+                    .sub_u8(matches(offset))
+                    .sub_u8(matches(offset + V::BYTES))
+                    .sub_u8(matches(offset + 2 * V::BYTES))
+                    .sub_u8(matches(offset + 3 * V::BYTES))
+            };
+            offset += 4 * V::BYTES;
+        }
+        // SAFETY: as above; the counter holds at most SHORT - (the vectors left)
+        // per byte.
+        return unsafe { rest(haystack, offset, counter, matches) };
+    }
     while haystack.len() - offset >= 4 * V::BYTES {
         let steps = ((haystack.len() - offset) / (4 * V::BYTES)).min(BATCH);
         // SAFETY: as above.
@@ -59,9 +88,26 @@ pub(super) unsafe fn count<V: Bytes>(haystack: &[u8], needle: u8) -> usize {
     // Up to three whole vectors and a partial one are left: one counter holds them
     // (at most 4 per byte).
     // SAFETY: as above.
-    let mut counter = unsafe { V::zero() };
+    total + unsafe { rest(haystack, offset, V::zero(), matches) }
+}
+
+/// The vectors of `haystack` from `offset` on (at most three whole ones and a partial
+/// one, beyond what `counter` may already hold up to 255 per byte), subtracted from
+/// `counter`, and its bytes summed.
+///
+/// # Safety
+/// The CPU must support `V`'s instructions; `haystack` has at least `V::BYTES` bytes,
+/// and `matches(at)` compares the vector at `at` with the needle.
+#[inline(always)]
+unsafe fn rest<V: Bytes>(
+    haystack: &[u8],
+    mut offset: usize,
+    mut counter: V,
+    matches: impl Fn(usize) -> V,
+) -> usize {
     while haystack.len() - offset >= V::BYTES {
-        // SAFETY: as above; offset + V::BYTES <= haystack.len().
+        // SAFETY: the caller guarantees V's instructions; offset + V::BYTES <=
+        // haystack.len().
         counter = unsafe { counter.sub_u8(matches(offset)) };
         offset += V::BYTES;
     }
@@ -71,5 +117,5 @@ pub(super) unsafe fn count<V: Bytes>(haystack: &[u8], needle: u8) -> usize {
         counter = unsafe { counter.sub_u8(keep_last(matches(haystack.len() - V::BYTES), rest)) };
     }
     // SAFETY: as above.
-    total + unsafe { counter.sum_u8() }
+    unsafe { counter.sum_u8() }
 }

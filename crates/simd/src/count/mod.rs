@@ -27,8 +27,10 @@ use crate::Implementation;
 /// On x86_64, haystacks shorter than 128 bytes are counted in line with
 /// SSE2 (every x86_64 build has it) once a SIMD kernel has been chosen, as that kernel
 /// would count them (AVX2's takes 16-byte vectors below 32 bytes too): the indirect
-/// call cost as much as the counting there. Until the first choice, and after
-/// [`crate::force_scalar`], every call goes through the choice.
+/// call cost as much as the counting there. In builds that enable AVX-512 BW or AVX2
+/// at compile time, longer haystacks are counted in line too when that kernel is the
+/// choice. Until the first choice, and after [`crate::force_scalar`], every call goes
+/// through the choice.
 #[inline]
 pub fn count(haystack: &[u8], needle: u8) -> usize {
     let chosen = CHOICE.current();
@@ -36,6 +38,25 @@ pub fn count(haystack: &[u8], needle: u8) -> usize {
     if haystack.len() < IN_LINE_BELOW && chosen.implementation != Implementation::Scalar {
         // SAFETY: the build enables SSE2, all count_sse2 needs.
         return unsafe { x86_64::count_sse2(haystack, needle) };
+    }
+    // Builds that enable AVX-512 BW or AVX2 at compile time (`-C target-cpu=native` on
+    // such a CPU) count longer haystacks in line with it once the choice is that
+    // kernel, as bytecount does there with AVX2.
+    #[cfg(all(
+        target_arch = "x86_64",
+        target_feature = "avx512f",
+        target_feature = "avx512bw",
+        target_feature = "avx2",
+        target_feature = "popcnt"
+    ))]
+    if chosen.implementation == Implementation::Avx512Bw {
+        // SAFETY: the build enables every feature count_avx512bw needs.
+        return unsafe { x86_64::count_avx512bw(haystack, needle) };
+    }
+    #[cfg(all(target_arch = "x86_64", target_feature = "avx2"))]
+    if chosen.implementation == Implementation::Avx2 {
+        // SAFETY: the build enables AVX2, all count_avx2 needs.
+        return unsafe { x86_64::count_avx2(haystack, needle) };
     }
     // SAFETY: the choice is `detect` or a function whose CPU features are present.
     unsafe { (chosen.function)(haystack, needle) }
@@ -70,6 +91,14 @@ pub fn implementation() -> Implementation {
 
 /// The implementations, fastest first, for the dispatcher and [`implementations`].
 static CANDIDATES: &[Candidate<CountFn>] = &[
+    #[cfg(all(target_arch = "x86_64", target_feature = "sse2"))]
+    Candidate {
+        implementation: Implementation::Avx512Bw,
+        available: || {
+            x86_has!("avx512f") && x86_has!("avx512bw") && x86_has!("avx2") && x86_has!("popcnt")
+        },
+        function: x86_64::count_avx512bw,
+    },
     #[cfg(all(target_arch = "x86_64", target_feature = "sse2"))]
     Candidate {
         implementation: Implementation::Avx2,
