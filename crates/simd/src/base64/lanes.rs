@@ -29,7 +29,9 @@ const PACK_LANES: [u8; 16] = [
 /// bytes and the padding, is the scalar code's. Inputs shorter than
 /// [`Lanes::GROUPS_READ`] are left to the caller whole.
 ///
-/// Whole steps run from the start; the groups they leave (up to one step and one
+/// Whole steps run from the start (after the first, each loads its groups from
+/// [`Lanes::BEHIND`] bytes before them, one load for AVX2's two lanes); the groups
+/// they leave (up to one step and one
 /// group) come from one more load of the input's last `GROUPS_READ` bytes, shuffled so
 /// that a step ends at the last whole group, rewriting characters already written
 /// with the same values (and, when a step and a group are left, a second step from
@@ -54,26 +56,38 @@ pub(super) unsafe fn encode<V: Lanes>(
     // SAFETY: the caller guarantees V's instructions (for every V operation in this
     // function, too).
     let encoder = unsafe { Encoder::<V>::new(tables) };
-    let (mut read, mut written) = (0, 0);
+    // The first step loads its groups as they are; the later ones load from
+    // V::BEHIND bytes before them, which the first step has read (AVX2: one 32-byte
+    // load where `load_groups` takes two 16-byte ones and an insert).
+    const {
+        assert!(
+            V::BEHIND <= V::BYTES / 4 * 3,
+            "the first step reads the bytes behind the second"
+        )
+    };
+    // SAFETY: as for the single steps below (input.len() >= GROUPS_READ, checked
+    // above).
+    unsafe { encoder.step(input, output, 0, 0) };
+    let (mut read, mut written) = (step, V::BYTES);
     // Four steps at a time while they fit (a quarter of the loop's own instructions),
     // then one.
     while input.len() - read >= 3 * step + V::GROUPS_READ {
         // SAFETY: as for the single steps below, for each of the four.
         unsafe {
-            encoder.step(input, output, read, written);
-            encoder.step(input, output, read + step, written + V::BYTES);
-            encoder.step(input, output, read + 2 * step, written + 2 * V::BYTES);
-            encoder.step(input, output, read + 3 * step, written + 3 * V::BYTES);
+            encoder.step_behind(input, output, read, written);
+            encoder.step_behind(input, output, read + step, written + V::BYTES);
+            encoder.step_behind(input, output, read + 2 * step, written + 2 * V::BYTES);
+            encoder.step_behind(input, output, read + 3 * step, written + 3 * V::BYTES);
         }
         read += 4 * step;
         written += 4 * V::BYTES;
     }
     while input.len() - read >= V::GROUPS_READ {
-        // SAFETY: GROUPS_READ readable bytes at `read`, checked above; the step's
-        // V::BYTES characters at `written` end at (read + step) / 3 * 4 <=
-        // output.len(), as read + step < input.len() - 4 and output holds every
-        // whole group.
-        unsafe { encoder.step(input, output, read, written) };
+        // SAFETY: GROUPS_READ readable bytes at `read`, checked above, and the
+        // V::BEHIND before it (read >= step >= V::BEHIND); the step's V::BYTES
+        // characters at `written` end at (read + step) / 3 * 4 <= output.len(), as
+        // read + step < input.len() - 4 and output holds every whole group.
+        unsafe { encoder.step_behind(input, output, read, written) };
         read += step;
         written += V::BYTES;
     }
@@ -103,6 +117,8 @@ pub(super) unsafe fn encode<V: Lanes>(
 struct Encoder<V> {
     offsets: V,
     spread: V,
+    /// `spread` for [`Lanes::load_groups_behind`]'s lanes.
+    spread_behind: V,
     high_multiplier: V,
     low_multiplier: V,
 }
@@ -121,9 +137,11 @@ impl<V: Lanes> Encoder<V> {
         // first multiply.)
         // SAFETY: the caller guarantees V's instructions.
         unsafe {
+            let spread = V::broadcast(&SPREAD_GROUPS);
             Encoder {
                 offsets: V::broadcast(&tables.encode_offsets),
-                spread: V::broadcast(&SPREAD_GROUPS),
+                spread,
+                spread_behind: spread.add_u8(V::behind_skips()),
                 high_multiplier: V::splat_u32(0x0400_0040).opaque(),
                 low_multiplier: V::splat_u32(0x0100_0010).opaque(),
             }
@@ -145,6 +163,24 @@ impl<V: Lanes> Encoder<V> {
         }
     }
 
+    /// One step from [`Lanes::load_groups_behind`]: the groups at `read` to the
+    /// characters at `written`.
+    ///
+    /// # Safety
+    /// As for [`Encoder::step`], and `input` must have `V::BEHIND` bytes before
+    /// `read`.
+    #[inline(always)]
+    unsafe fn step_behind(&self, input: &[u8], output: &mut [u8], read: usize, written: usize) {
+        debug_assert!(read >= V::BEHIND && read + V::GROUPS_READ <= input.len());
+        debug_assert!(written + V::BYTES <= output.len());
+        // SAFETY: the caller guarantees V's instructions and the room.
+        unsafe {
+            let lanes = V::load_groups_behind(input.as_ptr().add(read));
+            let chars = self.spread_chars(lanes, self.spread_behind);
+            chars.store(output.as_mut_ptr().add(written));
+        }
+    }
+
     /// The characters of the four 3-byte groups starting `skip` bytes into each lane
     /// of `lanes` (`skip` at most 4).
     ///
@@ -154,8 +190,19 @@ impl<V: Lanes> Encoder<V> {
     unsafe fn chars(&self, lanes: V, skip: u8) -> V {
         debug_assert!(skip <= 4, "a lane has 16 bytes");
         // SAFETY: the caller guarantees V's instructions.
+        unsafe { self.spread_chars(lanes, self.spread.add_u8(V::splat(skip))) }
+    }
+
+    /// The characters of the four 3-byte groups of each lane of `lanes`, spread over
+    /// 32-bit lanes by the shuffle indices `spread`.
+    ///
+    /// # Safety
+    /// The CPU must support `V`'s instructions.
+    #[inline(always)]
+    unsafe fn spread_chars(&self, lanes: V, spread: V) -> V {
+        // SAFETY: the caller guarantees V's instructions.
         unsafe {
-            let lanes = lanes.shuffle(self.spread.add_u8(V::splat(skip)));
+            let lanes = lanes.shuffle(spread);
             // Values 0 and 2 of each lane: the top 6 bits of each 16-bit half, moved
             // down by a high multiply. Values 1 and 3: the middle bits, moved up by a
             // low multiply into the odd bytes.
@@ -171,7 +218,10 @@ impl<V: Lanes> Encoder<V> {
 }
 
 /// Characters for 6-bit values: each value's class (see `Tables::encode_offsets`)
-/// picks the offset to add.
+/// picks the offset to add. The class is `value - 51` saturated at 0, plus one above
+/// 25 (subtracting the comparison's 0xFF): 0 for 0..=25, 1 for 26..=51, 2..=13 for
+/// 52..=63; five operations with the lookup and the add (after Lemire's fastbase64),
+/// where an AND with 13 for 0..=25 took six.
 ///
 /// # Safety
 /// The CPU must support `V`'s instructions.
@@ -180,8 +230,8 @@ unsafe fn ascii<V: Lanes>(sextets: V, offsets: V) -> V {
     // SAFETY: the caller guarantees V's instructions.
     unsafe {
         let above_51 = sextets.saturating_sub_u8(V::splat(51));
-        let below_26 = V::splat(26).gt_i8(sextets);
-        let classes = above_51.or(below_26.and(V::splat(13)));
+        let above_25 = sextets.gt_i8(V::splat(25));
+        let classes = above_51.sub_u8(above_25);
         sextets.add_u8(offsets.shuffle(classes))
     }
 }

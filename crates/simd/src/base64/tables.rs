@@ -19,8 +19,8 @@ pub(crate) struct Tables {
     /// Character to six-bit value, or [`INVALID`].
     pub(crate) decode: [u8; 256],
     /// SSSE3/AVX2 encode: value class to the offset (mod 256) from value to character.
-    /// Class 0 is 26..=51, 1..=10 are 52..=61 one each, 11 is 62, 12 is 63, 13 is
-    /// 0..=25 (see `x86_64::ascii_from_sextets`).
+    /// Class 0 is 0..=25, 1 is 26..=51, 2..=11 are 52..=61 one each, 12 is 62, 13 is
+    /// 63 (see `lanes::ascii`).
     pub(crate) encode_offsets: [u8; 16],
     /// SSSE3/AVX2 decode validity: a character `c` is invalid exactly when
     /// `invalid_by_low_nibble[c & 15] & row_bit_by_high_nibble[c >> 4] != 0`. Rows 2..=7
@@ -68,9 +68,9 @@ impl Tables {
         let mut value = 0;
         while value < 64 {
             let class = match value {
-                0..=25 => 13,
-                26..=51 => 0,
-                _ => value - 51,
+                0..=25 => 0,
+                26..=51 => 1,
+                _ => value - 50,
             };
             let offset = alphabet[value].wrapping_sub(value as u8);
             if value == 0 || value == 26 || value >= 52 {

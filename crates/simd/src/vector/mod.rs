@@ -208,6 +208,27 @@ pub(crate) trait Lanes: Bytes {
     /// writes: 12 per lane, plus 4.
     const GROUPS_READ: usize = Self::BYTES / 16 * 12 + 4;
 
+    /// How many bytes before `from` [`Lanes::load_groups_behind`] starts reading.
+    const BEHIND: usize;
+
+    /// The groups [`Lanes::load_groups`] takes from `from`, but as one load of
+    /// `BYTES` bytes starting [`Lanes::BEHIND`] bytes before `from`, each lane's 12
+    /// bytes starting where [`Lanes::behind_skips`] says (AVX2: 4 bytes behind, so
+    /// lane 0's groups start at its byte 4 and lane 1's at its byte 0, one load
+    /// where `load_groups` needs two; SSSE3: `load_groups` itself).
+    ///
+    /// # Safety
+    /// As for [`Vector::zero`], and the `BEHIND + GROUPS_READ` bytes from
+    /// `from - BEHIND` must be valid for reading.
+    unsafe fn load_groups_behind(from: *const u8) -> Self;
+
+    /// In every byte of each 128-bit lane, where that lane's groups start in
+    /// [`Lanes::load_groups_behind`]'s register.
+    ///
+    /// # Safety
+    /// As for [`Vector::zero`].
+    unsafe fn behind_skips() -> Self;
+
     /// Stores the first 12 bytes of each 128-bit lane as consecutive 12-byte groups
     /// at `to`, the inverse of [`Lanes::load_groups`] (the last lane's 4 other
     /// bytes are written too, after the groups).

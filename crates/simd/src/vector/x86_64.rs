@@ -165,6 +165,21 @@ impl Lanes for V128 {
         unsafe { self.store(to) }
     }
 
+    const BEHIND: usize = 0;
+
+    #[inline]
+    #[target_feature(enable = "ssse3")]
+    unsafe fn load_groups_behind(from: *const u8) -> V128 {
+        // SAFETY: the caller guarantees GROUPS_READ (16) readable bytes at `from`.
+        unsafe { V128::load_groups(from) }
+    }
+
+    #[inline]
+    #[target_feature(enable = "ssse3")]
+    unsafe fn behind_skips() -> V128 {
+        V128(_mm_setzero_si128())
+    }
+
     #[inline]
     #[target_feature(enable = "ssse3")]
     unsafe fn shuffle(self, indices: V128) -> V128 {
@@ -391,6 +406,29 @@ impl Lanes for V256 {
             )
         };
         V256(_mm256_set_m128i(second, first))
+    }
+
+    const BEHIND: usize = 4;
+
+    #[inline]
+    #[target_feature(enable = "avx2")]
+    unsafe fn load_groups_behind(from: *const u8) -> V256 {
+        // SAFETY: the caller guarantees BEHIND + GROUPS_READ (32) readable bytes from
+        // `from - 4`; loadu has no alignment requirement.
+        V256(unsafe { _mm256_loadu_si256(from.sub(4).cast()) })
+    }
+
+    #[inline]
+    #[target_feature(enable = "avx2")]
+    unsafe fn behind_skips() -> V256 {
+        // Lane 0 (bytes from - 4 .. from + 12) starts its groups 4 bytes in; lane 1
+        // (from + 12 .. from + 28) at once.
+        V256(_mm256_set_epi64x(
+            0,
+            0,
+            0x0404_0404_0404_0404,
+            0x0404_0404_0404_0404,
+        ))
     }
 
     #[inline]
