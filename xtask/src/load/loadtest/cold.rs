@@ -668,16 +668,9 @@ mod tests {
         Options {
             duration: 6,
             rounds: 3,
-            only: Vec::new(),
-            connections: 0,
             cold: true,
-            tls: false,
-            h3: false,
-            c100k: false,
             disk_mbps,
-            client_copy: false,
-            syscalls: false,
-            send_buffer: None,
+            ..Options::default()
         }
     }
 

@@ -46,7 +46,7 @@ use servers::{cpu_seconds, select, servers, start, status_kib, Running, ServerSp
 use wrk::{wrk, LoadResult, RANGES_LUA, REPORT_LUA};
 
 /// Options of one load test.
-#[derive(Debug)]
+#[derive(Debug, Default)]
 pub struct Options {
     /// Seconds per wrk run.
     pub duration: u64,
@@ -618,15 +618,7 @@ pub(crate) fn rounds_ci(ioserve: &Path) -> Result<()> {
         duration: 2,
         rounds: 1,
         only: vec!["nginx".into(), OURS.into()],
-        connections: 0,
-        cold: false,
-        tls: false,
-        h3: false,
-        c100k: false,
-        disk_mbps: 0,
-        client_copy: false,
-        syscalls: false,
-        send_buffer: None,
+        ..Options::default()
     };
     let specs = select(servers(), &options.only)?;
     // wrk's 5000 connections, before the servers start (they inherit the limit).

@@ -346,16 +346,8 @@ mod tests {
         let options = Options {
             duration: 10,
             rounds: 3,
-            only: Vec::new(),
             connections: 5000,
-            cold: false,
-            tls: false,
-            h3: false,
-            c100k: false,
-            disk_mbps: 0,
-            client_copy: false,
-            syscalls: false,
-            send_buffer: None,
+            ..Options::default()
         };
         let table = render_table(
             &medians,
