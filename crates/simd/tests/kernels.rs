@@ -112,7 +112,10 @@ fn adler32_matches_scalar_at_every_length_and_offset() {
 
 #[test]
 fn adler32_matches_scalar_on_long_and_saturating_inputs() {
-    for len in long_lengths() {
+    // The long lengths, and every short one around the loop-free paths (one or two
+    // chunks of 16 or 32 bytes, up to 64 bytes, whose first chunk is weighted up to
+    // 64) and the first loops after them.
+    for len in long_lengths().into_iter().chain(0..=160) {
         let random = bytes(len, len as u64 + 5, 0);
         let all_ff = vec![0xFFu8; len];
         for input in [&random, &all_ff] {
@@ -125,6 +128,15 @@ fn adler32_matches_scalar_on_long_and_saturating_inputs() {
                     let got = unsafe { function(start, start, input) };
                     assert_eq!(got, want, "{implementation} len {len} start {start}");
                 }
+                // The entry point, which takes short inputs in line in builds that
+                // enable AVX2.
+                let mut running = adler32::Adler32::from_checksum(start << 16 | start);
+                running.update(input);
+                assert_eq!(
+                    running.finish(),
+                    want.1 << 16 | want.0,
+                    "entry point len {len} start {start}"
+                );
             }
         }
     }

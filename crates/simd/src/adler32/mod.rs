@@ -31,6 +31,7 @@ use crate::Implementation;
 use scalar::MOD;
 
 /// The Adler-32 of `bytes`.
+#[inline]
 pub fn adler32(bytes: &[u8]) -> u32 {
     let mut running = Adler32::new();
     running.update(bytes);
@@ -60,10 +61,28 @@ impl Adler32 {
     }
 
     /// Adds `bytes` to the checksum.
+    ///
+    /// In builds that enable AVX2 at compile time (`-C target-cpu=native` on such a
+    /// CPU), inputs of up to 64 bytes are taken in line once the choice is the AVX2 or
+    /// AVX-512 BW kernel (both take such inputs with the same AVX2 code): the indirect
+    /// call cost as much as the checksum there. Until the first choice, and after
+    /// [`crate::force_scalar`], every call goes through the choice.
+    #[inline]
     pub fn update(&mut self, bytes: &[u8]) {
-        let function = CHOICE.current().function;
+        let chosen = CHOICE.current();
+        #[cfg(all(target_arch = "x86_64", target_feature = "avx2"))]
+        if matches!(
+            chosen.implementation,
+            Implementation::Avx2 | Implementation::Avx512Bw
+        ) {
+            // SAFETY: the build enables AVX2, all update_avx2_short needs.
+            if let Some((a, b)) = unsafe { x86_64::update_avx2_short(self.a, self.b, bytes) } {
+                (self.a, self.b) = (a, b);
+                return;
+            }
+        }
         // SAFETY: the choice is `detect` or a function whose CPU features are present.
-        (self.a, self.b) = unsafe { function(self.a, self.b, bytes) };
+        (self.a, self.b) = unsafe { (chosen.function)(self.a, self.b, bytes) };
     }
 
     /// The checksum so far (`b << 16 | a`).
