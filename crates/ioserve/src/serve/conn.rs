@@ -22,13 +22,14 @@ use std::time::Instant;
 
 use futures_util::future::OptionFuture;
 use tokio::sync::Notify;
+use tokio::time::error::Elapsed;
 use tokio::time::timeout_at;
 
 use crate::http::request::{self, Parsed, RequestError, MAX_HEAD_BYTES};
 use crate::http::response::{Body, Reply};
 use crate::io::pacing::Pacer;
 use crate::ops::access_log::{Outcome, Record};
-use crate::serve::exchange::{self, Decided, Decision};
+use crate::serve::exchange::{self, Decided, Decision, Delivery};
 use crate::serve::linger;
 use crate::serve::parking::PARK_AFTER;
 use crate::serve::shared::{ConnectionSlot, Shared};
@@ -46,118 +47,127 @@ use crate::serve::transport::Transport;
 /// [`PARK_AFTER`] for its next request, to be parked without a task
 /// (`serve::parking`); one woken from there goes on with the `served` requests it had
 /// (the client's bytes are waiting: it is not parked again before its next answer).
-pub(crate) async fn serve<S: Transport>(
-    stream: &mut S,
-    peer: &SocketAddr,
-    shared: &Shared,
-    slot: &ConnectionSlot,
-    served: u64,
+#[allow(clippy::manual_async_fn)]
+pub(crate) fn serve<'a, S: Transport>(
+    stream: &'a mut S,
+    peer: &'a SocketAddr,
+    shared: &'a Shared,
+    slot: &'a ConnectionSlot,
+    mut served: u64,
     may_park: bool,
-) -> Served {
-    let worker = slot.worker();
-    // Timeouts come from the settings of the moment (SIGHUP may change them).
-    let limits = || shared.live().limits.clone();
-    let mut buf: Vec<u8> = Vec::new();
-    // Notified when this connection, idle, must close to admit a new client.
-    let mut close: Option<Arc<Notify>> = None;
-    // Requests answered on this connection.
-    let mut served = served;
-    // Whether the next wait for a request may end in parking: not before a woken
-    // connection has read what woke it.
-    let mut park_next = may_park && served == 0;
-    // `--limit-rate` applies to the connection as a whole, across its responses; made
-    // at the first response that has a rate.
-    let mut pacer: Option<Box<Pacer>> = None;
-    // The first request must arrive within the header timeout of the accept.
-    let mut deadline = Instant::now() + limits().header_timeout;
-    loop {
-        // Parsing and deciding are synchronous and leave nothing that borrows the
-        // buffer. The decision is boxed: what a match holds (its scrutinee) keeps its
-        // place in this future, and so in every connection's task, across an await
-        // inside it, and a decision is 192 bytes.
-        let sent = match next_step(shared, *peer, worker, &buf) {
-            Step::Partial => None,
-            Step::Respond { decision, len } => {
-                buf.drain(..len);
-                if buf.is_empty() {
-                    // Nothing pipelined: give the buffer back while the body goes out.
-                    buf = Vec::new();
+) -> impl Future<Output = Served> + use<'a, S> {
+    // A function returning an `async` block, not an `async fn`: an `async fn` keeps its
+    // arguments twice, and this future is part of every connection's task.
+    async move {
+        let mut buf: Vec<u8> = Vec::new();
+        // Notified when this connection, idle, must close to admit a new client.
+        let mut close: Option<Arc<Notify>> = None;
+        // Whether the next wait for a request may end in parking: not before a woken
+        // connection has read what woke it.
+        let mut park_next = may_park && served == 0;
+        // `--limit-rate` applies to the connection as a whole, across its responses;
+        // made at the first response that has a rate.
+        let mut pacer: Option<Box<Pacer>> = None;
+        // The first request must arrive within the header timeout of the accept.
+        // Timeouts come from the settings of the moment (SIGHUP may change them).
+        let mut deadline = Instant::now() + shared.live().limits.header_timeout;
+        loop {
+            // Parsing and deciding are synchronous and leave nothing that borrows the
+            // buffer. The decision is boxed and the step taken apart before any await:
+            // what is alive across an await keeps its place in this future, and so in
+            // every connection's task.
+            let (decision, refusal) = match next_step(shared, *peer, slot.worker(), &buf) {
+                Step::Partial => (None, None),
+                Step::Respond { decision, len } => {
+                    buf.drain(..len);
+                    if buf.is_empty() {
+                        // Nothing pipelined: give the buffer back while the body goes out.
+                        buf = Vec::new();
+                    }
+                    (Some(decision), None)
                 }
-                // Boxed: only a connection with a response in flight holds it.
-                Some(Box::pin(respond(stream, shared, worker, decision, &mut pacer)).await)
-            }
-            Step::Refuse(status) => {
-                Box::pin(refuse(stream, peer, shared, worker, status)).await;
+                Step::Refuse(status) => (None, Some(status)),
+            };
+            if let Some(status) = refusal {
+                Box::pin(refuse(stream, peer, shared, slot.worker(), status)).await;
                 return Served::Closed;
             }
-        };
-        if let Some(sent) = sent {
-            let keep_alive = match sent {
-                Ok(keep_alive) => keep_alive,
-                Err(error) => {
-                    tracing::debug!(%peer, %error, "response cut short");
+            if let Some(decision) = decision {
+                // Boxed: only a connection with a response in flight holds it.
+                let responding = respond(stream, slot, decision, &mut pacer);
+                let keep_alive = match Box::pin(responding).await {
+                    Ok(keep_alive) => keep_alive,
+                    Err(error) => {
+                        tracing::debug!(%peer, %error, "response cut short");
+                        return Served::Closed;
+                    }
+                };
+                if !keep_alive {
+                    Box::pin(linger::close(stream)).await;
                     return Served::Closed;
                 }
-            };
-            if !keep_alive {
-                Box::pin(linger::close(stream)).await;
+                served += 1;
+                // `--limit-rate` paces the connection as a whole: its pacer stays with
+                // the task.
+                park_next = may_park && pacer.is_none();
+                // Nothing pipelined: the client may idle; else its head is on its way.
+                let live = shared.live();
+                let wait = match buf.is_empty() {
+                    true => live.limits.idle_timeout,
+                    false => live.limits.header_timeout,
+                };
+                deadline = Instant::now() + wait;
+                continue;
+            }
+            if buf.len() >= MAX_HEAD_BYTES {
+                Box::pin(refuse(stream, peer, shared, slot.worker(), 431)).await;
                 return Served::Closed;
             }
-            served += 1;
-            // `--limit-rate` paces the connection as a whole: its pacer stays with the
-            // task.
-            park_next = may_park && pacer.is_none();
-            // Nothing pipelined: the client may idle; else its head is on its way.
-            let limits = limits();
-            let wait = if buf.is_empty() {
-                limits.idle_timeout
-            } else {
-                limits.header_timeout
+            let idle = buf.is_empty();
+            // Parked once it has waited PARK_AFTER, unless its idle timeout comes first.
+            // (The clock is read only for a connection that may park, not per request.)
+            let (parks, wait_until) = {
+                let park_at = (park_next && idle && served > 0)
+                    .then(|| Instant::now() + PARK_AFTER)
+                    .filter(|park_at| *park_at < deadline);
+                (park_at.is_some(), park_at.unwrap_or(deadline))
             };
-            deadline = Instant::now() + wait;
-            continue;
-        }
-        if buf.len() >= MAX_HEAD_BYTES {
-            Box::pin(refuse(stream, peer, shared, worker, 431)).await;
-            return Served::Closed;
-        }
-        let idle = buf.is_empty();
-        // Parked once it has waited PARK_AFTER, unless its idle timeout comes first.
-        // (The clock is read only for a connection that may park, not per request.)
-        let (parks, wait_until) = {
-            let park_at = (park_next && idle && served > 0)
-                .then(|| Instant::now() + PARK_AFTER)
-                .filter(|park_at| *park_at < deadline);
-            (park_at.is_some(), park_at.unwrap_or(deadline))
-        };
-        // Before the first request, shutdown closes the connection. Between requests, a
-        // new client that needs the slot does too (a client that just connected may
-        // have its request in flight: it is not taken for idle). No buffer is held
-        // while it waits. One select for both cases keeps the task small.
-        let close = match (&mut close, idle && served > 0) {
-            (_, false) => None,
-            (Some(close), true) => Some(&*close),
-            (close, true) => Some(&*close.insert(Arc::new(Notify::new()))),
-        };
-        let _waiting = close.map(|close| slot.idle(close));
-        // Boxed: a connection holds the wait's futures only while it waits, not while a
-        // response of its own is in flight.
-        let close = close.map(|close| &**close);
-        let first = served == 0;
-        let waiting = wait_for_bytes(stream, &mut buf, shared, close, idle, first, wait_until);
-        let Some(read) = Box::pin(waiting).await else {
-            return Served::Closed;
-        };
-        park_next = false;
-        match read {
-            // End of stream or an error: the connection is over.
-            Ok(Ok(0) | Err(_)) => return Served::Closed,
-            Ok(Ok(_)) if idle => deadline = Instant::now() + limits().header_timeout,
-            Ok(Ok(_)) => {}
-            Err(_elapsed) if parks => return Served::Idle { served, deadline },
-            Err(_elapsed) if idle => return Served::Closed,
-            Err(_elapsed) => {
-                Box::pin(refuse(stream, peer, shared, worker, 408)).await;
+            // Before the first request, shutdown closes the connection. Between
+            // requests, a new client that needs the slot does too (a client that just
+            // connected may have its request in flight: it is not taken for idle). No
+            // buffer is held while it waits. One select for both cases keeps the task
+            // small.
+            let close = match (&mut close, idle && served > 0) {
+                (_, false) => None,
+                (Some(close), true) => Some(&*close),
+                (close, true) => Some(&*close.insert(Arc::new(Notify::new()))),
+            };
+            // Boxed: a connection holds the wait's futures and its entry in the idle
+            // queue only while it waits, not while a response of its own is in flight.
+            let first = served == 0;
+            let waiting = wait_for_bytes(stream, &mut buf, slot, close, idle, first, wait_until);
+            // In a block of its own: what it read is not kept across the 408's await.
+            let timed_out = {
+                let Some(read) = Box::pin(waiting).await else {
+                    return Served::Closed;
+                };
+                park_next = false;
+                match read {
+                    // End of stream or an error: the connection is over.
+                    Ok(Ok(0) | Err(_)) => return Served::Closed,
+                    Ok(Ok(_)) => {
+                        if idle {
+                            deadline = Instant::now() + shared.live().limits.header_timeout;
+                        }
+                        false
+                    }
+                    Err(_elapsed) if parks => return Served::Idle { served, deadline },
+                    Err(_elapsed) if idle => return Served::Closed,
+                    Err(_elapsed) => true,
+                }
+            };
+            if timed_out {
+                Box::pin(refuse(stream, peer, shared, slot.worker(), 408)).await;
                 return Served::Closed;
             }
         }
@@ -176,7 +186,8 @@ pub(crate) enum Served {
 
 /// Waits for request bytes until `deadline` and appends them to `buf`; `None` when the
 /// connection must close first: at shutdown while it is `idle` (no partial head), or
-/// when `close` is notified (a new client needs its slot).
+/// when `close` is notified (a new client needs its slot; the connection is in its
+/// worker's idle queue while it waits).
 ///
 /// When a new process took the listeners over (a live upgrade), a client may have
 /// sent its request already: closing under it would reset the connection and lose the
@@ -184,28 +195,35 @@ pub(crate) enum Served {
 /// timeout), and a keep-alive connection's next one for [`HANDED_OVER_IDLE`]; either
 /// is answered with `Connection: close`, and the client's next connection reaches the
 /// new process.
-async fn wait_for_bytes<S: Transport>(
-    stream: &mut S,
-    buf: &mut Vec<u8>,
-    shared: &Shared,
-    close: Option<&Notify>,
+#[allow(clippy::manual_async_fn)]
+fn wait_for_bytes<'a, S: Transport>(
+    stream: &'a mut S,
+    buf: &'a mut Vec<u8>,
+    slot: &'a ConnectionSlot,
+    close: Option<&'a Arc<Notify>>,
     idle: bool,
     first: bool,
     deadline: Instant,
-) -> Option<Result<io::Result<usize>, tokio::time::error::Elapsed>> {
-    tokio::select! {
-        _ = shared.shutdown.cancelled(), if idle => {
-            if !shared.handed_over() {
-                return None;
+) -> impl Future<Output = Option<Result<io::Result<usize>, Elapsed>>> + use<'a, S> {
+    // A function returning an `async` block: an `async fn` keeps its arguments twice.
+    async move {
+        // In the worker's idle queue while it waits, so that a new client can close it.
+        let _waiting = close.map(|close| slot.idle(close));
+        let shared = slot.shared();
+        tokio::select! {
+            _ = shared.shutdown.cancelled(), if idle => {
+                if !shared.handed_over() {
+                    return None;
+                }
+                let deadline = match first {
+                    true => deadline,
+                    false => deadline.min(Instant::now() + HANDED_OVER_IDLE),
+                };
+                Some(timeout_at(deadline.into(), stream.read_some(buf)).await)
             }
-            let deadline = match first {
-                true => deadline,
-                false => deadline.min(Instant::now() + HANDED_OVER_IDLE),
-            };
-            Some(timeout_at(deadline.into(), stream.read_some(buf)).await)
+            _ = OptionFuture::from(close.map(|close| close.notified())), if close.is_some() => None,
+            read = timeout_at(deadline.into(), stream.read_some(buf)) => Some(read),
         }
-        _ = OptionFuture::from(close.map(|close| close.notified())), if close.is_some() => None,
-        read = timeout_at(deadline.into(), stream.read_some(buf)) => Some(read),
     }
 }
 
@@ -243,19 +261,21 @@ fn next_step(shared: &Shared, peer: SocketAddr, worker: usize, buf: &[u8]) -> St
 
 /// Answers one decided request: completes its reply (what may wait for the disk runs on
 /// the blocking pool: `exchange::complete`), sends it with the settings it was decided
-/// with, and counts it. Returns whether the connection stays open.
+/// with, and counts it (for the worker of `slot`). Returns whether the connection
+/// stays open.
 ///
 /// (A function returning an `async` block, not an `async fn`: an `async fn` keeps its
 /// arguments twice, and this future is part of every response in flight.)
 #[allow(clippy::manual_async_fn)]
 fn respond<'a, S: Transport>(
     stream: &'a mut S,
-    shared: &'a Shared,
-    worker: usize,
+    slot: &'a ConnectionSlot,
     decision: Box<Decision>,
     pacer: &'a mut Option<Box<Pacer>>,
 ) -> impl Future<Output = io::Result<bool>> + use<'a, S> {
     async move {
+        // The server and the worker are the slot's, read where they are needed: as
+        // locals they would take room in this future.
         // Bound by patterns and in a block, so that nothing moved or borrowed here keeps
         // room in this future while the body goes out.
         let (
@@ -267,22 +287,35 @@ fn respond<'a, S: Transport>(
                 http10,
                 log,
             },
-        ) = decision.start_completing(shared, worker, S::ENCRYPTED);
+        ) = decision.start_completing(slot.shared(), slot.worker(), S::ENCRYPTED);
         let reply = completing.await;
         let mut out = stream.output(live.limits.send_timeout);
         if let Some(pacer) = Pacer::for_response(pacer, live.limits.pace) {
             out = out.paced_by(pacer);
         }
-        let (status, head_len, body) = {
+        let (delivery, body) = {
             let (status, head, body) = reply.into_parts(keep_alive, http10);
             let head_len = head.len() as u64;
             out.queue_owned(head);
-            (status, head_len, body)
+            (
+                Delivery::start(slot.shared(), slot.worker(), status, head_len, &body),
+                body,
+            )
         };
-        let log = log.as_deref();
-        let sent = exchange::deliver(shared, &live, worker, &mut out, status, head_len, body, log);
-        let sent = sent.await;
-        shared.metrics.duration(worker, started.elapsed());
+        // `exchange::deliver` in its halves: its future would keep the body (and its
+        // other arguments) in this one, which every response in flight holds.
+        let sent = exchange::send_body(&mut out, &live, body).await;
+        delivery.end(
+            slot.shared(),
+            &live,
+            slot.worker(),
+            &out,
+            &sent,
+            log.as_deref(),
+        );
+        slot.shared()
+            .metrics
+            .duration(slot.worker(), started.elapsed());
         sent.map(|()| keep_alive)
     }
 }

@@ -252,28 +252,71 @@ pub(super) fn deliver<'a, 'o>(
     log: Option<&'a Record>,
 ) -> impl Future<Output = io::Result<()>> + use<'a, 'o> {
     async move {
-        let is_download = matches!(body, Body::File { .. } | Body::Multipart(_) | Body::Tar(_));
-        if is_download {
+        let delivery = Delivery::start(shared, worker, status, head_len, &body);
+        let result = send_body(out, live, body).await;
+        delivery.end(shared, live, worker, out, &result, log);
+        result
+    }
+}
+
+/// [`deliver`] in two halves around the sending of the body ([`send_body`]), for a
+/// caller whose own future holds what they need: a future that awaits `deliver` keeps
+/// its arguments, the body's 32 bytes among them, for as long as the body goes out.
+pub(super) struct Delivery {
+    status: u16,
+    head_len: u64,
+    download: bool,
+}
+
+impl Delivery {
+    /// A response of `status` starts to go out, its head (`head_len` bytes) queued:
+    /// a file, ranges of one or an archive count as a download while it does.
+    pub(super) fn start(
+        shared: &Shared,
+        worker: usize,
+        status: u16,
+        head_len: u64,
+        body: &Body,
+    ) -> Delivery {
+        let download = matches!(body, Body::File { .. } | Body::Multipart(_) | Body::Tar(_));
+        if download {
             shared.metrics.download(worker, 1);
         }
-        let result = send_body(out, live, body).await;
+        Delivery {
+            status,
+            head_len,
+            download,
+        }
+    }
+
+    /// The body went out (or failed, `result`): a file that could not be read leaves
+    /// the open-file cache, the metrics count the response and the access log has its
+    /// line.
+    pub(super) fn end(
+        self,
+        shared: &Shared,
+        live: &Live,
+        worker: usize,
+        out: &Output<'_>,
+        result: &io::Result<()>,
+        log: Option<&Record>,
+    ) {
         if let Some(failed) = result.as_ref().err().and_then(file_read_error_in) {
             file_unreadable(shared, live, worker, failed);
         }
-        if is_download {
+        if self.download {
             shared.metrics.download(worker, -1);
             shared.metrics.cold_windows(worker, out.cold_windows());
             shared.metrics.kept_bodies(worker, out.kept_bodies());
         }
         shared.metrics.paced(worker, out.paced());
         let sent = Sent {
-            status,
+            status: self.status,
             bytes: out.sent(),
-            head_len,
+            head_len: self.head_len,
             complete: result.is_ok(),
         };
         account(shared, live, worker, sent, log);
-        result
     }
 }
 
@@ -325,7 +368,7 @@ pub(super) fn account(
 
 /// The sending of `body` through `out`, on the heap: the response's future then holds
 /// only the kind of body it has, not room for the largest kind, and none of it twice.
-fn send_body<'a>(out: &'a mut Output<'_>, live: &'a Live, body: Body) -> Sending<'a> {
+pub(super) fn send_body<'a>(out: &'a mut Output<'_>, live: &'a Live, body: Body) -> Sending<'a> {
     match body {
         Body::Empty => Box::pin(out.flush(false)),
         Body::Bytes(bytes) => Box::pin(async move { out.write(&bytes).await }),

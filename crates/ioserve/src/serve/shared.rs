@@ -197,6 +197,11 @@ impl ConnectionSlot {
         self.worker
     }
 
+    /// The server's state, which the slot keeps alive.
+    pub fn shared(&self) -> &Shared {
+        &self.shared
+    }
+
     /// Closes the connection that has been idle longest, of any worker, waiting in its
     /// task or parked: a waiting one is told to close, a parked one is closed by its lot.
     fn close_an_idle_connection(&self) -> bool {
