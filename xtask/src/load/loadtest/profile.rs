@@ -1,7 +1,8 @@
 //! `cargo xtask profile`: where the CPU goes when ioserve and nginx serve the load
-//! test's hot workloads (the 8 MiB download and the 4 KiB request), as flamegraphs.
+//! test's hot workloads (the 8 MiB download and the 4 KiB request), as flamegraphs;
+//! with `--tls`, the HTTPS load test's 4 KiB requests over HTTP/1.1 and HTTP/2.
 //!
-//! Each server runs alone; for each workload wrk drives it while `perf record -e
+//! Each server runs alone; for each workload its client (wrk, h2load) drives it while `perf record -e
 //! cpu-clock -F 999 -g` samples every process and thread of it (cpu-clock: a VM often
 //! has no hardware counters). `perf script` prints the stacks, inferno folds them and
 //! draws target/profile/SERVER-WORKLOAD.svg (kernel frames in their own colours,
@@ -28,13 +29,18 @@ use std::process::{Child, Command, Stdio};
 use anyhow::{anyhow, bail, Context as _, Result};
 use inferno::collapse::Collapse as _;
 
-use super::servers::{cpu_seconds, select, servers, start_built, Running, ServerSpec};
-use super::wrk::{wrk, REPORT_LUA};
-use super::{prepare_files, Workload, FILES, WORKLOADS};
-use crate::util::{ensure_packages, step};
+use super::servers::{cpu_seconds, select, servers, start_built, tls_servers, Running, ServerSpec};
+use super::tls::TLS_WORKLOADS;
+use super::wrk::REPORT_LUA;
+use super::{load, prepare_files, Workload, FILES, WORKLOADS};
+use crate::util::{certificate, ensure_packages, step};
 
-/// The workloads profiled: the 8 MiB download and the 4 KiB request.
+/// The plain workloads profiled: the 8 MiB download and the 4 KiB request, with their
+/// short names in file names.
 const PROFILED_WORKLOADS: [(&str, &str); 2] = [("a", "8MiB"), ("b", "4KiB")];
+
+/// The HTTPS workloads profiled with `--tls`: 4 KiB over HTTP/1.1 and over HTTP/2.
+const PROFILED_TLS_WORKLOADS: [(&str, &str); 2] = [("b", "tls-4KiB"), ("h2", "tls-h2-4KiB")];
 
 /// The frames listed in the summary, by samples of their own.
 const TOP_FRAMES: usize = 8;
@@ -55,23 +61,38 @@ pub(crate) struct Options {
         default_value = "ioserve-sendfile,nginx"
     )]
     servers: Vec<String>,
+    /// Profile the HTTPS load test's 4 KiB workloads (HTTP/1.1 by wrk, HTTP/2 by h2load,
+    /// TLS 1.3 in user space) instead of the plain ones
+    #[arg(long)]
+    tls: bool,
 }
 
 /// What one profiled run shows.
 struct Profile {
     server: String,
-    workload: &'static str,
+    workload: &'static Workload,
     cpu_s_per_gib: f64,
     samples: Samples,
 }
 
 /// Records the profiles, writes the flamegraphs and target/profile/summary.md.
 pub(crate) fn run(options: &Options) -> Result<()> {
-    let specs = chosen_servers(&options.servers)?;
     ensure_packages(&[("nginx", "nginx"), ("wrk", "wrk"), ("linux-perf", "perf")])?;
     let target = crate::util::target_dir()?;
     let out = target.join("profile");
     fs::create_dir_all(&out)?;
+    let specs = if options.tls {
+        ensure_packages(&[("nghttp2-client", "h2load")])?;
+        let certs = out.join("tls");
+        fs::create_dir_all(&certs)?;
+        chosen_servers(
+            tls_servers(&certificate::self_signed(&certs)?),
+            &options.servers,
+        )?
+    } else {
+        chosen_servers(servers(), &options.servers)?
+    };
+    let workloads = profiled(options.tls);
     let cargo_dir = out.join("cargo");
     let mut build = crate::release::dist::packaged_release_build()?;
     build
@@ -87,7 +108,7 @@ pub(crate) fn run(options: &Options) -> Result<()> {
     let www = out.join("www");
     let files: Vec<(&str, u64)> = FILES
         .into_iter()
-        .filter(|(name, _)| profiled().any(|w| w.path.ends_with(name)))
+        .filter(|(name, _)| workloads.iter().any(|(w, _)| w.path.ends_with(name)))
         .collect();
     prepare_files(&www, &files)?;
     fs::write(out.join("report.lua"), REPORT_LUA)?;
@@ -96,10 +117,10 @@ pub(crate) fn run(options: &Options) -> Result<()> {
     for spec in specs {
         let server = start_built(&spec, &www, &out, &ioserve)?;
         eprintln!("xtask profile: {} on {}", spec.name, server.addr);
-        for workload in profiled() {
+        for &(workload, short) in &workloads {
             // Warm-up, not recorded: page cache, connections, open-file caches.
-            wrk(&server, workload, 1, &out)?;
-            let profile = record(&server, workload, options.duration, &out)?;
+            load(&server, workload, 1, &out)?;
+            let profile = record(&server, workload, short, options.duration, &out)?;
             eprint!("{}", summary(&profile));
             profiles.push(profile);
         }
@@ -114,10 +135,10 @@ pub(crate) fn run(options: &Options) -> Result<()> {
     Ok(())
 }
 
-/// The servers `--servers` names, among the load test's (Go's FileServer aside: it
-/// needs a Go build).
-fn chosen_servers(names: &[String]) -> Result<Vec<ServerSpec>> {
-    let candidates: Vec<ServerSpec> = servers()
+/// The servers `--servers` names among `servers` (Go's FileServer aside: it needs a
+/// Go build).
+fn chosen_servers(servers: Vec<ServerSpec>, names: &[String]) -> Result<Vec<ServerSpec>> {
+    let candidates: Vec<ServerSpec> = servers
         .into_iter()
         .filter(|s| s.name != "go-fileserver")
         .collect();
@@ -131,24 +152,29 @@ fn chosen_servers(names: &[String]) -> Result<Vec<ServerSpec>> {
     })
 }
 
-/// The load test's workloads that are profiled.
-fn profiled() -> impl Iterator<Item = &'static Workload> {
-    WORKLOADS
+/// The workloads profiled, plain or over HTTPS, each with its short name in file
+/// names (`8MiB`, `tls-h2-4KiB`).
+fn profiled(tls: bool) -> Vec<(&'static Workload, &'static str)> {
+    let (all, chosen): (&'static [Workload], &[(&str, &'static str)]) = match tls {
+        false => (&WORKLOADS, &PROFILED_WORKLOADS),
+        true => (&TLS_WORKLOADS, &PROFILED_TLS_WORKLOADS),
+    };
+    chosen
         .iter()
-        .filter(|w| PROFILED_WORKLOADS.iter().any(|(key, _)| *key == w.key))
+        .filter_map(|(key, short)| Some((all.iter().find(|w| w.key == *key)?, *short)))
+        .collect()
 }
 
-/// The short name of a profiled workload in file names (`8MiB`, `4KiB`).
-fn short_name(workload: &Workload) -> &'static str {
-    PROFILED_WORKLOADS
-        .iter()
-        .find(|(key, _)| *key == workload.key)
-        .map_or(workload.key, |(_, name)| name)
-}
-
-/// One wrk run under perf record; writes SERVER-WORKLOAD.svg and returns the figures.
-fn record(server: &Running, workload: &Workload, seconds: u64, out: &Path) -> Result<Profile> {
-    let name = format!("{}-{}", server.name, short_name(workload));
+/// One run of the workload's client under perf record; writes SERVER-SHORT.svg and
+/// returns the figures.
+fn record(
+    server: &Running,
+    workload: &'static Workload,
+    short: &str,
+    seconds: u64,
+    out: &Path,
+) -> Result<Profile> {
+    let name = format!("{}-{short}", server.name);
     let data = out.join(format!("{name}.perf.data"));
     // perf would keep an earlier run's data as .old beside it.
     let _ = fs::remove_file(&data);
@@ -166,7 +192,7 @@ fn record(server: &Running, workload: &Workload, seconds: u64, out: &Path) -> Re
     // perf attaches within milliseconds; a profile loses nothing by waiting for it.
     std::thread::sleep(std::time::Duration::from_millis(300));
     let cpu_before = cpu_seconds(&pids);
-    let result = wrk(server, workload, seconds, out);
+    let result = load(server, workload, seconds, out);
     let cpu = cpu_seconds(&pids) - cpu_before;
     stop(&mut perf)?;
     let result = result?;
@@ -200,7 +226,7 @@ fn record(server: &Running, workload: &Workload, seconds: u64, out: &Path) -> Re
     fs::write(out.join(format!("{name}.svg")), svg)?;
     Ok(Profile {
         server: server.name.clone(),
-        workload: workload.key,
+        workload,
         cpu_s_per_gib: if gib > 0.0 { cpu / gib } else { f64::NAN },
         samples: Samples::of(&folded),
     })
@@ -286,14 +312,11 @@ impl Samples {
 /// A profile's lines of the summary.
 fn summary(profile: &Profile) -> String {
     let samples = &profile.samples;
-    let title = WORKLOADS
-        .iter()
-        .find(|w| w.key == profile.workload)
-        .map_or("", |w| w.title);
     let mut text = format!(
-        "{} ({}) {title}: {:.3} CPU s/GiB; samples {:.0}% in the kernel, {:.0}% in user space; most in:\n",
+        "{} ({}) {}: {:.3} CPU s/GiB; samples {:.0}% in the kernel, {:.0}% in user space; most in:\n",
         profile.server,
-        profile.workload,
+        profile.workload.key,
+        profile.workload.title,
         profile.cpu_s_per_gib,
         samples.share(samples.kernel),
         samples.share(samples.total - samples.kernel),
@@ -338,7 +361,7 @@ not a folded line
     fn summary_names_the_server_workload_and_frames() {
         let profile = Profile {
             server: "nginx".into(),
-            workload: "a",
+            workload: &WORKLOADS[0],
             cpu_s_per_gib: 0.25,
             samples: Samples::of(FOLDED),
         };
@@ -380,17 +403,40 @@ not a folded line
             })
         };
         let o = parse(&[]).unwrap();
-        assert_eq!((o.duration, o.servers.len()), (10, 2));
-        let o = parse(&["--duration", "3", "--servers", "ioserve"]).unwrap();
-        assert_eq!((o.duration, o.servers), (3, vec!["ioserve".to_string()]));
+        assert_eq!((o.duration, o.servers.len(), o.tls), (10, 2, false));
+        let o = parse(&["--duration", "3", "--servers", "ioserve", "--tls"]).unwrap();
+        assert_eq!(
+            (o.duration, o.servers, o.tls),
+            (3, vec!["ioserve".to_string()], true)
+        );
         assert!(parse(&["--duration", "0"]).is_err());
+    }
+
+    #[test]
+    fn profiled_workloads_are_found_by_key() {
+        let names = |tls| -> Vec<(&str, &str)> {
+            profiled(tls)
+                .into_iter()
+                .map(|(w, short)| (w.path, short))
+                .collect()
+        };
+        assert_eq!(names(false), [("/8m.bin", "8MiB"), ("/4k.bin", "4KiB")]);
+        assert_eq!(
+            names(true),
+            [("/4k.bin", "tls-4KiB"), ("/4k.bin", "tls-h2-4KiB")]
+        );
+        assert!(matches!(
+            profiled(true)[1].0.client,
+            super::super::Client::H2load
+        ));
     }
 
     #[test]
     fn servers_are_the_load_tests_without_go() {
         let names = |only: &[&str]| {
             let only: Vec<String> = only.iter().map(|o| o.to_string()).collect();
-            chosen_servers(&only).map(|specs| specs.into_iter().map(|s| s.name).collect::<Vec<_>>())
+            chosen_servers(servers(), &only)
+                .map(|specs| specs.into_iter().map(|s| s.name).collect::<Vec<_>>())
         };
         assert_eq!(
             names(&["ioserve-sendfile", "nginx"]).unwrap(),

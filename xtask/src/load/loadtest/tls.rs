@@ -15,7 +15,7 @@ use super::{measure_rounds, Client, Median, Options, Sample, Workload};
 use crate::util::{certificate, ensure_packages};
 
 /// The workloads over HTTPS.
-const TLS_WORKLOADS: [Workload; 3] = [
+pub(super) const TLS_WORKLOADS: [Workload; 3] = [
     Workload {
         key: "a",
         title: "8 MiB file over HTTPS, HTTP/1.1, 100 connections",
