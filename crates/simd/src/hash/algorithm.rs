@@ -180,18 +180,77 @@ pub(crate) const LANES: usize = 16;
 /// Bytes one step of the long loop absorbs: a block per lane.
 pub(crate) const STEP: usize = 16 * LANES;
 
-/// The long loop of keys of more than [`STEP`] bytes: the sixteen lanes started
-/// ([`lane_start`]), every whole step absorbed, lane `i` taking the 16 bytes at `16·i`
-/// of each with keys `k[i % 4]` and `k[(i + 1) % 4]` ([`absorb`]), then the last
-/// step, and the lanes met ([`combine16`]). [`EachLane`] does it with one `B` per
-/// lane, the definition; an implementation with wider AES instructions may do two
-/// lanes per instruction, with the same values.
+/// The lanes of keys of more than 64 bytes, up to their meeting: for 65 to 128 bytes
+/// eight lanes of one block each, for 129 to 256 sixteen, and beyond that the long
+/// loop, the sixteen lanes started ([`lane_start`]), every whole step absorbed, lane
+/// `i` taking the 16 bytes at `16·i` of each with keys `k[i % 4]` and `k[(i + 1) %
+/// 4]` ([`absorb`]), then the last step, and the lanes met ([`combine16`]). The
+/// provided methods and [`EachLane`] do it with one `B` per lane, the definition; an
+/// implementation with wider AES instructions may do two lanes per instruction, with
+/// the same values.
 pub(crate) trait Steps<B: Block> {
+    /// A key of 65 to 128 bytes: the first 64 bytes into lanes 0-3 and the last 64
+    /// into lanes 4-7 (overlapping), each lane its one block ([`one_block`]), met
+    /// ([`combine8`]).
+    ///
+    /// # Safety
+    /// The CPU must support `B`'s instructions and the implementation's.
+    #[inline(always)]
+    unsafe fn eight_met(bytes: &[u8], k: &[B; 4]) -> B {
+        let last = bytes.len() - 64;
+        // SAFETY: the caller guarantees B's instructions exist.
+        unsafe {
+            combine8([
+                one_block(bytes, k, 0, 0),
+                one_block(bytes, k, 1, 16),
+                one_block(bytes, k, 2, 32),
+                one_block(bytes, k, 3, 48),
+                one_block(bytes, k, 4, last),
+                one_block(bytes, k, 5, last + 16),
+                one_block(bytes, k, 6, last + 32),
+                one_block(bytes, k, 7, last + 48),
+            ])
+        }
+    }
+
+    /// A key of 129 to 256 bytes: the first 128 bytes into lanes 0-7 and the last 128
+    /// into lanes 8-15, each lane its one block, met ([`combine16`]). Spelled out: a
+    /// loop over the lanes was left as a loop through memory (40 ns at 256 bytes in
+    /// the portable build, 2.5x 1 KiB's time).
+    ///
+    /// # Safety
+    /// As for [`Steps::eight_met`].
+    #[inline(always)]
+    unsafe fn sixteen_met(bytes: &[u8], k: &[B; 4]) -> B {
+        let last = bytes.len() - STEP / 2;
+        // SAFETY: the caller guarantees B's instructions exist.
+        unsafe {
+            combine16([
+                one_block(bytes, k, 0, 0),
+                one_block(bytes, k, 1, 16),
+                one_block(bytes, k, 2, 32),
+                one_block(bytes, k, 3, 48),
+                one_block(bytes, k, 4, 64),
+                one_block(bytes, k, 5, 80),
+                one_block(bytes, k, 6, 96),
+                one_block(bytes, k, 7, 112),
+                one_block(bytes, k, 8, last),
+                one_block(bytes, k, 9, last + 16),
+                one_block(bytes, k, 10, last + 32),
+                one_block(bytes, k, 11, last + 48),
+                one_block(bytes, k, 12, last + 64),
+                one_block(bytes, k, 13, last + 80),
+                one_block(bytes, k, 14, last + 96),
+                one_block(bytes, k, 15, last + 112),
+            ])
+        }
+    }
+
     /// The lanes of a key of `len` bytes after `whole` (a multiple of [`STEP`] bytes)
     /// and then `last`, met.
     ///
     /// # Safety
-    /// The CPU must support `B`'s instructions and the implementation's.
+    /// As for [`Steps::eight_met`].
     unsafe fn lanes_met(len: usize, whole: &[u8], last: &[u8; STEP], k: &[B; 4]) -> B;
 }
 
@@ -314,41 +373,9 @@ pub(crate) unsafe fn hash_long<B: Block, S: Steps<B>>(bytes: &[u8], keys: Keys, 
     unsafe {
         let k: [B; 4] = round_keys(keys, tweak);
         let s = if len <= 128 {
-            // The first 64 bytes into lanes 0-3, the last 64 into 4-7.
-            let last = len - 64;
-            combine8([
-                one_block(bytes, &k, 0, 0),
-                one_block(bytes, &k, 1, 16),
-                one_block(bytes, &k, 2, 32),
-                one_block(bytes, &k, 3, 48),
-                one_block(bytes, &k, 4, last),
-                one_block(bytes, &k, 5, last + 16),
-                one_block(bytes, &k, 6, last + 32),
-                one_block(bytes, &k, 7, last + 48),
-            ])
+            S::eight_met(bytes, &k)
         } else if len <= STEP {
-            // 129 to 256 bytes: the first 128 into lanes 0-7, the last 128 into 8-15,
-            // spelled out (a loop over the lanes was left as a loop through memory:
-            // 40 ns at 256 bytes in the portable build, 2.5x 1 KiB's time).
-            let last = len - STEP / 2;
-            combine16([
-                one_block(bytes, &k, 0, 0),
-                one_block(bytes, &k, 1, 16),
-                one_block(bytes, &k, 2, 32),
-                one_block(bytes, &k, 3, 48),
-                one_block(bytes, &k, 4, 64),
-                one_block(bytes, &k, 5, 80),
-                one_block(bytes, &k, 6, 96),
-                one_block(bytes, &k, 7, 112),
-                one_block(bytes, &k, 8, last),
-                one_block(bytes, &k, 9, last + 16),
-                one_block(bytes, &k, 10, last + 32),
-                one_block(bytes, &k, 11, last + 48),
-                one_block(bytes, &k, 12, last + 64),
-                one_block(bytes, &k, 13, last + 80),
-                one_block(bytes, &k, 14, last + 96),
-                one_block(bytes, &k, 15, last + 112),
-            ])
+            S::sixteen_met(bytes, &k)
         } else {
             // Every whole step but the last, then the last STEP bytes (overlapping).
             let whole = (len - 1) / STEP * STEP;
