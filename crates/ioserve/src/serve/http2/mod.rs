@@ -316,7 +316,7 @@ async fn answer(
     };
     let reply = exchange::complete(shared, *worker, &live, answer, unverified, true).await;
     let status = reply.status;
-    let fields = fields_of(&reply.headers);
+    let fields = fields_of(reply.headers);
     let (body, sent) = match reply.body {
         response::Body::Empty => (ResponseBody::Empty, Some(0)),
         response::Body::Bytes(bytes) => {
@@ -410,7 +410,7 @@ fn refuse(
         response::Body::Bytes(bytes) => ResponseBody::Bytes(Some(bytes.into())),
         _ => ResponseBody::Empty,
     };
-    response(status, fields_of(&reply.headers), body)
+    response(status, fields_of(reply.headers), body)
 }
 
 fn response(status: u16, fields: HeaderMap, body: ResponseBody) -> hyper::Response<ResponseBody> {

@@ -75,7 +75,7 @@ pub(super) async fn answer<G: Send>(
     };
     let reply = exchange::complete(shared, worker, &live, answer, unverified, true).await;
     let status = reply.status;
-    let head = response(status, &reply.headers);
+    let head = response(status, reply.headers);
     let send_timeout = live.limits.send_timeout;
     if let Err(error) = within_send_timeout(send_timeout, stream.send_response(head)).await {
         return tracing::debug!(%peer, %error, "HTTP/3 response head not sent");
@@ -219,12 +219,9 @@ async fn refuse(
     let live = shared.live();
     let len = reply.body.len();
     let send_timeout = live.limits.send_timeout;
+    let head = response(status, reply.headers);
     let sent = async {
-        within_send_timeout(
-            send_timeout,
-            stream.send_response(response(status, &reply.headers)),
-        )
-        .await?;
+        within_send_timeout(send_timeout, stream.send_response(head)).await?;
         if let response::Body::Bytes(bytes) = reply.body {
             within_send_timeout(send_timeout, stream.send_data(bytes.into())).await?;
         }
@@ -247,7 +244,7 @@ async fn refuse(
 }
 
 /// The response head of `status` with the fields of a reply's `headers`.
-fn response(status: u16, headers: &str) -> hyper::http::Response<()> {
+fn response(status: u16, headers: String) -> hyper::http::Response<()> {
     let mut response = hyper::http::Response::new(());
     *response.status_mut() =
         StatusCode::from_u16(status).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR);
