@@ -88,7 +88,7 @@ pub(super) unsafe fn hash_aesni_vaes(bytes: &[u8], keys: Keys, tweak: u64) -> u6
 /// so each instruction does the round of two lanes; their blocks are the 32 bytes at
 /// `32·m` (of a step, or of the first or last half of a 65-256-byte key). Lane `i`'s
 /// block is XORed with `k[i % 4]` and takes a round keyed with `k[(i + 1) % 4]` (for
-/// the pair, `block_keys[m % 2]` and `round_keys[m % 2]`), and the lane's last round
+/// the pair, [`PairKeys`]' `block[m % 2]` and `round[m % 2]`), and the lane's last round
 /// takes `k[(i + 1) % 4]` too, as [`EachLane`] has them. The trees meet lane `i` with
 /// lane `i + n/2` at each level, so all levels but the last meet whole pairs, and only
 /// the last takes the two halves apart.
@@ -137,8 +137,8 @@ impl PairKeys {
         }
     }
 
-    /// Pair `m` of a 65-256-byte key, each lane's one block the 16 bytes of `blocks`
-    /// (the 32 at some offset): `algorithm::block_rounds` for both.
+    /// Pair `m` of a 65-256-byte key after its two lanes' one block each, the 32
+    /// bytes at `at` (`algorithm::block_rounds` for both lanes).
     ///
     /// # Safety
     /// The CPU must support AVX2 and VAES.
