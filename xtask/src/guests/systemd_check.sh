@@ -32,7 +32,11 @@ run upgraded sh -c "show; echo OldPID=$old; echo Polls=$n; \
 run new-process sh -c "readlink /proc/$new/exe; cat /proc/$new/cgroup"
 run served-after wget -q -O - http://127.0.0.1/hello.txt
 # systemctl reload signals $MAINPID: the new process must be the one that reloads.
-run reload sh -c 'systemctl reload ioserve.service && show'
+# systemctl can return while the unit is still "reloading" (ioserve's RELOADING=1
+# until its READY=1): wait for that to end (60 s at most) before reading the state.
+run reload sh -c 'systemctl reload ioserve.service || exit 1; n=0; \
+    while [ "$(systemctl show ioserve.service -p ActiveState --value)" = reloading ] \
+        && [ $n -lt 600 ]; do sleep 0.1; n=$((n + 1)); done; show; echo Polls=$n'
 run stop sh -c 'systemctl stop ioserve.service; show'
 run log cat /run/ioserve.log
 # What systemd said about the service (it logs to the kernel's ring here), without
