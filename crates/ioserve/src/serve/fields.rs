@@ -75,7 +75,6 @@ pub(super) fn fields_of(headers: String) -> HeaderMap {
             .iter()
             .position(|&b| b == b'\n')
             .map_or(head.len(), |at| start + at);
-        let line_start = start;
         let line = &head[start..end];
         let line = line.strip_suffix(b"\r").unwrap_or(line);
         start = end + 1;
@@ -89,13 +88,10 @@ pub(super) fn fields_of(headers: String) -> HeaderMap {
         {
             continue;
         }
-        let after_colon = &line[colon + 1..];
-        let value = after_colon.trim_ascii();
-        let value_start =
-            line_start + colon + 1 + (after_colon.len() - after_colon.trim_ascii_start().len());
+        let value = line[colon + 1..].trim_ascii();
         match (
             HeaderName::from_bytes(name),
-            HeaderValue::from_maybe_shared(head.slice(value_start..value_start + value.len())),
+            HeaderValue::from_maybe_shared(head.slice_ref(value)),
         ) {
             (Ok(name), Ok(value)) => {
                 fields.append(name, value);
@@ -120,15 +116,17 @@ mod tests {
             .header("Connection", "close")
             .header("Transfer-Encoding", "chunked")
             .header("X-Custom", "a, b")
-            .header("X-Spaced", "  a  b  ");
+            .header("X-Spaced", "  a  b  ")
+            .header("X-Empty", "");
         let fields = fields_of(reply.headers);
         assert_eq!(fields["content-length"], "14");
         assert_eq!(fields["server"], "ioserve");
         assert_eq!(fields["x-custom"], "a, b");
         assert_eq!(fields["x-spaced"], "a  b");
+        assert_eq!(fields["x-empty"], "");
         assert!(fields.contains_key("date"));
         assert!(!fields.contains_key("connection"));
         assert!(!fields.contains_key("transfer-encoding"));
-        assert_eq!(fields.len(), 6);
+        assert_eq!(fields.len(), 7);
     }
 }
