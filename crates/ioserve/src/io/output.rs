@@ -24,6 +24,7 @@ use std::sync::Arc;
 use std::task::{Context, Poll};
 use std::time::Duration;
 
+use bytes::Bytes;
 use futures_util::future::Either;
 use memmap2::MmapRaw;
 use rustix::net::SendFlags;
@@ -39,6 +40,86 @@ enum Sink<'a> {
     Socket(&'a TcpStream),
     /// A stream that encrypts in user space (TLS): only buffers, through its writes.
     Stream(&'a mut (dyn AsyncWrite + Unpin + Send + Sync)),
+    /// A body gathered in memory: bytes written are copied in, a small file's kept
+    /// bytes shared where they are the whole body.
+    Collect(&'a mut Collected),
+}
+
+/// A response body gathered in memory by an [`Output::collecting`], for a protocol
+/// that hands it on whole (HTTP/2's bodies of one chunk): the bytes written, or the
+/// kept bytes of a small file ([`crate::io::kept_contents`]) it shares instead of
+/// copying them.
+#[derive(Debug, Default)]
+pub struct Collected {
+    written: Vec<u8>,
+    shared: Option<Bytes>,
+}
+
+impl Collected {
+    /// Room for `len` bytes written.
+    pub fn with_capacity(len: usize) -> Self {
+        Collected {
+            written: Vec::with_capacity(len),
+            shared: None,
+        }
+    }
+
+    /// The body: the shared bytes, or those written.
+    pub fn into_bytes(self) -> Bytes {
+        match self.shared {
+            Some(shared) => shared,
+            None => self.written.into(),
+        }
+    }
+
+    /// Whether nothing has been written or shared yet.
+    fn is_empty(&self) -> bool {
+        self.written.is_empty() && self.shared.is_none()
+    }
+
+    /// Appends `bufs` in order, after the shared bytes if there are some (copied then:
+    /// [`Output::write_kept`] shares only a whole body, so this is never expected).
+    fn append(&mut self, bufs: &[io::IoSlice<'_>]) -> io::Result<usize> {
+        if let Some(shared) = self.shared.take() {
+            self.written.extend_from_slice(&shared);
+        }
+        let mut n = 0;
+        for buf in bufs {
+            self.written.extend_from_slice(buf);
+            n += buf.len();
+        }
+        Ok(n)
+    }
+}
+
+impl AsyncWrite for Collected {
+    fn poll_write(
+        self: Pin<&mut Self>,
+        _: &mut Context<'_>,
+        buf: &[u8],
+    ) -> Poll<io::Result<usize>> {
+        Poll::Ready(self.get_mut().append(&[io::IoSlice::new(buf)]))
+    }
+
+    fn poll_write_vectored(
+        self: Pin<&mut Self>,
+        _: &mut Context<'_>,
+        bufs: &[io::IoSlice<'_>],
+    ) -> Poll<io::Result<usize>> {
+        Poll::Ready(self.get_mut().append(bufs))
+    }
+
+    fn is_write_vectored(&self) -> bool {
+        true
+    }
+
+    fn poll_flush(self: Pin<&mut Self>, _: &mut Context<'_>) -> Poll<io::Result<()>> {
+        Poll::Ready(Ok(()))
+    }
+
+    fn poll_shutdown(self: Pin<&mut Self>, _: &mut Context<'_>) -> Poll<io::Result<()>> {
+        Poll::Ready(Ok(()))
+    }
 }
 
 impl std::fmt::Debug for Sink<'_> {
@@ -46,6 +127,7 @@ impl std::fmt::Debug for Sink<'_> {
         match self {
             Sink::Socket(stream) => f.debug_tuple("Socket").field(stream).finish(),
             Sink::Stream(_) => f.write_str("Stream"),
+            Sink::Collect(collected) => f.debug_tuple("Collect").field(collected).finish(),
         }
     }
 }
@@ -85,6 +167,13 @@ impl<'a> Output<'a> {
         Self::to(Sink::Stream(stream), send_timeout)
     }
 
+    /// A writer that gathers the body in `into` (HTTP/2's bodies of one chunk, handed
+    /// to the protocol whole): as [`Output::through`], except that a small file's kept
+    /// bytes are shared, not copied (`Output::write_kept`).
+    pub fn collecting(into: &'a mut Collected, send_timeout: Duration) -> Self {
+        Self::to(Sink::Collect(into), send_timeout)
+    }
+
     fn to(sink: Sink<'a>, send_timeout: Duration) -> Self {
         Output {
             sink,
@@ -107,7 +196,7 @@ impl<'a> Output<'a> {
     /// encrypts in user space, so [`Output::sendfile`] and [`Output::write_mapped`]
     /// cannot be used and a strategy reads the file into a buffer instead.
     pub fn copies_in_user_space(&self) -> bool {
-        matches!(self.sink, Sink::Stream(_))
+        matches!(self.sink, Sink::Stream(_) | Sink::Collect(_))
     }
 
     /// Paces the body bytes of this response by the connection's `pacer`.
@@ -255,6 +344,29 @@ impl<'a> Output<'a> {
             false => Either::Right(
                 self.write_with(data.len(), Short::BufferFull, |from| data[from..].as_ptr()),
             ),
+        }
+    }
+
+    /// Writes `range` of a small file's bytes kept in memory, as [`Output::write`]
+    /// would, but shares them instead of copying where this writer collects a whole
+    /// body ([`Output::collecting`]) that has nothing else in it and no pacer: an
+    /// HTTP/2 body of one chunk is then the kept bytes themselves.
+    pub(crate) fn write_kept<'s>(
+        &'s mut self,
+        kept: &'s Arc<[u8]>,
+        range: std::ops::Range<usize>,
+    ) -> impl Future<Output = io::Result<()>> + use<'a, 's> {
+        let nothing_queued = self.pending_sent == self.pending.len();
+        match &mut self.sink {
+            Sink::Collect(collected)
+                if nothing_queued && self.pacer.is_none() && collected.is_empty() =>
+            {
+                let len = range.len();
+                collected.shared = Some(Bytes::from_owner(Arc::clone(kept)).slice(range));
+                self.sent += len as u64;
+                Either::Left(std::future::ready(Ok(())))
+            }
+            _ => Either::Right(self.write(&kept[range])),
         }
     }
 
@@ -495,7 +607,7 @@ impl<'a> Output<'a> {
     fn socket(&self) -> io::Result<&'a TcpStream> {
         match self.sink {
             Sink::Socket(stream) => Ok(stream),
-            Sink::Stream(_) => Err(io::Error::new(
+            Sink::Stream(_) | Sink::Collect(_) => Err(io::Error::new(
                 io::ErrorKind::Unsupported,
                 "file pages and mappings cannot be sent through a stream encrypted in user space",
             )),
@@ -517,8 +629,10 @@ impl<'a> Output<'a> {
             })
             .await;
             let pending = &self.pending[self.pending_sent..];
-            let Sink::Stream(stream) = &mut self.sink else {
-                return Err(io::ErrorKind::Unsupported.into());
+            let stream: &mut (dyn AsyncWrite + Unpin + Send + Sync) = match &mut self.sink {
+                Sink::Stream(stream) => &mut **stream,
+                Sink::Collect(collected) => &mut **collected,
+                Sink::Socket(_) => return Err(io::ErrorKind::Unsupported.into()),
             };
             let bufs = [
                 io::IoSlice::new(pending),
@@ -677,4 +791,60 @@ fn send_timed_out() -> io::Error {
         io::ErrorKind::TimedOut,
         "client did not read for the send timeout",
     )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const LIMIT: Duration = Duration::from_secs(5);
+
+    fn kept() -> Arc<[u8]> {
+        Arc::from(&b"0123456789"[..])
+    }
+
+    #[tokio::test]
+    async fn a_collected_body_of_kept_bytes_shares_them() {
+        let kept = kept();
+        let mut collected = Collected::default();
+        let mut out = Output::collecting(&mut collected, LIMIT);
+        out.write_kept(&kept, 2..7).await.unwrap();
+        assert_eq!(out.sent(), 5);
+        drop(out);
+        let body = collected.into_bytes();
+        assert_eq!(body, &b"23456"[..]);
+        assert_eq!(body.as_ptr(), kept[2..].as_ptr(), "shared, not copied");
+    }
+
+    #[tokio::test]
+    async fn kept_bytes_after_a_head_or_other_bytes_are_copied_in_order() {
+        let kept = kept();
+        let mut collected = Collected::default();
+        let mut out = Output::collecting(&mut collected, LIMIT);
+        out.queue(b"head:");
+        out.write_kept(&kept, 0..3).await.unwrap();
+        out.write_kept(&kept, 8..10).await.unwrap();
+        assert_eq!(out.sent(), 10);
+        drop(out);
+        assert_eq!(collected.into_bytes(), &b"head:01289"[..]);
+
+        let mut collected = Collected::default();
+        let mut out = Output::collecting(&mut collected, LIMIT);
+        out.write(b"ab").await.unwrap();
+        out.write_kept(&kept, 0..1).await.unwrap();
+        drop(out);
+        assert_eq!(collected.into_bytes(), &b"ab0"[..]);
+    }
+
+    #[tokio::test]
+    async fn bytes_written_after_a_shared_body_follow_it() {
+        let kept = kept();
+        let mut collected = Collected::default();
+        let mut out = Output::collecting(&mut collected, LIMIT);
+        out.write_kept(&kept, 0..2).await.unwrap();
+        out.write(b"more").await.unwrap();
+        assert_eq!(out.sent(), 6);
+        drop(out);
+        assert_eq!(collected.into_bytes(), &b"01more"[..]);
+    }
 }

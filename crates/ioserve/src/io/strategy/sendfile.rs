@@ -109,11 +109,12 @@ async fn send_small(
 ) -> io::Result<()> {
     let kept = file.kept();
     if let Some(bytes) = kept.and_then(KeptContents::bytes) {
-        // Absent only where the range is past the kept version's end: it is read,
-        // and found short.
-        if let Some(body) = bytes.get(range.start as usize..range.end() as usize) {
+        // Past the kept version's end only where the range is: it is read, and found
+        // short.
+        let body = range.start as usize..range.end() as usize;
+        if body.end <= bytes.len() {
             out.count_kept_body();
-            return out.write(body).await;
+            return out.write_kept(&bytes, body).await;
         }
     }
     let want = range.len as usize;

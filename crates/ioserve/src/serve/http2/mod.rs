@@ -38,7 +38,7 @@ use tokio_util::sync::CancellationToken;
 
 use crate::http::request::{Version, MAX_HEAD_BYTES};
 use crate::http::response::{self, Reply};
-use crate::io::output::Output;
+use crate::io::output::{Collected, Output};
 use crate::io::pacing::Pacer;
 use crate::ops::access_log::Record;
 use crate::serve::body::{self, BodyWriter, ResponseBody};
@@ -327,15 +327,15 @@ async fn answer(
             // A body of one chunk is read here, in the stream's own task, and handed to
             // hyper whole: no second task, no channel (most requests for small files).
             let len = file.len();
-            let mut bytes = Vec::with_capacity(len as usize);
-            let mut out = Output::through(&mut bytes, live.limits.send_timeout);
+            let mut collected = Collected::with_capacity(len as usize);
+            let mut out = Output::collecting(&mut collected, live.limits.send_timeout);
             let log = log.as_deref();
             let result = exchange::deliver(shared, &live, *worker, &mut out, status, 0, file, log);
             let result = result.await;
             drop(out);
             shared.metrics.duration(*worker, started.elapsed());
             let body = match result {
-                Ok(()) => ResponseBody::Bytes(Some(bytes.into())),
+                Ok(()) => ResponseBody::Bytes(Some(collected.into_bytes())),
                 Err(error) => {
                     tracing::debug!(%peer, %error, "HTTP/2 response cut short");
                     // A body that ends short: hyper resets the stream after the HEADERS,
