@@ -53,14 +53,18 @@ enum Sink<'a> {
 pub struct Collected {
     written: Vec<u8>,
     shared: Option<Bytes>,
+    /// The body's expected length: what the first write reserves (none is made for
+    /// a shared body).
+    expected: usize,
 }
 
 impl Collected {
-    /// Room for `len` bytes written.
-    pub fn with_capacity(len: usize) -> Self {
+    /// For a body of `len` bytes, allocated at the first write, not before: a shared
+    /// body needs no buffer.
+    pub fn for_len(len: usize) -> Self {
         Collected {
-            written: Vec::with_capacity(len),
-            shared: None,
+            expected: len,
+            ..Collected::default()
         }
     }
 
@@ -80,13 +84,14 @@ impl Collected {
     /// Appends `bufs` in order, after the shared bytes if there are some (copied then:
     /// [`Output::write_kept`] shares only a whole body, so this is never expected).
     fn append(&mut self, bufs: &[io::IoSlice<'_>]) -> io::Result<usize> {
-        if let Some(shared) = self.shared.take() {
-            self.written.extend_from_slice(&shared);
+        let n: usize = bufs.iter().map(|buf| buf.len()).sum();
+        let shared = self.shared.take().unwrap_or_default();
+        if self.written.capacity() == 0 {
+            self.written.reserve(self.expected.max(shared.len() + n));
         }
-        let mut n = 0;
+        self.written.extend_from_slice(&shared);
         for buf in bufs {
             self.written.extend_from_slice(buf);
-            n += buf.len();
         }
         Ok(n)
     }
@@ -127,7 +132,7 @@ impl std::fmt::Debug for Sink<'_> {
         match self {
             Sink::Socket(stream) => f.debug_tuple("Socket").field(stream).finish(),
             Sink::Stream(_) => f.write_str("Stream"),
-            Sink::Collect(collected) => f.debug_tuple("Collect").field(collected).finish(),
+            Sink::Collect(_) => f.write_str("Collect"),
         }
     }
 }
@@ -806,11 +811,16 @@ mod tests {
     #[tokio::test]
     async fn a_collected_body_of_kept_bytes_shares_them() {
         let kept = kept();
-        let mut collected = Collected::default();
+        let mut collected = Collected::for_len(5);
         let mut out = Output::collecting(&mut collected, LIMIT);
         out.write_kept(&kept, 2..7).await.unwrap();
         assert_eq!(out.sent(), 5);
         drop(out);
+        assert_eq!(
+            collected.written.capacity(),
+            0,
+            "no buffer for a shared body"
+        );
         let body = collected.into_bytes();
         assert_eq!(body, &b"23456"[..]);
         assert_eq!(body.as_ptr(), kept[2..].as_ptr(), "shared, not copied");

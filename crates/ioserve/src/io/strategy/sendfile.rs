@@ -109,8 +109,7 @@ async fn send_small(
 ) -> io::Result<()> {
     let kept = file.kept();
     if let Some(bytes) = kept.and_then(KeptContents::bytes) {
-        // Past the kept version's end only where the range is: it is read, and found
-        // short.
+        // A range past the kept version's end is read instead, and found short.
         let body = range.start as usize..range.end() as usize;
         if body.end <= bytes.len() {
             out.count_kept_body();

@@ -327,7 +327,7 @@ async fn answer(
             // A body of one chunk is read here, in the stream's own task, and handed to
             // hyper whole: no second task, no channel (most requests for small files).
             let len = file.len();
-            let mut collected = Collected::with_capacity(len as usize);
+            let mut collected = Collected::for_len(len as usize);
             let mut out = Output::collecting(&mut collected, live.limits.send_timeout);
             let log = log.as_deref();
             let result = exchange::deliver(shared, &live, *worker, &mut out, status, 0, file, log);
