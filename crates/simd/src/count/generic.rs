@@ -1,11 +1,15 @@
 //! The count written once over [`Bytes`], for every vector width: compare each vector
 //! with the needle (0xFF where equal) and subtract that from byte counters. A
-//! haystack of at most 255 vectors (8160 bytes at AVX2's 32) has one counter, four
-//! vectors per step (bytecount's shape): no byte of it can pass 255, so there is no
-//! batch to close and one horizontal sum. Longer ones go in batches of at most 63
-//! steps of four vectors into four independent counters, which are then added into
-//! one (each byte at most 4 × 63 = 252, so nothing overflows) and its bytes summed:
-//! one horizontal sum per batch. Below 256 vectors the four counters measured slower
+//! haystack of at most 255 vectors (8160 bytes at AVX2's 32) has two counters, two
+//! vectors each per step of four, added at the end: no byte of their sum can pass
+//! 255, so there is no batch to close and one horizontal sum. (One counter, as
+//! bytecount has, is a chain of one dependent subtraction per vector, one vector per
+//! cycle: with two, AVX2 on Zen 3 went from 0.99x bytecount to 1.29-1.31x at 4 KiB
+//! and from 1.16x to 1.32-1.56x at 1 KiB, in the bench's interleaved rounds,
+//! 2026-11-30.) Longer ones go in batches of at most 63 steps of four vectors into
+//! four independent counters, which are then added into one (each byte at most 4 × 63
+//! = 252, so nothing overflows) and its bytes summed: one horizontal sum per batch.
+//! Below 256 vectors these batches of four counters measured slower
 //! (5.8 against 4.7 ns at 256 bytes, AVX2, on an AVX-512 Xeon): their zeroing,
 //! merging and the batch loop's bookkeeping cost more than the longer dependency
 //! chain, which the next call's work overlaps. The loops are plain counted loops over
@@ -46,23 +50,24 @@ pub(super) unsafe fn count<V: Bytes>(haystack: &[u8], needle: u8) -> usize {
     let mut offset = 0;
     let mut total = 0;
     if haystack.len() <= SHORT * V::BYTES {
-        // One counter: each byte counts at most SHORT vectors.
+        // Two counters, each two vectors per step: together at most SHORT per byte.
         // SAFETY: as above.
-        let mut counter = unsafe { V::zero() };
+        let (mut even, mut odd) = unsafe { (V::zero(), V::zero()) };
         while haystack.len() - offset >= 4 * V::BYTES {
             // SAFETY: as above; offset + 4 * V::BYTES <= haystack.len().
-            counter = unsafe {
-                counter
+            unsafe {
+                even = even
                     .sub_u8(matches(offset))
+                    .sub_u8(matches(offset + 2 * V::BYTES));
+                odd = odd
                     .sub_u8(matches(offset + V::BYTES))
-                    .sub_u8(matches(offset + 2 * V::BYTES))
-                    .sub_u8(matches(offset + 3 * V::BYTES))
-            };
+                    .sub_u8(matches(offset + 3 * V::BYTES));
+            }
             offset += 4 * V::BYTES;
         }
-        // SAFETY: as above; the counter holds at most SHORT - (the vectors left)
-        // per byte.
-        return unsafe { rest(haystack, offset, counter, matches) };
+        // SAFETY: as above; the two counters add up to at most SHORT - (the vectors
+        // left) per byte.
+        return unsafe { rest(haystack, offset, even.add_u8(odd), matches) };
     }
     while haystack.len() - offset >= 4 * V::BYTES {
         let steps = ((haystack.len() - offset) / (4 * V::BYTES)).min(BATCH);
