@@ -8,6 +8,10 @@
 //! `cargo xtask bench` runs this twice: a portable build and a `-C target-cpu=native`
 //! build, where the peers that decide at compile time (gxhash, ahash's AES path,
 //! zlib-rs's AVX-512 path) get the CPU's features; ours dispatches at run time in both.
+//!
+//! Two ways to run the same cases: under criterion (the default: `cargo bench -p
+//! benches --bench simd [-- FILTER]`), and in interleaved rounds (`SIMD_BENCH_ROUNDS=N`,
+//! which `cargo xtask bench --simd-table` uses; see [`interleaved`]).
 
 #![allow(
     missing_docs,
@@ -16,6 +20,8 @@
 
 use std::hash::BuildHasher;
 use std::hint::black_box;
+use std::io::Write;
+use std::time::{Duration, Instant};
 
 use base64::Engine as _;
 use benches::{hash_with, KeyStream};
@@ -49,44 +55,66 @@ fn label(size: usize) -> String {
     }
 }
 
-fn memcpy(
-    group: &mut criterion::BenchmarkGroup<'_, criterion::measurement::WallTime>,
-    size: usize,
-) {
-    let source = input(size);
-    let mut target = vec![0u8; size];
-    group.bench_with_input(
-        BenchmarkId::new("memcpy", label(size)),
-        &source,
-        |b, source| b.iter(|| target.copy_from_slice(black_box(source))),
-    );
+/// One function of a group at one size: its name and a batch of calls, timed. The
+/// loop of each is compiled for its own closure (no indirect call per iteration), and
+/// both ways of running the bench time the same batches: criterion's `iter_custom`
+/// and the interleaved rounds ([`interleaved`]).
+struct Case {
+    function: &'static str,
+    batch: Box<dyn FnMut(u64) -> Duration>,
 }
 
-fn base64_encode(c: &mut Criterion) {
-    let mut group = c.benchmark_group("base64_encode");
-    for size in SIZES {
-        group.throughput(Throughput::Bytes(size as u64));
-        let bytes = input(size);
-        let mut text = vec![0u8; ioserve_simd::base64::STANDARD.encoded_len(size)];
-        let id = |name| BenchmarkId::new(name, label(size));
-        memcpy(&mut group, size);
-        group.bench_function(id("simd"), |b| {
-            b.iter(|| ioserve_simd::base64::STANDARD.encode_to_slice(black_box(&bytes), &mut text))
-        });
-        group.bench_function(id("base64"), |b| {
-            b.iter(|| {
+/// `function`, timed as `iters` calls of `call`, each result through `black_box` (as
+/// criterion's `iter` does).
+fn case<R>(function: &'static str, mut call: impl FnMut() -> R + 'static) -> Case {
+    Case {
+        function,
+        batch: Box::new(move |iters| {
+            let started = Instant::now();
+            for _ in 0..iters {
+                black_box(call());
+            }
+            started.elapsed()
+        }),
+    }
+}
+
+/// A copy of `size` bytes: the limit, not a peer.
+fn memcpy(size: usize) -> Case {
+    let source = input(size);
+    let mut target = vec![0u8; size];
+    case("memcpy", move || target.copy_from_slice(black_box(&source)))
+}
+
+/// simdutf's standard alphabet with padding, as ours.
+const DEFAULT: simdutf::Base64Options = simdutf::Base64Options::Default;
+
+fn base64_encode(size: usize) -> Vec<Case> {
+    let bytes = input(size);
+    let text = vec![0u8; ioserve_simd::base64::STANDARD.encoded_len(size)];
+    vec![
+        memcpy(size),
+        case("simd", {
+            let (bytes, mut text) = (bytes.clone(), text.clone());
+            move || ioserve_simd::base64::STANDARD.encode_to_slice(black_box(&bytes), &mut text)
+        }),
+        case("base64", {
+            let (bytes, mut text) = (bytes.clone(), text.clone());
+            move || {
                 base64::engine::general_purpose::STANDARD.encode_slice(black_box(&bytes), &mut text)
-            })
-        });
-        group.bench_function(id("base64-simd"), |b| {
-            b.iter(|| {
+            }
+        }),
+        case("base64-simd", {
+            let (bytes, mut text) = (bytes.clone(), text.clone());
+            move || {
                 base64_simd::STANDARD
                     .encode(black_box(&bytes), base64_simd::Out::from_slice(&mut text))
                     .len()
-            })
-        });
-        group.bench_function(id("simdutf"), |b| {
-            b.iter(|| {
+            }
+        }),
+        case("simdutf", {
+            let mut text = text;
+            move || {
                 let input = black_box(&bytes);
                 assert!(text.len() >= simdutf::base64_length_from_binary(input.len(), DEFAULT));
                 // SAFETY: input is input.len() readable bytes; text has room for the
@@ -99,50 +127,46 @@ fn base64_encode(c: &mut Criterion) {
                         DEFAULT,
                     )
                 }
-            })
-        });
-    }
-    group.finish();
+            }
+        }),
+    ]
 }
 
-/// simdutf's standard alphabet with padding, as ours.
-const DEFAULT: simdutf::Base64Options = simdutf::Base64Options::Default;
-
-fn base64_decode(c: &mut Criterion) {
-    let mut group = c.benchmark_group("base64_decode");
-    for size in SIZES {
-        group.throughput(Throughput::Bytes(size as u64));
-        let text = ioserve_simd::base64::STANDARD
-            .encode(input(size))
-            .into_bytes();
-        let mut bytes = vec![0u8; size];
-        let id = |name| BenchmarkId::new(name, label(size));
-        memcpy(&mut group, size);
-        group.bench_function(id("simd"), |b| {
-            b.iter(|| {
+fn base64_decode(size: usize) -> Vec<Case> {
+    let text = ioserve_simd::base64::STANDARD
+        .encode(input(size))
+        .into_bytes();
+    let bytes = vec![0u8; size];
+    vec![
+        memcpy(size),
+        case("simd", {
+            let (text, mut bytes) = (text.clone(), bytes.clone());
+            move || {
                 ioserve_simd::base64::STANDARD
                     .decode_to_slice(black_box(&text), &mut bytes)
                     .unwrap()
-            })
-        });
-        group.bench_function(id("base64"), |b| {
-            b.iter(|| {
+            }
+        }),
+        case("base64", {
+            let (text, mut bytes) = (text.clone(), bytes.clone());
+            move || {
                 base64::engine::general_purpose::STANDARD
                     .decode_slice(black_box(&text), &mut bytes)
                     .unwrap()
-            })
-        });
-        group.bench_function(id("base64-simd"), |b| {
-            b.iter(|| {
+            }
+        }),
+        case("base64-simd", {
+            let (text, mut bytes) = (text.clone(), bytes);
+            move || {
                 base64_simd::STANDARD
                     .decode(black_box(&text), base64_simd::Out::from_slice(&mut bytes))
                     .unwrap()
                     .len()
-            })
-        });
-        let mut room = vec![0u8; size + 3];
-        group.bench_function(id("simdutf"), |b| {
-            b.iter(|| {
+            }
+        }),
+        case("simdutf", {
+            let mut room = vec![0u8; size + 3];
+            move || {
                 let input = black_box(&text);
                 // SAFETY: input is input.len() readable bytes.
                 let most = unsafe {
@@ -162,10 +186,9 @@ fn base64_decode(c: &mut Criterion) {
                 };
                 assert_eq!(result.error, simdutf::ErrorCode::Success);
                 result.count
-            })
-        });
-    }
-    group.finish();
+            }
+        }),
+    ]
 }
 
 /// A hash as a `HashMap` with byte-slice keys calls it: `hash_one(key)`, which
@@ -176,117 +199,227 @@ fn hash_as_map(builder: &impl BuildHasher, bytes: &[u8]) -> u64 {
 
 /// Every hash two ways: `NAME` directly (bytes and seed, or one write and finish
 /// where the crate has no such call) and `NAME-map` as a HashMap calls it.
-fn hash(c: &mut Criterion) {
-    let mut group = c.benchmark_group("hash");
-    for size in SIZES {
-        group.throughput(Throughput::Bytes(size as u64));
-        let bytes = input(size);
-        let id = |name| BenchmarkId::new(name, label(size));
-        memcpy(&mut group, size);
-        group.bench_function(id("simd"), |b| {
-            b.iter(|| ioserve_simd::hash::hash_bytes(black_box(&bytes), 42))
-        });
-        let ours = ioserve_simd::hash::RandomState::with_seed(42);
-        group.bench_function(id("simd-map"), |b| {
-            b.iter(|| hash_as_map(&ours, black_box(&bytes)))
-        });
-        // The variant whose quality matches ours: fast's single multiply fails the
-        // quality suite of crates/simd/tests (see the README).
-        let foldhash_quality = foldhash::quality::FixedState::with_seed(42);
-        group.bench_function(id("foldhash-quality"), |b| {
-            b.iter(|| hash_with(&foldhash_quality, black_box(&bytes)))
-        });
-        group.bench_function(id("foldhash-quality-map"), |b| {
-            b.iter(|| hash_as_map(&foldhash_quality, black_box(&bytes)))
-        });
-        let foldhash = foldhash::fast::FixedState::with_seed(42);
-        group.bench_function(id("foldhash"), |b| {
-            b.iter(|| hash_with(&foldhash, black_box(&bytes)))
-        });
-        group.bench_function(id("foldhash-map"), |b| {
-            b.iter(|| hash_as_map(&foldhash, black_box(&bytes)))
-        });
-        let ahash = ahash::RandomState::with_seeds(1, 2, 3, 4);
-        group.bench_function(id("ahash"), |b| {
-            b.iter(|| hash_with(&ahash, black_box(&bytes)))
-        });
-        group.bench_function(id("ahash-map"), |b| {
-            b.iter(|| hash_as_map(&ahash, black_box(&bytes)))
-        });
-        // gxhash refuses to build without AES enabled at compile time
-        // (RUSTFLAGS="-C target-cpu=native"); its rows appear when it is.
-        #[cfg(all(target_arch = "x86_64", target_feature = "aes"))]
-        {
-            group.bench_function(id("gxhash"), |b| {
-                b.iter(|| gxhash::gxhash64(black_box(&bytes), 42))
-            });
-            let gxhash = gxhash::GxBuildHasher::with_seed(42);
-            group.bench_function(id("gxhash-map"), |b| {
-                b.iter(|| hash_as_map(&gxhash, black_box(&bytes)))
-            });
+fn hash(size: usize) -> Vec<Case> {
+    let bytes = input(size);
+    // A case hashing `bytes` with `hash(builder, bytes)`; generic over the function,
+    // not a pointer to it, so that the hash is compiled into the case's loop.
+    fn with<B: 'static>(
+        function: &'static str,
+        bytes: &[u8],
+        builder: B,
+        hash: impl Fn(&B, &[u8]) -> u64 + 'static,
+    ) -> Case {
+        let bytes = bytes.to_vec();
+        case(function, move || hash(&builder, black_box(&bytes)))
+    }
+    let ours = ioserve_simd::hash::RandomState::with_seed(42);
+    // The variant whose quality matches ours: fast's single multiply fails the
+    // quality suite of crates/simd/tests (see the README).
+    let foldhash_quality = foldhash::quality::FixedState::with_seed(42);
+    let foldhash = foldhash::fast::FixedState::with_seed(42);
+    let ahash = ahash::RandomState::with_seeds(1, 2, 3, 4);
+    let mut cases = vec![
+        memcpy(size),
+        with("simd", &bytes, (), |(), bytes| {
+            ioserve_simd::hash::hash_bytes(bytes, 42)
+        }),
+        with("simd-map", &bytes, ours, hash_as_map),
+        with(
+            "foldhash-quality",
+            &bytes,
+            foldhash_quality.clone(),
+            hash_with,
+        ),
+        with(
+            "foldhash-quality-map",
+            &bytes,
+            foldhash_quality,
+            hash_as_map,
+        ),
+        with("foldhash", &bytes, foldhash.clone(), hash_with),
+        with("foldhash-map", &bytes, foldhash, hash_as_map),
+        with("ahash", &bytes, ahash.clone(), hash_with),
+        with("ahash-map", &bytes, ahash, hash_as_map),
+    ];
+    // gxhash refuses to build without AES enabled at compile time
+    // (RUSTFLAGS="-C target-cpu=native"); its rows appear when it is.
+    #[cfg(all(target_arch = "x86_64", target_feature = "aes"))]
+    {
+        cases.push(with("gxhash", &bytes, (), |(), bytes| {
+            gxhash::gxhash64(bytes, 42)
+        }));
+        let gxhash = gxhash::GxBuildHasher::with_seed(42);
+        cases.push(with("gxhash-map", &bytes, gxhash, hash_as_map));
+    }
+    cases.push(with("xxh3", &bytes, (), |(), bytes| {
+        xxhash_rust::xxh3::xxh3_64_with_seed(bytes, 42)
+    }));
+    let sip = std::collections::hash_map::RandomState::new();
+    cases.push(with("std-siphash-map", &bytes, sip, hash_as_map));
+    cases
+}
+
+fn adler32(size: usize) -> Vec<Case> {
+    let bytes = input(size);
+    // Generic over the function (compiled into the case's loop), as in `hash`.
+    fn with(
+        function: &'static str,
+        bytes: &[u8],
+        checksum: impl Fn(&[u8]) -> u32 + 'static,
+    ) -> Case {
+        let bytes = bytes.to_vec();
+        case(function, move || checksum(black_box(&bytes)))
+    }
+    vec![
+        memcpy(size),
+        with("simd", &bytes, ioserve_simd::adler32::adler32),
+        with("adler2", &bytes, adler2::adler32_slice),
+        with("simd-adler32", &bytes, |bytes| {
+            simd_adler32::adler32(&bytes)
+        }),
+        with("zlib-rs", &bytes, |bytes| {
+            zlib_rs::adler32::adler32(1, bytes)
+        }),
+    ]
+}
+
+fn count(size: usize) -> Vec<Case> {
+    // One byte in 16 matches: memchr-style searches stop often, as in real text.
+    let bytes: Vec<u8> = input(size).iter().map(|b| b % 16).collect();
+    // Generic over the function (compiled into the case's loop), as in `hash`.
+    fn with(
+        function: &'static str,
+        bytes: &[u8],
+        count: impl Fn(&[u8]) -> usize + 'static,
+    ) -> Case {
+        let bytes = bytes.to_vec();
+        case(function, move || count(black_box(&bytes)))
+    }
+    vec![
+        memcpy(size),
+        with("simd", &bytes, |bytes| ioserve_simd::count::count(bytes, 0)),
+        with("bytecount", &bytes, |bytes| bytecount::count(bytes, 0)),
+        with("memchr-iter", &bytes, |bytes| {
+            memchr::memchr_iter(0, bytes).count()
+        }),
+        with("naive", &bytes, |bytes| {
+            bytes.iter().filter(|&&b| b == 0).count()
+        }),
+    ]
+}
+
+/// A group's cases at a size.
+type Cases = fn(usize) -> Vec<Case>;
+
+/// The groups, each with its cases at a size, in the order they run.
+const GROUPS: [(&str, Cases); 5] = [
+    ("base64_encode", base64_encode),
+    ("base64_decode", base64_decode),
+    ("hash", hash),
+    ("adler32", adler32),
+    ("count", count),
+];
+
+/// Every case under criterion: a group per kernel, a benchmark per function and size.
+fn kernels(c: &mut Criterion) {
+    for (name, cases) in GROUPS {
+        let mut group = c.benchmark_group(name);
+        for size in SIZES {
+            group.throughput(Throughput::Bytes(size as u64));
+            for mut case in cases(size) {
+                let id = BenchmarkId::new(case.function, label(size));
+                group.bench_function(id, |b| b.iter_custom(|iters| (case.batch)(iters)));
+            }
         }
-        group.bench_function(id("xxh3"), |b| {
-            b.iter(|| xxhash_rust::xxh3::xxh3_64_with_seed(black_box(&bytes), 42))
-        });
-        let sip = std::collections::hash_map::RandomState::new();
-        group.bench_function(id("std-siphash-map"), |b| {
-            b.iter(|| hash_as_map(&sip, black_box(&bytes)))
-        });
+        group.finish();
     }
-    group.finish();
 }
 
-fn adler32(c: &mut Criterion) {
-    let mut group = c.benchmark_group("adler32");
-    for size in SIZES {
-        group.throughput(Throughput::Bytes(size as u64));
-        let bytes = input(size);
-        let id = |name| BenchmarkId::new(name, label(size));
-        memcpy(&mut group, size);
-        group.bench_function(id("simd"), |b| {
-            b.iter(|| ioserve_simd::adler32::adler32(black_box(&bytes)))
+/// How long one timed batch of a case takes in the interleaved rounds: long against
+/// the clock's own cost (tens of ns), short against a neighbour's burst.
+const BATCH: Duration = Duration::from_micros(200);
+
+/// The interleaved rounds (`SIMD_BENCH_ROUNDS=N`), for `cargo xtask bench
+/// --simd-table`: per group and size, every function (those whose id
+/// `group/function/size` matches `SIMD_BENCH_FILTER`, a regex, when set) runs one
+/// batch of about [`BATCH`] in turn, round after round, the order rotating by one each
+/// round, and each keeps its fastest round. Criterion runs one function for seconds
+/// before the next, so on a shared host a neighbour's burst lands on one function's
+/// whole measurement; here it costs one round of each. One JSON object per line on
+/// stdout (or into the file `SIMD_BENCH_ROUNDS_OUT` names): group, function, value
+/// (the size's label), bytes, ns (of one call, in the fastest round) and rounds.
+fn interleaved(rounds: usize) {
+    let filter = std::env::var("SIMD_BENCH_FILTER")
+        .ok()
+        .filter(|filter| !filter.is_empty())
+        .map(|filter| {
+            regex::Regex::new(&filter)
+                .unwrap_or_else(|error| panic!("SIMD_BENCH_FILTER={filter}: {error}"))
         });
-        group.bench_function(id("adler2"), |b| {
-            b.iter(|| adler2::adler32_slice(black_box(&bytes)))
-        });
-        group.bench_function(id("simd-adler32"), |b| {
-            b.iter(|| simd_adler32::adler32(black_box(&bytes.as_slice())))
-        });
-        group.bench_function(id("zlib-rs"), |b| {
-            b.iter(|| zlib_rs::adler32::adler32(1, black_box(&bytes)))
-        });
+    let mut out: Box<dyn Write> =
+        match std::env::var_os("SIMD_BENCH_ROUNDS_OUT") {
+            Some(path) => Box::new(std::fs::File::create(&path).unwrap_or_else(|error| {
+                panic!("cannot create {}: {error}", path.to_string_lossy())
+            })),
+            None => Box::new(std::io::stdout()),
+        };
+    for (group, cases) in GROUPS {
+        for size in SIZES {
+            let value = label(size);
+            let mut cases: Vec<Case> = cases(size)
+                .into_iter()
+                .filter(|case| {
+                    let id = format!("{group}/{}/{value}", case.function);
+                    filter.as_ref().is_none_or(|filter| filter.is_match(&id))
+                })
+                .collect();
+            if cases.is_empty() {
+                continue;
+            }
+            let iters: Vec<u64> = cases.iter_mut().map(calibrate).collect();
+            let mut fastest = vec![f64::INFINITY; cases.len()];
+            for round in 0..rounds {
+                for k in 0..cases.len() {
+                    let i = (k + round) % cases.len();
+                    let took = (cases[i].batch)(iters[i]);
+                    fastest[i] = fastest[i].min(took.as_nanos() as f64 / iters[i] as f64);
+                }
+            }
+            for (case, ns) in cases.iter().zip(fastest) {
+                writeln!(
+                    out,
+                    "{{\"group\":\"{group}\",\"function\":\"{}\",\"value\":\"{value}\",\
+                     \"bytes\":{size},\"ns\":{ns},\"rounds\":{rounds}}}",
+                    case.function
+                )
+                .expect("cannot write the interleaved rounds' results");
+            }
+            eprintln!(
+                "simd bench: {group} {value}: {} functions, {rounds} rounds",
+                cases.len()
+            );
+        }
     }
-    group.finish();
 }
 
-fn count(c: &mut Criterion) {
-    let mut group = c.benchmark_group("count");
-    for size in SIZES {
-        group.throughput(Throughput::Bytes(size as u64));
-        // One byte in 16 matches: memchr-style searches stop often, as in real text.
-        let bytes: Vec<u8> = input(size).iter().map(|b| b % 16).collect();
-        let id = |name| BenchmarkId::new(name, label(size));
-        memcpy(&mut group, size);
-        group.bench_function(id("simd"), |b| {
-            b.iter(|| ioserve_simd::count::count(black_box(&bytes), 0))
-        });
-        group.bench_function(id("bytecount"), |b| {
-            b.iter(|| bytecount::count(black_box(&bytes), 0))
-        });
-        group.bench_function(id("memchr-iter"), |b| {
-            b.iter(|| memchr::memchr_iter(0, black_box(&bytes)).count())
-        });
-        group.bench_function(id("naive"), |b| {
-            b.iter(|| black_box(&bytes).iter().filter(|&&b| b == 0).count())
-        });
+/// Calls per batch of `case` for about [`BATCH`]: four times more until a batch takes
+/// an eighth of it, then scaled.
+fn calibrate(case: &mut Case) -> u64 {
+    let mut iters = 1u64;
+    loop {
+        let took = (case.batch)(iters);
+        if took >= BATCH / 8 {
+            let scaled = iters as u128 * BATCH.as_nanos() / took.as_nanos().max(1);
+            return (scaled as u64).max(1);
+        }
+        iters *= 4;
     }
-    group.finish();
 }
 
 criterion_group! {
-    name = kernels;
+    name = criterion_kernels;
     config = benches::kernel_config();
-    targets = base64_encode, base64_decode, hash, adler32, count
+    targets = kernels
 }
 
 /// With `SIMD_BENCH_IMPLEMENTATIONS` set to a file, writes there which implementation
@@ -318,6 +451,20 @@ fn record_implementations() {
 
 fn main() {
     record_implementations();
-    kernels();
-    Criterion::default().configure_from_args().final_summary();
+    match std::env::var("SIMD_BENCH_ROUNDS") {
+        Ok(rounds) => {
+            let rounds = rounds
+                .parse()
+                .ok()
+                .filter(|&rounds| rounds > 0)
+                .unwrap_or_else(|| {
+                    panic!("SIMD_BENCH_ROUNDS={rounds}: a count of rounds, 1 or more")
+                });
+            interleaved(rounds);
+        }
+        Err(_) => {
+            criterion_kernels();
+            Criterion::default().configure_from_args().final_summary();
+        }
+    }
 }

@@ -614,8 +614,17 @@ impl<'a> GroupTable<'a> {
 const README_START: &str = "<!-- simd-table:start -->";
 const README_END: &str = "<!-- simd-table:end -->";
 
-/// `cargo xtask bench --simd-table`: the simd bench alone, in each build into a
-/// criterion directory emptied first (so that every figure is of this run), then
+/// Interleaved rounds of the simd bench for `--simd-table` (`--quick`: [`QUICK_ROUNDS`]).
+const ROUNDS: usize = 201;
+/// Interleaved rounds with `--quick`.
+const QUICK_ROUNDS: usize = 21;
+
+/// `cargo xtask bench --simd-table`: the simd bench alone in its interleaved rounds
+/// (`SIMD_BENCH_ROUNDS`: every function of a group and size in turn, round after
+/// round, each keeping its fastest; criterion runs one function for seconds before the
+/// next, and on this project's shared 2-core VM a row then moved by 20 % to 1.6x
+/// between runs, more than most of the margins the table is read for), in each build,
+/// written into a directory emptied first (so that every figure is of this run), then
 /// [`simd_table`] into target/bench-report/simd-table.md and, with --write-readme,
 /// between the markers in crates/simd/README.md.
 fn run_simd_table(options: &Options) -> Result<()> {
@@ -649,23 +658,25 @@ fn run_simd_table(options: &Options) -> Result<()> {
         }
         fs::create_dir_all(&home).with_context(|| format!("cannot create {}", home.display()))?;
         let recorded = home.join("implementations.txt");
-        let mut command = match build {
-            Build::Portable => {
-                let mut command = cargo(&bench_args("simd", options));
-                command.env("CRITERION_HOME", &home);
-                command
-            }
-            Build::Native => native_command(options, &home)?,
-        };
-        command.env("SIMD_BENCH_IMPLEMENTATIONS", &recorded);
+        let results = home.join("rounds.jsonl");
+        let mut command = cargo(&["bench", "--package", "benches", "--bench", "simd"]);
+        if build == Build::Native {
+            crate::util::for_this_cpu(&mut command)?;
+        }
+        let rounds = if options.quick { QUICK_ROUNDS } else { ROUNDS };
+        command
+            .env("SIMD_BENCH_IMPLEMENTATIONS", &recorded)
+            .env("SIMD_BENCH_ROUNDS", rounds.to_string())
+            .env("SIMD_BENCH_ROUNDS_OUT", &results)
+            .env("SIMD_BENCH_FILTER", options.filter.as_deref().unwrap_or(""));
         step(
             &format!(
-                "cargo bench --package benches --bench simd, {}",
+                "cargo bench --package benches --bench simd, {rounds} interleaved rounds, {}",
                 build.describe()
             ),
             command,
         )?;
-        rows.extend(criterion_rows(&home, build)?);
+        rows.extend(interleaved_rows(&results, build)?);
         let text = fs::read_to_string(&recorded).with_context(|| {
             format!(
                 "the simd bench wrote no {} (SIMD_BENCH_IMPLEMENTATIONS)",
@@ -696,7 +707,7 @@ fn run_simd_table(options: &Options) -> Result<()> {
         date: format!("{} {:02}:{:02} UTC", now.date(), now.hour(), now.minute()),
         commit: commit(),
         command: command_line(),
-        quick: options.quick,
+        rounds: if options.quick { QUICK_ROUNDS } else { ROUNDS },
     };
     let table = simd_table(&rows, &header);
     let file = out.join("simd-table.md");
@@ -718,6 +729,42 @@ fn run_simd_table(options: &Options) -> Result<()> {
     Ok(())
 }
 
+/// The rows of the simd bench's interleaved rounds (`SIMD_BENCH_ROUNDS_OUT`, a JSON
+/// object per line), from `build`: each function's ns per call in its fastest round.
+fn interleaved_rows(results: &Path, build: Build) -> Result<Vec<Row>> {
+    #[derive(serde::Deserialize)]
+    struct Line {
+        group: String,
+        function: String,
+        value: String,
+        bytes: u64,
+        ns: f64,
+    }
+    let text = fs::read_to_string(results).with_context(|| {
+        format!(
+            "the simd bench wrote no {} (SIMD_BENCH_ROUNDS_OUT)",
+            results.display()
+        )
+    })?;
+    text.lines()
+        .filter(|line| !line.trim().is_empty())
+        .map(|line| {
+            let line: Line = serde_json::from_str(line)
+                .with_context(|| format!("{}: {line}", results.display()))?;
+            Ok(Row {
+                group: line.group,
+                function: line.function,
+                value: line.value,
+                median_ns: line.ns,
+                bytes: Some(line.bytes),
+                elements: None,
+                source: "interleaved",
+                build,
+            })
+        })
+        .collect()
+}
+
 /// What the header of `--simd-table` says about its run.
 struct TableHeader {
     /// The CPU's model, architecture and CPU count.
@@ -729,7 +776,8 @@ struct TableHeader {
     date: String,
     commit: String,
     command: String,
-    quick: bool,
+    /// Interleaved rounds per group and size.
+    rounds: usize,
 }
 
 impl TableHeader {
@@ -794,13 +842,14 @@ fn simd_table(rows: &[Row], header: &TableHeader) -> String {
     );
     let _ = writeln!(
         out,
-        "- Run: {}, commit {}, {}",
+        "- Run: {}, commit {}, {} interleaved rounds{}",
         header.date,
         header.commit,
-        if header.quick {
-            "quick (`--quick`: criterion's 10 samples of 0.4 s; a rough table)"
+        header.rounds,
+        if header.rounds == QUICK_ROUNDS {
+            " (`--quick`: a rough table)"
         } else {
-            "criterion's full sampling"
+            ""
         }
     );
     let _ = writeln!(out, "- Command: `{}`", header.command);
@@ -815,10 +864,12 @@ fn simd_table(rows: &[Row], header: &TableHeader) -> String {
         .collect();
     let _ = writeln!(
         out,
-        "- Figures: criterion's medians, GB/s of binary data (the encoder's input, the \
-         decoder's output; higher is better). Ours: `simd`{several} (named when it is \
-         not `simd`). Best peer: the fastest other crate at that size (memcpy is a limit, \
-         not a peer). Ours / best peer above 1.00x: ours is faster."
+        "- Figures: per group and size, every function ran a batch of about 200 µs in \
+         turn, round after round (the order rotating), and each keeps its fastest round: \
+         GB/s of binary data (the encoder's input, the decoder's output; higher is \
+         better). Ours: `simd`{several} (named when it is not `simd`). Best peer: the \
+         fastest other crate at that size (memcpy is a limit, not a peer). Ours / best \
+         peer above 1.00x: ours is faster."
     );
     for build in [Build::Portable, Build::Native] {
         if !groups.keys().any(|(_, of)| *of == build) {
@@ -1244,7 +1295,7 @@ mod tests {
             date: "2025-01-02 03:04 UTC".to_owned(),
             commit: "0123456789ab".to_owned(),
             command: "SIMD_DISABLE=avx512bw cargo xtask bench --simd-table".to_owned(),
-            quick: true,
+            rounds: QUICK_ROUNDS,
         }
     }
 
@@ -1287,7 +1338,10 @@ mod tests {
             "{table}"
         );
         assert!(
-            table.contains("- Run: 2025-01-02 03:04 UTC, commit 0123456789ab, quick"),
+            table.contains(
+                "- Run: 2025-01-02 03:04 UTC, commit 0123456789ab, 21 interleaved rounds \
+                 (`--quick`"
+            ),
             "{table}"
         );
         assert!(
@@ -1337,6 +1391,50 @@ mod tests {
             table.contains("| 1KiB | 0.80 (simd-map) | foldhash | 0.50 | 1.60x |"),
             "{table}"
         );
+    }
+
+    #[test]
+    fn the_interleaved_rounds_become_rows_and_a_bad_line_is_named() {
+        let dir = tempfile::tempdir().unwrap();
+        let file = dir.path().join("rounds.jsonl");
+        fs::write(
+            &file,
+            "{\"group\":\"count\",\"function\":\"simd\",\"value\":\"1KiB\",\
+             \"bytes\":1024,\"ns\":12.8,\"rounds\":201}\n\n\
+             {\"group\":\"hash\",\"function\":\"gxhash\",\"value\":\"16B\",\
+             \"bytes\":16,\"ns\":2.0,\"rounds\":201}\n",
+        )
+        .unwrap();
+        let rows = interleaved_rows(&file, Build::Native).unwrap();
+        assert_eq!(rows.len(), 2);
+        assert_eq!(
+            (
+                rows[0].group.as_str(),
+                rows[0].function.as_str(),
+                rows[0].value.as_str()
+            ),
+            ("count", "simd", "1KiB")
+        );
+        assert_eq!(rows[0].build, Build::Native);
+        // 1024 bytes in 12.8 ns: 80 GB/s.
+        assert!((rows[0].figure() - 80.0).abs() < 1e-9);
+        assert!((rows[1].figure() - 8.0).abs() < 1e-9);
+
+        fs::write(&file, "{\"group\":\"count\"}\n").unwrap();
+        let error = format!(
+            "{:#}",
+            interleaved_rows(&file, Build::Portable).unwrap_err()
+        );
+        assert!(
+            error.contains("rounds.jsonl") && error.contains("group"),
+            "{error}"
+        );
+        let missing = dir.path().join("absent.jsonl");
+        let error = format!(
+            "{:#}",
+            interleaved_rows(&missing, Build::Portable).unwrap_err()
+        );
+        assert!(error.contains("SIMD_BENCH_ROUNDS_OUT"), "{error}");
     }
 
     #[test]
