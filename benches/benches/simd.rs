@@ -339,15 +339,31 @@ fn kernels(c: &mut Criterion) {
 /// the clock's own cost (tens of ns), short against a neighbour's burst.
 const BATCH: Duration = Duration::from_micros(200);
 
+/// Passes over every group and size that the interleaved rounds are spread across.
+const PASSES: usize = 5;
+
+/// A group at a size in the interleaved rounds: its cases, each one's calls per batch,
+/// and each one's fastest round so far (ns per call).
+struct Measured {
+    group: &'static str,
+    size: usize,
+    cases: Vec<Case>,
+    iters: Vec<u64>,
+    fastest: Vec<f64>,
+}
+
 /// The interleaved rounds (`SIMD_BENCH_ROUNDS=N`), for `cargo xtask bench
 /// --simd-table`: per group and size, every function (those whose id
 /// `group/function/size` matches `SIMD_BENCH_FILTER`, a regex, when set) runs one
 /// batch of about [`BATCH`] in turn, round after round, the order rotating by one each
 /// round, and each keeps its fastest round. Criterion runs one function for seconds
 /// before the next, so on a shared host a neighbour's burst lands on one function's
-/// whole measurement; here it costs one round of each. One JSON object per line on
-/// stdout (or into the file `SIMD_BENCH_ROUNDS_OUT` names): group, function, value
-/// (the size's label), bytes, ns (of one call, in the fastest round) and rounds.
+/// whole measurement; here it costs one round of each. The rounds are spread over
+/// [`PASSES`] passes through every group and size, so that a burst longer than one
+/// group's rounds (a tenth of a second: such bursts moved a whole row by 2x on this
+/// project's VM) spoils one pass of it, not all. One JSON object per line on stdout
+/// (or into the file `SIMD_BENCH_ROUNDS_OUT` names): group, function, value (the
+/// size's label), bytes, ns (of one call, in the fastest round) and rounds.
 fn interleaved(rounds: usize) {
     let filter = std::env::var("SIMD_BENCH_FILTER")
         .ok()
@@ -363,41 +379,55 @@ fn interleaved(rounds: usize) {
             })),
             None => Box::new(std::io::stdout()),
         };
+    let mut measured: Vec<Measured> = Vec::new();
     for (group, cases) in GROUPS {
         for size in SIZES {
-            let value = label(size);
             let mut cases: Vec<Case> = cases(size)
                 .into_iter()
                 .filter(|case| {
-                    let id = format!("{group}/{}/{value}", case.function);
+                    let id = format!("{group}/{}/{}", case.function, label(size));
                     filter.as_ref().is_none_or(|filter| filter.is_match(&id))
                 })
                 .collect();
-            if cases.is_empty() {
-                continue;
+            if !cases.is_empty() {
+                let iters = cases.iter_mut().map(calibrate).collect();
+                let fastest = vec![f64::INFINITY; cases.len()];
+                measured.push(Measured {
+                    group,
+                    size,
+                    cases,
+                    iters,
+                    fastest,
+                });
             }
-            let iters: Vec<u64> = cases.iter_mut().map(calibrate).collect();
-            let mut fastest = vec![f64::INFINITY; cases.len()];
+        }
+    }
+    let per_pass = rounds.div_ceil(PASSES);
+    for pass in 0..PASSES {
+        let rounds = per_pass.min(rounds - pass * per_pass);
+        for at in &mut measured {
+            let n = at.cases.len();
             for round in 0..rounds {
-                for k in 0..cases.len() {
-                    let i = (k + round) % cases.len();
-                    let took = (cases[i].batch)(iters[i]);
-                    fastest[i] = fastest[i].min(took.as_nanos() as f64 / iters[i] as f64);
+                for k in 0..n {
+                    let i = (k + round) % n;
+                    let took = (at.cases[i].batch)(at.iters[i]);
+                    let ns = took.as_nanos() as f64 / at.iters[i] as f64;
+                    at.fastest[i] = at.fastest[i].min(ns);
                 }
             }
-            for (case, ns) in cases.iter().zip(fastest) {
-                writeln!(
-                    out,
-                    "{{\"group\":\"{group}\",\"function\":\"{}\",\"value\":\"{value}\",\
-                     \"bytes\":{size},\"ns\":{ns},\"rounds\":{rounds}}}",
-                    case.function
-                )
-                .expect("cannot write the interleaved rounds' results");
-            }
-            eprintln!(
-                "simd bench: {group} {value}: {} functions, {rounds} rounds",
-                cases.len()
-            );
+        }
+        eprintln!("simd bench: pass {} of {PASSES} done", pass + 1);
+    }
+    for at in &measured {
+        let (group, size, value) = (at.group, at.size, label(at.size));
+        for (case, ns) in at.cases.iter().zip(&at.fastest) {
+            writeln!(
+                out,
+                "{{\"group\":\"{group}\",\"function\":\"{}\",\"value\":\"{value}\",\
+                 \"bytes\":{size},\"ns\":{ns},\"rounds\":{rounds}}}",
+                case.function
+            )
+            .expect("cannot write the interleaved rounds' results");
         }
     }
 }
