@@ -211,6 +211,20 @@ pub(super) unsafe fn update_avx2_short(a: u32, b: u32, bytes: &[u8]) -> Option<(
     }
 }
 
+/// [`update_avx2`] in line, for builds that enable AVX2 at compile time (see
+/// `Adler32::update`): [`update_avx2_short`] up to [`SHORT_MAX`] bytes, the loop of
+/// 32-byte chunks beyond.
+///
+/// # Safety
+/// The CPU must support AVX2.
+#[cfg(target_feature = "avx2")]
+#[inline]
+#[target_feature(enable = "avx2")]
+pub(super) unsafe fn update_avx2_in_line(a: u32, b: u32, bytes: &[u8]) -> (u32, u32) {
+    // SAFETY: this function's target features are V256's and update_avx2_short's.
+    unsafe { update_avx2_short(a, b, bytes).unwrap_or_else(|| update_all::<V256>(a, b, bytes)) }
+}
+
 /// AVX2, 32-byte chunks: one or two of them without a loop up to [`SHORT_MAX`]
 /// bytes; SSSE3's 16 for inputs shorter than one, and the scalar loop for those
 /// shorter than that.
