@@ -6,8 +6,10 @@
 //!   threads (seed 001).
 //! - `false_sharing`: adjacent vs cache-padded counters, and the striped counter
 //!   (seed 001).
-//! - `simd`: the simd crate's kernels against their peers (seeds 002 and 003);
-//!   `hash_paired`: its hash at small key sizes in interleaved rounds.
+//! - `simd`: the simd crate's kernels against their peers (seeds 002 and 003), under
+//!   criterion or, for `cargo xtask bench --simd-table`, in interleaved rounds
+//!   (`SIMD_BENCH_ROUNDS`); `hash_paired`: its hash at small key sizes in interleaved
+//!   rounds.
 
 use std::hash::{BuildHasher, Hasher};
 use std::sync::Barrier;
