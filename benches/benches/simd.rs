@@ -309,25 +309,27 @@ fn hash(size: usize) -> Vec<Case> {
     cases
 }
 
+/// A case calling `call` on the row's shared input; generic over the function, not a
+/// pointer to it, so that the call is compiled into the case's loop.
+fn on_bytes<R>(
+    function: &'static str,
+    bytes: &Rc<Aligned>,
+    call: impl Fn(&[u8]) -> R + 'static,
+) -> Case {
+    let bytes = Rc::clone(bytes);
+    case(function, move || call(black_box(&bytes)))
+}
+
 fn adler32(size: usize) -> Vec<Case> {
     let bytes = Aligned::shared(&input(size));
-    // Generic over the function (compiled into the case's loop), as in `hash`.
-    fn with(
-        function: &'static str,
-        bytes: &Rc<Aligned>,
-        checksum: impl Fn(&[u8]) -> u32 + 'static,
-    ) -> Case {
-        let bytes = Rc::clone(bytes);
-        case(function, move || checksum(black_box(&bytes)))
-    }
     vec![
         memcpy(size),
-        with("simd", &bytes, ioserve_simd::adler32::adler32),
-        with("adler2", &bytes, adler2::adler32_slice),
-        with("simd-adler32", &bytes, |bytes| {
+        on_bytes("simd", &bytes, ioserve_simd::adler32::adler32),
+        on_bytes("adler2", &bytes, adler2::adler32_slice),
+        on_bytes("simd-adler32", &bytes, |bytes| {
             simd_adler32::adler32(&bytes)
         }),
-        with("zlib-rs", &bytes, |bytes| {
+        on_bytes("zlib-rs", &bytes, |bytes| {
             zlib_rs::adler32::adler32(1, bytes)
         }),
     ]
@@ -337,23 +339,14 @@ fn count(size: usize) -> Vec<Case> {
     // One byte in 16 matches: memchr-style searches stop often, as in real text.
     let bytes: Vec<u8> = input(size).iter().map(|b| b % 16).collect();
     let bytes = Aligned::shared(&bytes);
-    // Generic over the function (compiled into the case's loop), as in `hash`.
-    fn with(
-        function: &'static str,
-        bytes: &Rc<Aligned>,
-        count: impl Fn(&[u8]) -> usize + 'static,
-    ) -> Case {
-        let bytes = Rc::clone(bytes);
-        case(function, move || count(black_box(&bytes)))
-    }
     vec![
         memcpy(size),
-        with("simd", &bytes, |bytes| ioserve_simd::count::count(bytes, 0)),
-        with("bytecount", &bytes, |bytes| bytecount::count(bytes, 0)),
-        with("memchr-iter", &bytes, |bytes| {
+        on_bytes("simd", &bytes, |bytes| ioserve_simd::count::count(bytes, 0)),
+        on_bytes("bytecount", &bytes, |bytes| bytecount::count(bytes, 0)),
+        on_bytes("memchr-iter", &bytes, |bytes| {
             memchr::memchr_iter(0, bytes).count()
         }),
-        with("naive", &bytes, |bytes| {
+        on_bytes("naive", &bytes, |bytes| {
             bytes.iter().filter(|&&b| b == 0).count()
         }),
     ]
