@@ -155,6 +155,8 @@ struct Row {
     function: String,
     /// The parameter (size, thread count), empty when there is none.
     value: String,
+    /// ns per iteration: criterion's median, or for `source` "interleaved" (the simd
+    /// table) the fastest of the interleaved rounds.
     median_ns: f64,
     /// Bytes per iteration, for GB/s.
     bytes: Option<u64>,
