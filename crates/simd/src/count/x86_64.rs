@@ -14,7 +14,8 @@ use core::arch::x86_64::*;
 use super::generic;
 use crate::vector::x86_64::{V128, V256};
 
-/// SSE2, 16 bytes per vector; the scalar loop for haystacks shorter than one.
+/// SSE2, 16 bytes per vector; the scalar loop for haystacks shorter than one. In
+/// builds that enable POPCNT, 16 to 32 bytes are [`count_two_masks`].
 ///
 /// # Safety
 /// None beyond x86_64 (SSE2 is part of the baseline).
@@ -24,8 +25,47 @@ pub(super) unsafe fn count_sse2(haystack: &[u8], needle: u8) -> usize {
     if haystack.len() < 16 {
         return super::scalar::count(haystack, needle);
     }
+    #[cfg(target_feature = "popcnt")]
+    if haystack.len() <= 32 {
+        // SAFETY: the build enables SSE2 and POPCNT; 16 <= len <= 32.
+        return unsafe { count_two_masks(haystack, needle) };
+    }
     // SAFETY: this function's target features are V128's.
     unsafe { generic::count::<V128>(haystack, needle) }
+}
+
+/// 16 to 32 bytes: the first 16 and the last 16 compared into two 16-bit masks,
+/// whose bits `popcnt` counts, those of the last shifted to drop the bytes the first
+/// holds. Three dependent instructions per mask, where subtracting into a byte counter
+/// and summing it (`psadbw`, two extracts, an add) is a longer chain: at 16 bytes in a
+/// native build the counter's way took 2.78 ns against bytecount's 2.47 (0.89x), the
+/// masks 1.85 ns (1.33x), the other sizes unchanged (Zen 3, the bench's interleaved
+/// rounds, 2026-11-30). Taken where `count` takes SSE2 in line, not ahead of it: a
+/// test of the length before the others slowed 64 and 256 bytes by 10-20 %.
+///
+/// # Safety
+/// The CPU must support SSE2 and POPCNT (the build enables the latter);
+/// `haystack` has 16 to 32 bytes.
+#[cfg(target_feature = "popcnt")]
+#[inline]
+#[target_feature(enable = "sse2,popcnt")]
+unsafe fn count_two_masks(haystack: &[u8], needle: u8) -> usize {
+    let len = haystack.len();
+    debug_assert!((16..=32).contains(&len), "{len} bytes");
+    let start = haystack.as_ptr();
+    let needle = _mm_set1_epi8(needle as i8);
+    // SAFETY: 16 <= len: both 16-byte loads are inside the haystack (unaligned loads).
+    let (first, last) = unsafe {
+        (
+            _mm_loadu_si128(start.cast()),
+            _mm_loadu_si128(start.add(len - 16).cast()),
+        )
+    };
+    let first = _mm_movemask_epi8(_mm_cmpeq_epi8(first, needle)) as u32;
+    let last = _mm_movemask_epi8(_mm_cmpeq_epi8(last, needle)) as u32;
+    // Bit i of `last` is byte len - 16 + i: its first 32 - len bits are bytes `first`
+    // has counted.
+    (first.count_ones() + (last >> (32 - len)).count_ones()) as usize
 }
 
 /// AVX2, 32 bytes per vector; SSE2's 16 for haystacks shorter than one, and the
