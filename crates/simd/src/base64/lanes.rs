@@ -16,7 +16,7 @@ use crate::vector::Lanes;
 
 /// Byte `i` of each 32-bit lane after the encoder's shuffle: the group's bytes as
 /// `[b1, b0, b2, b1]`, so that the 16-bit halves hold `b0:b1` and `b1:b2`.
-const SPREAD_GROUPS: [u8; 16] = [1, 0, 2, 1, 4, 3, 5, 4, 7, 6, 8, 7, 10, 9, 11, 10];
+pub(super) const SPREAD_GROUPS: [u8; 16] = [1, 0, 2, 1, 4, 3, 5, 4, 7, 6, 8, 7, 10, 9, 11, 10];
 
 /// The 3 output bytes of each 32-bit lane after the decode merge (big-endian order),
 /// then 4 unused bytes (0x80: zero).
@@ -111,6 +111,20 @@ pub(super) unsafe fn encode<V: Lanes>(
         }
     }
     (groups_end, output.len())
+}
+
+/// The characters of the groups that the shuffle indices `spread` gather from
+/// `lanes`: each 32-bit lane `[b1, b0, b2, b1]` of a group `b0 b1 b2` (as
+/// [`SPREAD_GROUPS`] places a lane's first four groups), an index with its top bit
+/// set giving a zero byte (an input's end: a partial group's characters come out as
+/// its first one or two bytes encode).
+///
+/// # Safety
+/// The CPU must support `V`'s instructions.
+#[inline(always)]
+pub(super) unsafe fn chars_spread_by<V: Lanes>(lanes: V, spread: V, tables: &Tables) -> V {
+    // SAFETY: the caller guarantees V's instructions.
+    unsafe { Encoder::<V>::new(tables).spread_chars(lanes, spread) }
 }
 
 /// The encoder's constants at one width.

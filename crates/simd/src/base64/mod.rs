@@ -310,6 +310,11 @@ impl Kernels {
             // SAFETY: the build enables AVX-512 F, BW and VBMI in every function.
             return unsafe { x86_64::encode_avx512vbmi(input, output, tables, padding) };
         }
+        #[cfg(all(target_arch = "x86_64", target_feature = "avx2"))]
+        if self.implementation == Implementation::Avx2 && x86_64::is_short_avx2(input.len()) {
+            // SAFETY: the build enables AVX2 in every function; the length is checked.
+            return unsafe { x86_64::encode_short_avx2(input, output, tables) };
+        }
         // SAFETY: as the caller promises.
         unsafe { (self.encode)(input, output, tables, padding) }
     }

@@ -48,6 +48,10 @@ pub(super) unsafe fn encode_avx2(
     if input.len() < V128::GROUPS_READ {
         return scalar::encode(input, output, tables, padding);
     }
+    if is_short_avx2(input.len()) {
+        // SAFETY: this function's target features are AVX2's; 16 to 24 bytes.
+        return unsafe { encode_short_avx2(input, output, tables) };
+    }
     let (read, written) = if input.len() < V256::GROUPS_READ {
         // SAFETY: AVX2 implies V128's SSSE3.
         unsafe { lanes::encode::<V128>(input, output, tables) }
@@ -56,6 +60,119 @@ pub(super) unsafe fn encode_avx2(
         unsafe { lanes::encode::<V256>(input, output, tables) }
     };
     scalar::encode_partial(&input[read..], &mut output[written..], tables, padding);
+}
+
+/// The longest input [`encode_short_avx2`] takes: eight groups, one AVX2 step.
+const SHORT_AVX2: usize = 24;
+
+/// Whether [`encode_short_avx2`] takes an input of `len` bytes.
+#[inline(always)]
+pub(super) fn is_short_avx2(len: usize) -> bool {
+    (16..=SHORT_AVX2).contains(&len)
+}
+
+/// [`encode_short_avx2`]'s constants, computed here so that a call loads them instead
+/// of computing them from the length (16 bytes, portable build: 6.2 ns a call with
+/// the tables, 7.6 ns computing them).
+struct ShortAvx2 {
+    /// Per input length from 16: the encoder's shuffle. The low lane holds the first
+    /// 16 bytes and takes its four groups as [`lanes::SPREAD_GROUPS`] does; the high
+    /// lane holds the last 16, whose groups from the 13th byte on start `28 - len`
+    /// bytes in, and whose indices past the input are 0x80 (a zero byte).
+    spread: [[u8; 32]; SHORT_AVX2 - 15],
+    /// Per input length from 16: 0xFF at the high lane's characters past the encoded
+    /// length without padding (where a padded output has its `=`).
+    padding: [[u8; 16]; SHORT_AVX2 - 15],
+    /// Per output length from 22: the shuffles that pick the output's last 16
+    /// characters from the low lane and from the high lane (0x80: from the other).
+    last_from_low: [[u8; 16]; 11],
+    last_from_high: [[u8; 16]; 11],
+}
+
+const SHORT: ShortAvx2 = {
+    let mut short = ShortAvx2 {
+        spread: [[0; 32]; SHORT_AVX2 - 15],
+        padding: [[0; 16]; SHORT_AVX2 - 15],
+        last_from_low: [[0; 16]; 11],
+        last_from_high: [[0; 16]; 11],
+    };
+    let mut len = 16;
+    while len <= SHORT_AVX2 {
+        let skip = 28 - len;
+        let unpadded = (4 * len).div_ceil(3);
+        let mut i = 0;
+        while i < 16 {
+            short.spread[len - 16][i] = lanes::SPREAD_GROUPS[i];
+            let high = lanes::SPREAD_GROUPS[i] as usize + skip;
+            short.spread[len - 16][16 + i] = if high < 16 { high as u8 } else { 0x80 };
+            short.padding[len - 16][i] = if 16 + i >= unpadded { 0xFF } else { 0 };
+            i += 1;
+        }
+        len += 1;
+    }
+    let mut total = 22;
+    while total <= 32 {
+        let mut i = 0;
+        while i < 16 {
+            let at = total - 16 + i;
+            short.last_from_low[total - 22][i] = if at < 16 { at as u8 } else { 0x80 };
+            short.last_from_high[total - 22][i] = if at >= 16 { (at - 16) as u8 } else { 0x80 };
+            i += 1;
+        }
+        total += 1;
+    }
+    short
+};
+
+/// 16 to 24 bytes (tokens, keys, short credentials) in one AVX2 step, with the last
+/// partial group and the padding, where `lanes::encode` would take two SSSE3 steps
+/// and the scalar code for the partial group: 6.2 ns at 16 bytes instead of 8.6
+/// (base64-simd 7.7; portable build, Zen 3).
+///
+/// The low lane holds the first 16 bytes, the high lane the last 16 ([`SHORT`] says
+/// which of them each group takes). Of the 32 characters, those past the encoded
+/// length without padding become `=`; the output gets the first 16 and its last 16,
+/// picked from both lanes with two shuffles (the stores overlap by 0 to 10).
+///
+/// # Safety
+/// The CPU must support AVX2; `input` must have 16 to [`SHORT_AVX2`] bytes and
+/// `output` be exactly its encoded length (with padding or without).
+#[inline]
+#[target_feature(enable = "avx2")]
+pub(super) unsafe fn encode_short_avx2(input: &[u8], output: &mut [u8], tables: &Tables) {
+    let (len, total) = (input.len(), output.len());
+    debug_assert!((16..=SHORT_AVX2).contains(&len));
+    debug_assert!(((4 * len).div_ceil(3)..=4 * len.div_ceil(3)).contains(&total));
+    let (spread, padding) = (&SHORT.spread[len - 16], &SHORT.padding[len - 16]);
+    let last_from_low = &SHORT.last_from_low[total - 22];
+    let last_from_high = &SHORT.last_from_high[total - 22];
+    // SAFETY: 16 readable bytes at 0 and at len - 16 (len >= 16); the tables' rows
+    // are 32 and 16 bytes.
+    let (lanes, spread, padding, last_from_low, last_from_high) = unsafe {
+        (
+            V256::from_halves(
+                _mm_loadu_si128(input.as_ptr().cast()),
+                _mm_loadu_si128(input.as_ptr().add(len - 16).cast()),
+            ),
+            V256::load(spread.as_ptr()),
+            _mm_loadu_si128(padding.as_ptr().cast()),
+            _mm_loadu_si128(last_from_low.as_ptr().cast()),
+            _mm_loadu_si128(last_from_high.as_ptr().cast()),
+        )
+    };
+    // SAFETY: AVX2 is this function's.
+    let chars = unsafe { lanes::chars_spread_by(lanes, spread, tables) };
+    let (low, high) = chars.halves();
+    let high = _mm_blendv_epi8(high, _mm_set1_epi8(b'=' as i8), padding);
+    let last = _mm_or_si128(
+        _mm_shuffle_epi8(low, last_from_low),
+        _mm_shuffle_epi8(high, last_from_high),
+    );
+    // SAFETY: output has total (22 to 32) bytes: 16 at 0 and 16 at total - 16.
+    unsafe {
+        _mm_storeu_si128(output.as_mut_ptr().cast(), low);
+        _mm_storeu_si128(output.as_mut_ptr().add(total - 16).cast(), last);
+    }
 }
 
 /// `vpermb` indices spreading 48 bytes into 16 lanes of `[b1, b0, b2, b1]`.

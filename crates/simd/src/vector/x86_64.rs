@@ -262,6 +262,25 @@ impl Lanes for V128 {
     }
 }
 
+impl V256 {
+    /// The register whose low 128-bit lane is `low` and high lane `high`.
+    #[inline]
+    #[target_feature(enable = "avx2")]
+    pub(crate) fn from_halves(low: __m128i, high: __m128i) -> V256 {
+        V256(_mm256_set_m128i(high, low))
+    }
+
+    /// The low and the high 128-bit lane.
+    #[inline]
+    #[target_feature(enable = "avx2")]
+    pub(crate) fn halves(self) -> (__m128i, __m128i) {
+        (
+            _mm256_castsi256_si128(self.0),
+            _mm256_extracti128_si256::<1>(self.0),
+        )
+    }
+}
+
 impl Vector for V256 {
     const BYTES: usize = 32;
 
