@@ -316,25 +316,28 @@ fn set_bits_below_the_last_byte_are_rejected() {
         URL_SAFE_NO_PAD.decode("AAAAQR"),
         Err(DecodeError::NonCanonicalTrailingBits { position: 5 })
     );
-    // Every last character of a 2- and 3-character tail: exactly the canonical ones pass.
+    // Every last character of a 2- and 3-character tail: exactly the canonical ones
+    // pass, after every number of whole groups to 80 characters (the tail alone, in a
+    // kernel's short path, after a SIMD block).
     for kernels in ioserve_simd::base64::implementations() {
         let alphabet = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
-        for (value_of_c, &c) in alphabet.iter().enumerate() {
-            // After 64 characters, so that the tail follows a SIMD block.
-            let mut two = vec![b'A'; 64];
-            two.extend([b'Q', c]);
-            let mut three = vec![b'A'; 64];
-            three.extend([b'Q', b'Q', c]);
-            assert_eq!(
-                decode_with(kernels, STANDARD_NO_PAD, &two).is_ok(),
-                value_of_c & 0x0F == 0,
-                "{c}"
-            );
-            assert_eq!(
-                decode_with(kernels, STANDARD_NO_PAD, &three).is_ok(),
-                value_of_c & 0x03 == 0,
-                "{c}"
-            );
+        for groups in 0..=20 {
+            for (value_of_c, &c) in alphabet.iter().enumerate() {
+                let mut two = vec![b'A'; 4 * groups];
+                two.extend([b'Q', c]);
+                let mut three = vec![b'A'; 4 * groups];
+                three.extend([b'Q', b'Q', c]);
+                assert_eq!(
+                    decode_with(kernels, STANDARD_NO_PAD, &two).is_ok(),
+                    value_of_c & 0x0F == 0,
+                    "{c} after {groups} groups"
+                );
+                assert_eq!(
+                    decode_with(kernels, STANDARD_NO_PAD, &three).is_ok(),
+                    value_of_c & 0x03 == 0,
+                    "{c} after {groups} groups"
+                );
+            }
         }
     }
 }

@@ -343,6 +343,18 @@ pub(super) unsafe fn decode<V: Lanes>(
     (groups_end, output.len())
 }
 
+/// The bytes of `chars` (the first 12 bytes of each lane), or `None` if any
+/// character is outside the alphabet: one step of [`decode`], for kernels that load
+/// their lanes themselves.
+///
+/// # Safety
+/// The CPU must support `V`'s instructions.
+#[inline(always)]
+pub(super) unsafe fn decode_lanes<V: Lanes>(chars: V, tables: &Tables) -> Option<V> {
+    // SAFETY: the caller guarantees V's instructions.
+    unsafe { Decoder::<V>::new(tables).bytes(chars) }
+}
+
 /// The decoder's constants at one width.
 struct Decoder<V> {
     invalid_by_low_nibble: V,

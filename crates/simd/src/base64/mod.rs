@@ -209,8 +209,17 @@ impl Base64 {
                 available: output.len(),
             });
         };
+        let tables = self.alphabet.tables();
+        #[cfg(all(target_arch = "x86_64", target_feature = "avx2"))]
+        if kernels.implementation == Implementation::Avx2
+            && x86_64::is_short_decode_avx2(body.len())
+            // SAFETY: the build enables AVX2 in every function; the length is checked.
+            && unsafe { x86_64::decode_short_avx2(body, output, tables) }
+        {
+            return Ok(needed);
+        }
         // SAFETY: as in `encode_to_slice_with`.
-        unsafe { (kernels.decode)(body, output, self.alphabet.tables()) }?;
+        unsafe { (kernels.decode)(body, output, tables) }?;
         Ok(needed)
     }
 

@@ -308,6 +308,10 @@ pub(super) unsafe fn decode_avx2(
     output: &mut [u8],
     tables: &Tables,
 ) -> Result<(), DecodeError> {
+    // SAFETY: this function's target features are AVX2's.
+    if is_short_decode_avx2(body.len()) && unsafe { decode_short_avx2(body, output, tables) } {
+        return Ok(());
+    }
     let (read, written) = if body.len() < V256::BYTES {
         // SAFETY: AVX2 implies V128's SSSE3.
         unsafe { lanes::decode::<V128>(body, output, tables) }
@@ -316,6 +320,134 @@ pub(super) unsafe fn decode_avx2(
         unsafe { lanes::decode::<V256>(body, output, tables) }
     };
     scalar::decode(&body[read..], &mut output[written..], tables, read)
+}
+
+/// The shortest and the longest body (input without padding) [`decode_short_avx2`]
+/// takes: 16 to 24 bytes of output.
+const SHORT_DECODE_AVX2: (usize, usize) = (22, 32);
+
+/// Whether [`decode_short_avx2`] takes a body of `len` characters.
+#[inline(always)]
+pub(super) fn is_short_decode_avx2(len: usize) -> bool {
+    (SHORT_DECODE_AVX2.0..=SHORT_DECODE_AVX2.1).contains(&len)
+}
+
+/// Rows of [`SHORT_DECODE`]: one per body length from 22 to 32.
+const SHORT_DECODE_ROWS: usize = SHORT_DECODE_AVX2.1 - SHORT_DECODE_AVX2.0 + 1;
+
+/// [`decode_short_avx2`]'s constants, per body length from 22 (a row of 16 bytes
+/// each).
+struct ShortDecodeAvx2 {
+    /// Moves the characters from the 17th on to the start of the high lane, which
+    /// holds the body's last 16 (0x80 past the body: a zero byte).
+    shift: [[u8; 16]; SHORT_DECODE_ROWS],
+    /// 0xFF where the shifted high lane is past the body (filled with the alphabet's
+    /// character for zero, so that a partial group decodes to its bytes and its
+    /// trailing bits).
+    fill: [[u8; 16]; SHORT_DECODE_ROWS],
+    /// 0xFF at the high lane's bytes past the output: a partial group's trailing
+    /// bits, which a canonical encoding has zero.
+    trailing: [[u8; 16]; SHORT_DECODE_ROWS],
+    /// The shuffles that pick the output's last 16 bytes from the low lane's 12 and
+    /// from the high lane's (0x80: from the other).
+    last_from_low: [[u8; 16]; SHORT_DECODE_ROWS],
+    last_from_high: [[u8; 16]; SHORT_DECODE_ROWS],
+}
+
+const SHORT_DECODE: ShortDecodeAvx2 = {
+    let mut short = ShortDecodeAvx2 {
+        shift: [[0; 16]; SHORT_DECODE_ROWS],
+        fill: [[0; 16]; SHORT_DECODE_ROWS],
+        trailing: [[0; 16]; SHORT_DECODE_ROWS],
+        last_from_low: [[0; 16]; SHORT_DECODE_ROWS],
+        last_from_high: [[0; 16]; SHORT_DECODE_ROWS],
+    };
+    let mut row = 0;
+    while row < SHORT_DECODE_ROWS {
+        let len = SHORT_DECODE_AVX2.0 + row;
+        let out = len * 3 / 4;
+        let mut i = 0;
+        while i < 16 {
+            // Character 16 + i of the body is byte 16 + i - (len - 16) of the high lane.
+            let from = 32 + i - len;
+            short.shift[row][i] = if 16 + i < len { from as u8 } else { 0x80 };
+            short.fill[row][i] = if 16 + i < len { 0 } else { 0xFF };
+            short.trailing[row][i] = if 12 + i >= out && i < 12 { 0xFF } else { 0 };
+            let at = out - 16 + i;
+            short.last_from_low[row][i] = if at < 12 { at as u8 } else { 0x80 };
+            short.last_from_high[row][i] = if at >= 12 { (at - 12) as u8 } else { 0x80 };
+            i += 1;
+        }
+        row += 1;
+    }
+    short
+};
+
+/// 22 to 32 characters without padding (16 to 24 bytes: tokens, keys, digests) in one
+/// AVX2 step, with the partial group, where `lanes::decode` would take two SSSE3
+/// steps through a buffer and the scalar code for the partial group. Returns false,
+/// having written nothing, where a character is outside the alphabet or the trailing
+/// bits are not zero: the caller's steps find and report it.
+///
+/// The low lane holds the first 16 characters (four groups); the high lane the rest,
+/// moved to its start from a load of the last 16 and filled with the alphabet's zero
+/// character ([`SHORT_DECODE`]). The output gets the low lane's 16 bytes (12 and
+/// four zeros) and then its last 16, picked from both lanes.
+///
+/// # Safety
+/// The CPU must support AVX2; `body` must have 22 to 32 characters and `output` be
+/// exactly the bytes they decode to.
+#[inline]
+#[target_feature(enable = "avx2")]
+pub(super) unsafe fn decode_short_avx2(body: &[u8], output: &mut [u8], tables: &Tables) -> bool {
+    let (len, out) = (body.len(), output.len());
+    debug_assert!(is_short_decode_avx2(len) && out == len * 3 / 4);
+    let row = len - SHORT_DECODE_AVX2.0;
+    let (shift, fill, trailing) = (
+        &SHORT_DECODE.shift[row],
+        &SHORT_DECODE.fill[row],
+        &SHORT_DECODE.trailing[row],
+    );
+    let last_from_low = &SHORT_DECODE.last_from_low[row];
+    let last_from_high = &SHORT_DECODE.last_from_high[row];
+    // SAFETY: 16 readable bytes at 0 and at len - 16 (len >= 22); every row is 16
+    // bytes.
+    let (first, last, shift, fill, trailing, last_from_low, last_from_high) = unsafe {
+        (
+            _mm_loadu_si128(body.as_ptr().cast()),
+            _mm_loadu_si128(body.as_ptr().add(len - 16).cast()),
+            _mm_loadu_si128(shift.as_ptr().cast()),
+            _mm_loadu_si128(fill.as_ptr().cast()),
+            _mm_loadu_si128(trailing.as_ptr().cast()),
+            _mm_loadu_si128(last_from_low.as_ptr().cast()),
+            _mm_loadu_si128(last_from_high.as_ptr().cast()),
+        )
+    };
+    let zero_char = _mm_set1_epi8(tables.encode[0] as i8);
+    let rest = _mm_or_si128(
+        _mm_shuffle_epi8(last, shift),
+        _mm_and_si128(fill, zero_char),
+    );
+    // SAFETY: AVX2 is this function's.
+    let Some(bytes) = (unsafe { lanes::decode_lanes(V256::from_halves(first, rest), tables) })
+    else {
+        return false;
+    };
+    let (low, high) = bytes.halves();
+    if _mm_testz_si128(high, trailing) == 0 {
+        return false;
+    }
+    let end = _mm_or_si128(
+        _mm_shuffle_epi8(low, last_from_low),
+        _mm_shuffle_epi8(high, last_from_high),
+    );
+    // SAFETY: output has out (16 to 24) bytes: 16 at 0 and 16 at out - 16; the
+    // second store writes every byte of the first past the low lane's 12.
+    unsafe {
+        _mm_storeu_si128(output.as_mut_ptr().cast(), low);
+        _mm_storeu_si128(output.as_mut_ptr().add(out - 16).cast(), end);
+    }
+    true
 }
 
 /// AVX-512 VBMI: 64 characters to 48 bytes per step; `vpermi2b` looks each character
