@@ -28,14 +28,24 @@ pub struct Validators {
 impl Validators {
     /// Validators of a file with this size and modification time (`st_mtime` seconds,
     /// which may be negative, and `st_mtime_nsec`).
+    ///
+    /// The tag is written digit by digit: `format!` took 1.3 % of a hot small file's
+    /// request (its formatting machinery, for three numbers).
     pub fn new(size: u64, mtime_secs: i64, mtime_nsec: i64) -> Self {
-        let sign = if mtime_secs < 0 { "-" } else { "" };
+        // Quotes, a sign, three numbers of up to 16 digits and two separators.
+        let mut etag = String::with_capacity(53);
+        etag.push('"');
+        if mtime_secs < 0 {
+            etag.push('-');
+        }
+        push_hex(&mut etag, mtime_secs.unsigned_abs());
+        etag.push('.');
+        push_hex(&mut etag, mtime_nsec.clamp(0, 999_999_999) as u64);
+        etag.push('-');
+        push_hex(&mut etag, size);
+        etag.push('"');
         Validators {
-            etag: format!(
-                "\"{sign}{:x}.{:x}-{size:x}\"",
-                mtime_secs.unsigned_abs(),
-                mtime_nsec.clamp(0, 999_999_999)
-            ),
+            etag,
             last_modified: http_date_time(mtime_secs),
         }
     }
@@ -56,6 +66,23 @@ impl Validators {
     pub fn last_modified_header(&self) -> Option<httpdate::HttpDate> {
         self.last_modified.map(httpdate::HttpDate::from)
     }
+}
+
+/// Appends `value` in lowercase hexadecimal without leading zeros, as `{:x}` writes it.
+fn push_hex(out: &mut String, value: u64) {
+    const DIGITS: &[u8; 16] = b"0123456789abcdef";
+    let mut digits = [0u8; 16];
+    let mut start = digits.len();
+    let mut rest = value;
+    loop {
+        start -= 1;
+        digits[start] = DIGITS[(rest & 0xF) as usize];
+        rest >>= 4;
+        if rest == 0 {
+            break;
+        }
+    }
+    out.extend(digits[start..].iter().map(|&digit| char::from(digit)));
 }
 
 /// Seconds since the epoch as a `SystemTime` that an HTTP-date can carry (1970 to
@@ -269,6 +296,20 @@ mod tests {
 
     fn validators() -> Validators {
         Validators::new(1000, 1_700_000_000, 500_000_000)
+    }
+
+    proptest::proptest! {
+        /// The tag written digit by digit is the one `format!` writes.
+        #[test]
+        fn the_etag_is_the_hex_of_time_and_size(size: u64, secs: i64, nsec: i64) {
+            let sign = if secs < 0 { "-" } else { "" };
+            let expected = format!(
+                "\"{sign}{:x}.{:x}-{size:x}\"",
+                secs.unsigned_abs(),
+                nsec.clamp(0, 999_999_999)
+            );
+            proptest::prop_assert_eq!(Validators::new(size, secs, nsec).etag, expected);
+        }
     }
 
     const MODIFIED: &[u8] = b"Tue, 14 Nov 2023 22:13:20 GMT"; // 1_700_000_000
