@@ -164,14 +164,35 @@ pub(super) unsafe fn encode_short_avx2(input: &[u8], output: &mut [u8], tables: 
     let chars = unsafe { lanes::chars_spread_by(lanes, spread, tables) };
     let (low, high) = chars.halves();
     let high = _mm_blendv_epi8(high, _mm_set1_epi8(b'=' as i8), padding);
+    // SAFETY: AVX2 is this function's; output has total (22 to 32) bytes.
+    unsafe { store_lanes(output, low, high, last_from_low, last_from_high) };
+}
+
+/// Writes the 16 to 32 bytes of `output` from two lanes: the low lane's 16 at the
+/// start, then the last 16, picked from both by the shuffles `last_from_low` and
+/// `last_from_high` (an index with its top bit set gives zero; each byte comes from
+/// one of them). The second store rewrites whatever of the first is not output.
+///
+/// # Safety
+/// The CPU must support AVX2; `output` must have 16 to 32 bytes.
+#[inline]
+#[target_feature(enable = "avx2")]
+unsafe fn store_lanes(
+    output: &mut [u8],
+    low: __m128i,
+    high: __m128i,
+    last_from_low: __m128i,
+    last_from_high: __m128i,
+) {
+    debug_assert!((16..=32).contains(&output.len()));
     let last = _mm_or_si128(
         _mm_shuffle_epi8(low, last_from_low),
         _mm_shuffle_epi8(high, last_from_high),
     );
-    // SAFETY: output has total (22 to 32) bytes: 16 at 0 and 16 at total - 16.
+    // SAFETY: output has 16 bytes at 0 and at len - 16 (len >= 16).
     unsafe {
         _mm_storeu_si128(output.as_mut_ptr().cast(), low);
-        _mm_storeu_si128(output.as_mut_ptr().add(total - 16).cast(), last);
+        _mm_storeu_si128(output.as_mut_ptr().add(output.len() - 16).cast(), last);
     }
 }
 
@@ -437,16 +458,9 @@ pub(super) unsafe fn decode_short_avx2(body: &[u8], output: &mut [u8], tables: &
     if _mm_testz_si128(high, trailing) == 0 {
         return false;
     }
-    let end = _mm_or_si128(
-        _mm_shuffle_epi8(low, last_from_low),
-        _mm_shuffle_epi8(high, last_from_high),
-    );
-    // SAFETY: output has out (16 to 24) bytes: 16 at 0 and 16 at out - 16; the
-    // second store writes every byte of the first past the low lane's 12.
-    unsafe {
-        _mm_storeu_si128(output.as_mut_ptr().cast(), low);
-        _mm_storeu_si128(output.as_mut_ptr().add(out - 16).cast(), end);
-    }
+    // SAFETY: AVX2 is this function's; output has out (16 to 24) bytes, and the last
+    // 16 cover every byte of the first 16 past the low lane's 12.
+    unsafe { store_lanes(output, low, high, last_from_low, last_from_high) };
     true
 }
 
