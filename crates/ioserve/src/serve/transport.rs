@@ -8,7 +8,7 @@
 //! the responses go to the socket as over plain TCP, and the kernel makes the records.
 
 use std::future::Future;
-use std::io;
+use std::io::{self, Write as _};
 use std::pin::Pin;
 use std::task::{Context, Poll};
 use std::time::Duration;
@@ -38,6 +38,18 @@ pub(crate) trait Transport: AsyncRead + AsyncWrite + Unpin + Send + Sync {
 
     /// A writer for one response, each wait bounded by `send_timeout`.
     fn output(&mut self, send_timeout: Duration) -> Output<'_>;
+
+    /// Writes `bufs` toward the client, where this transport has a buffer of its own for
+    /// what it sends (rustls's records) leaving them there until the next flush: HTTP/2
+    /// writes this way and flushes once per turn of a connection's task
+    /// ([`crate::serve::http2`]). Elsewhere the bytes go to the socket at once.
+    fn poll_write_held(
+        self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        bufs: &[io::IoSlice<'_>],
+    ) -> Poll<io::Result<usize>> {
+        self.poll_write_vectored(cx, bufs)
+    }
 }
 
 /// Grows a full `buf` for the next read.
@@ -127,6 +139,22 @@ impl<IO: TlsSocket> Transport for TlsStream<IO> {
 
     fn output(&mut self, send_timeout: Duration) -> Output<'_> {
         Output::through(self, send_timeout)
+    }
+
+    /// Encrypts `bufs` into rustls's records and leaves them there while rustls has room
+    /// (its limit: 64 KiB of records); when it has none, its records are sent first.
+    fn poll_write_held(
+        self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        bufs: &[io::IoSlice<'_>],
+    ) -> Poll<io::Result<usize>> {
+        let this = self.get_mut();
+        let held = this.get_mut().1.writer().write_vectored(bufs)?;
+        if held > 0 || bufs.iter().all(|buf| buf.is_empty()) {
+            return Poll::Ready(Ok(held));
+        }
+        std::task::ready!(Pin::new(&mut *this).poll_flush(cx))?;
+        Pin::new(this).poll_write_vectored(cx, bufs)
     }
 }
 

@@ -17,13 +17,15 @@
 //! ([`crate::serve::linger`]): it is read until the client closes it, for two seconds
 //! at most, so that the close is a FIN and not a reset.
 
-mod returned;
+mod held;
 
 use std::convert::Infallible;
+use std::future::Future;
 use std::io;
 use std::net::SocketAddr;
 use std::pin::Pin;
 use std::sync::Arc;
+use std::task::Poll;
 use std::time::Duration;
 
 use hyper::body::Body as _;
@@ -31,7 +33,6 @@ use hyper::header::HeaderMap;
 use hyper::server::conn::http2::Builder;
 use hyper::StatusCode;
 use hyper_util::rt::{TokioExecutor, TokioIo, TokioTimer};
-use tokio::io::{AsyncRead, AsyncWrite};
 use tokio::sync::{watch, Notify};
 use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
@@ -44,9 +45,10 @@ use crate::ops::access_log::Record;
 use crate::serve::body::{self, BodyWriter, ResponseBody};
 use crate::serve::exchange::{self, Decision, Sent};
 use crate::serve::fields::{self, fields_of};
-use crate::serve::http2::returned::Returned;
+use crate::serve::http2::held::Held;
 use crate::serve::linger;
 use crate::serve::shared::{ConnectionSlot, Live, Shared};
+use crate::serve::transport::Transport;
 
 /// Streams a client may have open at once (nginx's `http2_max_concurrent_streams`).
 pub const MAX_CONCURRENT_STREAMS: u32 = 128;
@@ -119,7 +121,7 @@ pub(crate) async fn serve<S>(
     shared: Arc<Shared>,
     slot: &ConnectionSlot,
 ) where
-    S: AsyncRead + AsyncWrite + Unpin + Send + 'static,
+    S: Transport + 'static,
 {
     run(stream, peer, shared, slot, None).await;
 }
@@ -134,7 +136,7 @@ pub(crate) async fn refuse_connection<S>(
     slot: &ConnectionSlot,
     refusal: fn() -> Reply,
 ) where
-    S: AsyncRead + AsyncWrite + Unpin + Send + 'static,
+    S: Transport + 'static,
 {
     run(stream, peer, shared, slot, Some(refusal)).await;
 }
@@ -146,7 +148,7 @@ async fn run<S>(
     slot: &ConnectionSlot,
     refusal: Option<fn() -> Reply>,
 ) where
-    S: AsyncRead + AsyncWrite + Unpin + Send + 'static,
+    S: Transport + 'static,
 {
     let limits = shared.live().limits.clone();
     let (in_flight, mut streams) = watch::channel(0);
@@ -178,9 +180,9 @@ async fn run<S>(
         .max_local_error_reset_streams(MAX_LOCAL_ERROR_RESET_STREAMS)
         // Every reply carries its Date already.
         .auto_date_header(false);
-    let (stream, returned) = Returned::new(stream);
+    let held = Held::new(stream);
     let graceful = {
-        let protocol = builder.serve_connection(TokioIo::new(stream), service);
+        let protocol = builder.serve_connection(TokioIo::new(held.io()), service);
         tokio::pin!(protocol);
         // The first request must come within the header timeout, later ones within the
         // idle timeout of the last stream's end.
@@ -219,7 +221,7 @@ async fn run<S>(
                     protocol.as_mut().graceful_shutdown();
                     closing = Some(Instant::now());
                 }
-                ended = protocol.as_mut() => {
+                ended = turn(protocol.as_mut(), &held) => {
                     if let Err(error) = &ended {
                         tracing::debug!(%peer, %error, "HTTP/2 connection ended by an error");
                     }
@@ -255,22 +257,43 @@ async fn run<S>(
             }
         }
     };
-    // The protocol is dropped: hyper gave the stream back.
+    // The protocol is dropped: hyper is done with the stream.
     if graceful {
-        if let Ok(stream) = returned.await {
-            // At shutdown (or a live upgrade's hand-over) the GOAWAY may reach a client
-            // that has the end of its downloads in its socket buffer, unread (a
-            // rate-limited download): it still sends WINDOW_UPDATEs as it reads, and a
-            // socket closed under them would reset the connection and lose that end.
-            // So the connection lingers until the client closes it; the shutdown
-            // timeout bounds the wait.
-            let linger = match shared.shutdown.is_cancelled() {
-                true => SHUTDOWN_LINGER,
-                false => linger::LINGER,
-            };
-            Box::pin(linger::close_within(stream, linger)).await;
-        }
+        let stream = held.into_inner();
+        // At shutdown (or a live upgrade's hand-over) the GOAWAY may reach a client
+        // that has the end of its downloads in its socket buffer, unread (a
+        // rate-limited download): it still sends WINDOW_UPDATEs as it reads, and a
+        // socket closed under them would reset the connection and lose that end.
+        // So the connection lingers until the client closes it; the shutdown
+        // timeout bounds the wait.
+        let linger = match shared.shutdown.is_cancelled() {
+            true => SHUTDOWN_LINGER,
+            false => linger::LINGER,
+        };
+        Box::pin(linger::close_within(stream, linger)).await;
     }
+}
+
+/// Polls the connection's `protocol` (hyper's HTTP/2) for one turn, then sends what the
+/// turn wrote ([`Held`]): the responses that are ready leave together. Ready when the
+/// connection ends, or when what it wrote cannot be sent (an error of the socket).
+fn turn<'a, P, S>(
+    mut protocol: Pin<&'a mut P>,
+    held: &'a Held<S>,
+) -> impl Future<Output = Result<(), Box<dyn std::error::Error + Send + Sync>>> + 'a
+where
+    P: Future<Output = hyper::Result<()>>,
+    S: Transport,
+{
+    std::future::poll_fn(move |cx| {
+        if let Poll::Ready(ended) = protocol.as_mut().poll(cx) {
+            return Poll::Ready(ended.map_err(Into::into));
+        }
+        match held.poll_send(cx) {
+            Poll::Ready(Err(error)) => Poll::Ready(Err(error.into())),
+            Poll::Ready(Ok(())) | Poll::Pending => Poll::Pending,
+        }
+    })
 }
 
 /// Answers one request (a stream): the same decision as HTTP/1.1's, the reply's
