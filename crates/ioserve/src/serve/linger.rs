@@ -42,3 +42,30 @@ pub(crate) async fn close_within<S: AsyncRead + AsyncWrite + Unpin>(
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use tokio::io::{AsyncReadExt as _, AsyncWriteExt as _};
+
+    use super::*;
+
+    #[tokio::test]
+    async fn a_lingering_close_reads_until_the_client_closes() {
+        let (mut server, mut client) = tokio::io::duplex(64);
+        // What the server sent last (a GOAWAY), still unread by the client.
+        server.write_all(b"GOAWAY").await.unwrap();
+        let client = tokio::spawn(async move {
+            let mut goaway = [0; 6];
+            client.read_exact(&mut goaway).await.unwrap();
+            // More than the pipe holds: the close must read it, or this write blocks.
+            client.write_all(&[0; 1024]).await.unwrap();
+            goaway
+        });
+        let started = tokio::time::Instant::now();
+        // Takes the stream and drops (closes) it at the end: a client still writing
+        // then fails instead of hanging the test.
+        close(server).await;
+        assert!(started.elapsed() < LINGER, "it waited for the limit");
+        assert_eq!(&client.await.unwrap(), b"GOAWAY");
+    }
+}
