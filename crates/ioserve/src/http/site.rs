@@ -1,6 +1,7 @@
 //! The served tree as the reply sees it: the root, what may be served from it, and the
 //! open-file cache.
 
+use std::sync::Arc;
 use std::time::Duration;
 
 use crate::io::file_digests::FileDigests;
@@ -22,14 +23,17 @@ pub struct Site {
     pub precompressed: bool,
     /// The `multipart/byteranges` boundary, random per process.
     pub boundary: String,
-    /// Open files kept for reuse.
-    pub files: OpenFileCache,
+    /// Open files kept for reuse; a reload that changes neither the tree nor the
+    /// cache's settings keeps them ([`Site::keeping_files_of`]).
+    pub files: Arc<OpenFileCache>,
+    /// The settings `files` was made with.
+    cache: CacheSettings,
     /// Whole-file digests for RFC 9530 `Repr-Digest` (with `--digests`).
     pub digests: Option<FileDigests>,
 }
 
 /// Settings of the open-file cache.
-#[derive(Clone, Copy, Debug)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct CacheSettings {
     /// Shards (one per worker).
     pub workers: usize,
@@ -57,12 +61,13 @@ impl Site {
             hidden,
             precompressed: false,
             boundary: format!("ioserve-{random:016x}"),
-            files: OpenFileCache::new(
+            files: Arc::new(OpenFileCache::new(
                 cache.workers,
                 cache.capacity,
                 cache.validity,
                 cache.kept_bytes,
-            ),
+            )),
+            cache,
             digests: None,
         }
     }
@@ -75,9 +80,67 @@ impl Site {
         self
     }
 
+    /// The same site with `previous`'s open files (descriptors, mappings and kept bytes)
+    /// where both serve the same directory the same way with the same cache settings:
+    /// a reload (SIGHUP) that changes something else, such as the certificate or a
+    /// timeout, then does not send every hot path back through an open on the
+    /// blocking pool at once. Otherwise the site keeps its own empty cache.
+    pub fn keeping_files_of(mut self, previous: &Site) -> Site {
+        if self.cache == previous.cache && self.root.same_tree(&previous.root) {
+            self.files = Arc::clone(&previous.files);
+        }
+        self
+    }
+
     /// The same site, answering RFC 9530 digest requests with `digests`.
     pub fn with_digests(mut self, digests: Option<FileDigests>) -> Site {
         self.digests = digests;
         self
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn settings(validity: Duration) -> CacheSettings {
+        CacheSettings {
+            workers: 2,
+            capacity: 16,
+            validity,
+            kept_bytes: 1 << 20,
+        }
+    }
+
+    fn site(dir: &std::path::Path, follow_symlinks: bool, cache: CacheSettings) -> Site {
+        Site::new(
+            Root::open(dir, follow_symlinks).unwrap(),
+            None,
+            false,
+            cache,
+        )
+    }
+
+    #[test]
+    fn a_reload_keeps_the_open_files_only_of_the_same_tree_and_settings() {
+        let one = tempfile::tempdir().unwrap();
+        let other = tempfile::tempdir().unwrap();
+        let second = Duration::from_secs(1);
+        let previous = site(one.path(), false, settings(second));
+        let kept =
+            |next: Site| Arc::ptr_eq(&next.keeping_files_of(&previous).files, &previous.files);
+        assert!(kept(site(one.path(), false, settings(second))));
+        assert!(
+            !kept(site(other.path(), false, settings(second))),
+            "another root"
+        );
+        assert!(
+            !kept(site(one.path(), true, settings(second))),
+            "symlinks followed now"
+        );
+        assert!(
+            !kept(site(one.path(), false, settings(2 * second))),
+            "another validity"
+        );
     }
 }

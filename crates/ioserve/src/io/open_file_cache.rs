@@ -6,7 +6,11 @@
 //!   will be sent (a file rewritten in place gets its new size, mtime and ETag at once).
 //! - A path is resolved again once its entry is older than the validity (1 s by
 //!   default), so a file replaced by `rename` or deleted is seen within that time;
-//!   nginx's default for the same check is 60 s.
+//!   nginx's default for the same check is 60 s. One request resolves it (on the
+//!   blocking pool, [`OpenFileCache::lookup`]); those that come meanwhile are served
+//!   from the entry (each `fstat`s it), not sent to the pool as well: a hot path asked
+//!   for by many connections at once took a pool thread for each of them every
+//!   second, and tokio keeps the threads of such a burst while any work reaches them.
 //! - Each worker has its own shard (no lock contention between workers), a
 //!   least-recently-used list bounded in entries: a miss on a full shard drops the
 //!   least recently used file in O(1).
@@ -56,6 +60,20 @@ pub struct OpenFile {
 struct Entry {
     file: Arc<SharedFile>,
     resolved: Instant,
+    /// When a request set out to resolve the path again (the entry being stale); the
+    /// claim lapses after the validity, should that resolution never end.
+    resolving: Option<Instant>,
+}
+
+/// What [`OpenFileCache::lookup`] found for a path.
+enum Found {
+    /// Nothing cached: the path must be opened.
+    Nothing,
+    /// The cached file, to serve: fresh, or stale while another request resolves the
+    /// path again.
+    Serve(Arc<SharedFile>),
+    /// A stale entry that this request resolves again.
+    Resolve,
 }
 
 /// One worker's entries, least recently used last, keyed by the workspace's AES hash
@@ -132,14 +150,34 @@ impl OpenFileCache {
         dropped
     }
 
-    /// `relative`'s file if the cache holds it and its path needs no resolving yet
-    /// (a fresh entry): it costs an `fstat` of an open descriptor, which never waits
-    /// for the disk. `None` where [`OpenFileCache::open`] would walk the path.
+    /// `relative`'s file if the cache holds it and its path needs no resolving now (a
+    /// fresh entry, or a stale one that another request is resolving again): it costs
+    /// an `fstat` of an open descriptor, which never waits for the disk. `None` where
+    /// this request must walk the path with [`OpenFileCache::open`]: nothing cached,
+    /// or a stale entry, which this request then claims.
     pub fn lookup(&self, worker: usize, relative: &Path) -> Option<io::Result<OpenFile>> {
-        match self.entry(worker, relative, Instant::now())? {
-            (file, true) => Some(file.fstat().map(|meta| OpenFile { file, meta })),
-            (_, false) => None,
+        match self.find(worker, relative, Instant::now()) {
+            Found::Serve(file) => Some(file.fstat().map(|meta| OpenFile { file, meta })),
+            Found::Nothing | Found::Resolve => None,
         }
+    }
+
+    /// `relative`'s entry in `worker`'s shard as of `now`, claiming a stale one that no
+    /// request is resolving yet.
+    fn find(&self, worker: usize, relative: &Path, now: Instant) -> Found {
+        let Some(shard) = self.shards.get(worker % self.shards.len().max(1)) else {
+            return Found::Nothing;
+        };
+        let mut entries = shard.lock().unwrap_or_else(|e| e.into_inner());
+        let Some(entry) = entries.get_mut(relative) else {
+            return Found::Nothing;
+        };
+        let fresh = |since: Instant| now.saturating_duration_since(since) < self.validity;
+        if fresh(entry.resolved) || entry.resolving.is_some_and(fresh) {
+            return Found::Serve(Arc::clone(&entry.file));
+        }
+        entry.resolving = Some(now);
+        Found::Resolve
     }
 
     /// `relative`'s cached file in `worker`'s shard, and whether its path was resolved
@@ -171,7 +209,18 @@ impl OpenFileCache {
             }
             stale => stale.map(|(file, _)| file),
         };
-        let opened = Self::open_uncached(root, relative, self.kept.as_ref())?;
+        let opened = match Self::open_uncached(root, relative, self.kept.as_ref()) {
+            Ok(opened) => opened,
+            Err(error) => {
+                // The path no longer opens (deleted, say): its stale entry, which
+                // lookups would serve while this request held the claim, goes.
+                shard
+                    .lock()
+                    .unwrap_or_else(|e| e.into_inner())
+                    .pop(relative);
+                return Err(error);
+            }
+        };
         let Opened::File(mut open) = opened else {
             shard
                 .lock()
@@ -193,6 +242,7 @@ impl OpenFileCache {
             Entry {
                 file: Arc::clone(&open.file),
                 resolved: now,
+                resolving: None,
             },
         );
         Ok(Opened::File(open))
@@ -290,6 +340,63 @@ mod tests {
             return;
         }
         panic!("in 10 attempts, no rename was looked up within the {VALIDITY:?} validity");
+    }
+
+    #[test]
+    fn one_request_resolves_a_stale_path_and_the_others_are_served_meanwhile() {
+        const VALIDITY: Duration = Duration::from_secs(60);
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::write(dir.path().join("a"), b"hot").unwrap();
+        let root = Root::open(dir.path(), false).unwrap();
+        let cache = OpenFileCache::new(1, 8, VALIDITY, 0);
+        let before = Instant::now();
+        let first = file(cache.open(0, &root, Path::new("a")));
+        let stale = before + VALIDITY + Duration::from_secs(1);
+        let served = |found: Found| match found {
+            Found::Serve(file) => Arc::ptr_eq(&file, &first.file),
+            Found::Nothing | Found::Resolve => false,
+        };
+        assert!(matches!(
+            cache.find(0, Path::new("a"), stale),
+            Found::Resolve
+        ));
+        // Everyone else, while that request walks the path: the entry, not the pool.
+        for later in 0..3 {
+            let now = stale + Duration::from_millis(later);
+            assert!(
+                served(cache.find(0, Path::new("a"), now)),
+                "sent to the pool"
+            );
+        }
+        // A resolution that never ended gives its claim up after the validity.
+        let lapsed = stale + VALIDITY + Duration::from_secs(1);
+        assert!(matches!(
+            cache.find(0, Path::new("a"), lapsed),
+            Found::Resolve
+        ));
+        assert!(matches!(
+            cache.find(0, Path::new("b"), stale),
+            Found::Nothing
+        ));
+    }
+
+    #[test]
+    fn a_stale_entry_whose_path_no_longer_opens_is_dropped() {
+        const VALIDITY: Duration = Duration::from_millis(50);
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::write(dir.path().join("a"), b"gone soon").unwrap();
+        let root = Root::open(dir.path(), false).unwrap();
+        let cache = OpenFileCache::new(1, 8, VALIDITY, 0);
+        file(cache.open(0, &root, Path::new("a")));
+        std::fs::remove_file(dir.path().join("a")).unwrap();
+        // sleep never returns early: the entry is stale after it.
+        std::thread::sleep(VALIDITY + Duration::from_millis(30));
+        assert!(cache.lookup(0, Path::new("a")).is_none(), "claimed");
+        let error = cache.open(0, &root, Path::new("a")).unwrap_err();
+        assert_eq!(error.kind(), io::ErrorKind::NotFound);
+        // Not served from the entry that the claim would otherwise keep serving.
+        assert!(cache.lookup(0, Path::new("a")).is_none());
+        assert_eq!(cache.len(0), 0);
     }
 
     #[test]

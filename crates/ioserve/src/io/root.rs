@@ -82,6 +82,14 @@ impl Root {
         })
     }
 
+    /// Whether `other` is the same directory (device and inode), resolved under the
+    /// same symlink policy: files opened beneath one are what the other would open.
+    pub fn same_tree(&self, other: &Root) -> bool {
+        let identity = |root: &Root| rustix::fs::fstat(&root.dir).map(|st| (st.st_dev, st.st_ino));
+        self.follow_symlinks == other.follow_symlinks
+            && matches!((identity(self), identity(other)), (Ok(a), Ok(b)) if a == b)
+    }
+
     /// How this root resolves paths.
     pub fn resolver(&self) -> Resolver {
         self.resolver

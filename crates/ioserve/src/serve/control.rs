@@ -255,7 +255,12 @@ fn reload_configuration(shared: &Shared, reload: &mut Reload) {
             return tracing::error!(%error, "SIGHUP: the configuration is invalid; keeping the one in force")
         }
     };
-    let built = match reload::build(&config, reload.descriptor_limit, reload.acme.as_ref()) {
+    let built = match reload::build(
+        &config,
+        reload.descriptor_limit,
+        reload.acme.as_ref(),
+        Some(&shared.live().site),
+    ) {
         Ok(built) => built,
         Err(error) => {
             return tracing::error!(%error, "SIGHUP: cannot apply the configuration; keeping the one in force")

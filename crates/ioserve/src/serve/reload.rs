@@ -40,11 +40,14 @@ pub(crate) struct Built {
 }
 
 /// Builds the settings of `config` for a process with this many descriptors allowed,
-/// whose ACME certificate (if it has one: it belongs to the process) `acme` presents.
+/// whose ACME certificate (if it has one: it belongs to the process) `acme` presents;
+/// on a reload, `previous` is the site in force, whose open files are kept where the
+/// tree and the cache's settings are unchanged ([`Site::keeping_files_of`]).
 pub(crate) fn build(
     config: &Config,
     descriptor_limit: u64,
     acme: Option<&Arc<AcmeTls>>,
+    previous: Option<&Site>,
 ) -> Result<Built, ServerError> {
     let root =
         Root::open(&config.root, config.follow_symlinks).map_err(|source| ServerError::Root {
@@ -88,6 +91,10 @@ pub(crate) fn build(
         true => Some(FileDigests::new().map_err(ServerError::Worker)?),
         false => None,
     });
+    let site = match previous {
+        Some(previous) => site.keeping_files_of(previous),
+        None => site,
+    };
     let auth = match &config.auth_file {
         Some(path) => Some(Arc::new(Auth::load(path, &config.auth_realm)?)),
         None => None,
@@ -265,7 +272,7 @@ mod tests {
         let mut bad = config(&[]);
         bad.root = "/no/such/root".into();
         assert!(matches!(
-            build(&bad, 1 << 20, None),
+            build(&bad, 1 << 20, None, None),
             Err(ServerError::Root { .. })
         ));
     }

@@ -108,7 +108,7 @@ impl Server {
             )),
             None => None,
         };
-        let built = reload::build(config, descriptor_limit, acme_tls.as_ref())?;
+        let built = reload::build(config, descriptor_limit, acme_tls.as_ref(), None)?;
         let (upgraded_serve, upgraded_metrics, upgraded_redirect, upgraded_quic) = match upgraded {
             Some(passed) => (
                 Some(passed.serve),
