@@ -430,9 +430,12 @@ fn a_flood_of_initials_from_many_ports_is_retried_and_a_polite_client_is_served(
     for (socket, initial) in sockets.iter().zip(&initials) {
         socket.send_to(initial, server.addr).unwrap();
     }
+    // Starved, it would wait for the flood's handshakes to time out (tens of seconds);
+    // served at once, it takes a debug build's handshake and request: under 0.1 s alone,
+    // over a second beside seven other tests on two CPUs. The bound is starvation's.
     let took = runtime().block_on(polite_get(server.addr, &ca));
     assert!(
-        took < Duration::from_secs(1),
+        took < Duration::from_secs(5),
         "the polite client waited {took:?}"
     );
     let retried = crate::support::wait_for_metric(&server, "ioserve_quic_retries_total", |n| n > 0);
