@@ -189,6 +189,30 @@ pub(crate) const STEP: usize = 16 * LANES;
 /// implementation with wider AES instructions may do two lanes per instruction, with
 /// the same values.
 pub(crate) trait Steps<B: Block> {
+    /// A key of 17 to 64 bytes, up to [`hash_medium`]'s keyed round: two blocks (the
+    /// first and the last 16 bytes, overlapping) or four (the first and the last 32),
+    /// each a lane of its own ([`one_block`]), met `aesenc(a, b)` (four lanes:
+    /// `aesenc(aesenc(a, b), aesenc(c, d))`).
+    ///
+    /// # Safety
+    /// As for [`Steps::eight_met`].
+    #[inline(always)]
+    unsafe fn medium_met(bytes: &[u8], k: &[B; 4]) -> B {
+        let len = bytes.len();
+        // SAFETY: the caller guarantees B's instructions exist.
+        unsafe {
+            if len <= 32 {
+                one_block(bytes, k, 0, 0).aesenc(one_block(bytes, k, 1, len - 16))
+            } else {
+                let a = one_block(bytes, k, 0, 0);
+                let b = one_block(bytes, k, 1, 16);
+                let c = one_block(bytes, k, 2, len - 32);
+                let d = one_block(bytes, k, 3, len - 16);
+                a.aesenc(b).aesenc(c.aesenc(d))
+            }
+        }
+    }
+
     /// A key of 65 to 128 bytes: the first 64 bytes into lanes 0-3 and the last 64
     /// into lanes 4-7 (overlapping), each lane its one block ([`one_block`]), met
     /// ([`combine8`]).
@@ -294,7 +318,7 @@ pub(crate) unsafe fn hash<B: Block, S: Steps<B>>(bytes: &[u8], keys: Keys, tweak
         if len <= 16 {
             hash_short(bytes, keys.short_seed(), tweak)
         } else if len <= 64 {
-            hash_medium::<B>(bytes, keys, tweak)
+            hash_medium::<B, S>(bytes, keys, tweak)
         } else {
             hash_long::<B, S>(bytes, keys, tweak)
         }
@@ -320,8 +344,8 @@ unsafe fn round_keys<B: Block>(keys: Keys, tweak: u64) -> [B; 4] {
 
 /// [`hash`] of 17 to 64 bytes: two or four blocks, each a lane of its own given two
 /// keyed rounds ([`one_block`]); the lanes then meet with one round each,
-/// `aesenc(a, b)` (four lanes: `aesenc(aesenc(a, b), aesenc(c, d))`), and one keyed
-/// round follows. Small enough to be called in line where the build enables AES (a
+/// `aesenc(a, b)` (four lanes: `aesenc(aesenc(a, b), aesenc(c, d))`, `S`'s
+/// [`Steps::medium_met`]), and one keyed round follows. Small enough to be called in line where the build enables AES (a
 /// `HashMap`'s `hash_one` stays in line around it); longer keys are a call.
 ///
 /// One round per meeting, as in [`combine2`] (but its own tree, lane `i` meeting lane
@@ -332,31 +356,21 @@ unsafe fn round_keys<B: Block>(keys: Keys, tweak: u64) -> [B; 4] {
 /// three-round trail has nine active S-boxes or more, so probability 2^-54 or less,
 /// by AES's wide trail bound). With two rounds per meeting the 33-64-byte path was
 /// seven dependent rounds deep and 0.8x ahash's AES path at 64 bytes; now five (four
-/// at 17-32 bytes). Two lanes per VAES instruction here measured no faster: the
-/// extract and insert between 128 and 256 bits cost what the saved instructions
-/// gained, and lengthen the chain.
+/// at 17-32 bytes).
 ///
 /// # Safety
-/// The CPU must support `B`'s instructions.
+/// The CPU must support `B`'s and `S`'s instructions.
 #[inline(always)]
-pub(crate) unsafe fn hash_medium<B: Block>(bytes: &[u8], keys: Keys, tweak: u64) -> u64 {
-    let len = bytes.len();
-    debug_assert!((17..=64).contains(&len));
-    // SAFETY: the caller guarantees B's instructions exist; every other operation in
-    // this block is safe Rust.
+pub(crate) unsafe fn hash_medium<B: Block, S: Steps<B>>(
+    bytes: &[u8],
+    keys: Keys,
+    tweak: u64,
+) -> u64 {
+    debug_assert!((17..=64).contains(&bytes.len()));
+    // SAFETY: the caller guarantees B's and S's instructions exist.
     unsafe {
         let k: [B; 4] = round_keys(keys, tweak);
-        let s = if len <= 32 {
-            one_block(bytes, &k, 0, 0).aesenc(one_block(bytes, &k, 1, len - 16))
-        } else {
-            // The first 32 bytes and the last 32, overlapping.
-            let a = one_block(bytes, &k, 0, 0);
-            let b = one_block(bytes, &k, 1, 16);
-            let c = one_block(bytes, &k, 2, len - 32);
-            let d = one_block(bytes, &k, 3, len - 16);
-            a.aesenc(b).aesenc(c.aesenc(d))
-        };
-        fold(s.aesenc(k[0]))
+        finish(S::medium_met(bytes, &k), k[0])
     }
 }
 
@@ -382,7 +396,7 @@ pub(crate) unsafe fn hash_long<B: Block, S: Steps<B>>(bytes: &[u8], keys: Keys, 
             let last = bytes[len - STEP..].try_into().expect("STEP bytes");
             S::lanes_met(len, &bytes[..whole], last, &k)
         };
-        fold(s.aesenc(k[0]))
+        finish(s, k[0])
     }
 }
 
@@ -531,14 +545,18 @@ unsafe fn combine16<B: Block>(l: [B; 16]) -> B {
     }
 }
 
-/// 128 bits to 64 by a folded multiply of the halves (not their XOR, which keeps any
-/// difference that is equal in both halves from the last round's structure).
+/// The last keyed round, `aesenc(s, k0)`, and its 128 bits to 64 by a folded multiply
+/// of the halves XOR digits of π (not the halves' XOR, which keeps any difference
+/// that is equal in both halves from the last round's structure). The digits are
+/// XORed into the round's key, which is the same (a round's key is XORed into its
+/// output last) and leaves one operation fewer between the round and the multiply,
+/// the key being ready long before.
 ///
 /// # Safety
 /// The CPU must support `B`'s instructions.
 #[inline(always)]
-unsafe fn fold<B: Block>(s: B) -> u64 {
+unsafe fn finish<B: Block>(s: B, k0: B) -> u64 {
     // SAFETY: the caller guarantees B's instructions exist.
-    let (low, high) = unsafe { s.halves() };
-    folded_multiply(low ^ PI[5], high ^ PI[6])
+    let (low, high) = unsafe { s.aesenc(k0.xor(B::from_halves(PI[5], PI[6]))).halves() };
+    folded_multiply(low, high)
 }

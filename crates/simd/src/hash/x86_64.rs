@@ -1,6 +1,6 @@
 //! AES-NI: the block is an `__m128i`, the round `aesenc`; with VAES, keys of more
-//! than 64 bytes run two lanes per 256-bit `vaesenc` (the long loop, and the one-block
-//! lanes of 65 to 256 bytes: 1.1-1.2x faster at 128 and 256 bytes than one lane per
+//! than 16 bytes run two lanes per 256-bit `vaesenc` (the long loop, and the one-block
+//! lanes of 17 to 256 bytes: 1.1-1.2x faster at 128 and 256 bytes than one lane per
 //! `aesenc`, on Zen 3).
 
 use core::arch::x86_64::*;
@@ -158,7 +158,10 @@ impl PairKeys {
     }
 }
 
-/// The last meeting of every tree: the two lanes of the last pair, `aesenc(low, high)`.
+/// The last meeting of every tree: the two lanes of the last pair, `aesenc(low, high)`,
+/// computed as `aesenc(low, 0) ^ high` (a round's key is XORed into its output last),
+/// so that the round runs while the high half is extracted (three cycles) instead of
+/// after.
 ///
 /// # Safety
 /// The CPU must support AVX2 and AES-NI.
@@ -166,7 +169,8 @@ impl PairKeys {
 unsafe fn halves_met(pair: __m256i) -> AesNi {
     // SAFETY: the caller guarantees AVX2 and AES-NI.
     unsafe {
-        AesNi(_mm256_castsi256_si128(pair)).aesenc(AesNi(_mm256_extracti128_si256::<1>(pair)))
+        let low = _mm_aesenc_si128(_mm256_castsi256_si128(pair), _mm_setzero_si128());
+        AesNi(_mm_xor_si128(low, _mm256_extracti128_si256::<1>(pair)))
     }
 }
 
@@ -216,18 +220,30 @@ impl Steps<AesNi> for VaesPairs {
         // STEP-byte step at 32·m < STEP (loadu has no alignment requirement).
         unsafe {
             let keys = PairKeys::new(k);
+            // Pair m's blocks of `step` after their own keyed round.
+            let own = |step: &[u8], m: usize| {
+                let blocks = _mm256_loadu_si256(step[32 * m..].as_ptr().cast());
+                _mm256_aesenc_epi128(
+                    _mm256_xor_si256(blocks, keys.block[m % 2]),
+                    keys.round[m % 2],
+                )
+            };
+            // The first step's round on the lanes, `aesenc(start, own)`, is
+            // `aesenc(start, 0) ^ own` (a round's key is XORed into its output last):
+            // the starts' round runs while the first blocks are loaded and take theirs,
+            // and the chain waits one XOR for them instead of a round.
             let mut pairs = [_mm256_setzero_si256(); LANES / 2];
             for (m, pair) in pairs.iter_mut().enumerate() {
-                *pair = keys.start(m, len);
+                *pair = _mm256_aesenc_epi128(keys.start(m, len), _mm256_setzero_si256());
             }
-            for step in whole.chunks_exact(STEP).chain([&last[..]]) {
+            let mut steps = whole.chunks_exact(STEP).chain([&last[..]]);
+            let first = steps.next().expect("at least the last step");
+            for (m, pair) in pairs.iter_mut().enumerate() {
+                *pair = _mm256_xor_si256(*pair, own(first, m));
+            }
+            for step in steps {
                 for (m, pair) in pairs.iter_mut().enumerate() {
-                    let blocks = _mm256_loadu_si256(step[32 * m..].as_ptr().cast());
-                    let own = _mm256_aesenc_epi128(
-                        _mm256_xor_si256(blocks, keys.block[m % 2]),
-                        keys.round[m % 2],
-                    );
-                    *pair = _mm256_aesenc_epi128(*pair, own);
+                    *pair = _mm256_aesenc_epi128(*pair, own(step, m));
                 }
             }
             // algorithm::last_round: lane i's round with k[(i + 1) % 4].
@@ -260,8 +276,9 @@ unsafe fn pairs_met([p0, p1, p2, p3, p4, p5, p6, p7]: [__m256i; LANES / 2]) -> A
     }
 }
 
-/// The hash of more than 16 bytes with AES-NI, for builds that enable AES at compile
-/// time (`-C target-cpu=native`, `-C target-feature=+aes`): 17 to 64 bytes in line,
+/// The hash of more than 16 bytes with AES-NI (and VAES where the build enables it),
+/// for builds that enable AES at compile time (`-C target-cpu=native`, `-C
+/// target-feature=+aes`): 17 to 64 bytes in line,
 /// without the dispatcher's indirect call, which at 17-64 bytes costs as much as the
 /// hashing; longer keys through a direct call ([`hash_compiled_long`]), so that the
 /// caller's code stays small enough for `BuildHasher::hash_one` to be in line (with
@@ -271,9 +288,10 @@ unsafe fn pairs_met([p0, p1, p2, p3, p4, p5, p6, p7]: [__m256i; LANES / 2]) -> A
 #[inline(always)]
 pub(super) fn hash_compiled(bytes: &[u8], keys: Keys, tweak: u64) -> u64 {
     if bytes.len() <= 64 {
-        // SAFETY: the build enables AES-NI (and SSE2, x86_64's baseline) in every
-        // function, so the program only runs on CPUs that have them.
-        unsafe { algorithm::hash_medium::<AesNi>(bytes, keys, tweak) }
+        // SAFETY: the build enables AES-NI (and SSE2, x86_64's baseline; AVX2 and
+        // VAES where CompiledSteps is VaesPairs) in every function, so the program
+        // only runs on CPUs that have them.
+        unsafe { algorithm::hash_medium::<AesNi, CompiledSteps>(bytes, keys, tweak) }
     } else {
         hash_compiled_long(bytes, keys, tweak)
     }
