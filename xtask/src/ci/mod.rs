@@ -195,8 +195,8 @@ pub(crate) fn run() -> Result<()> {
     // HTTP/3 clients' and h2spec's requests, the smokes' short loads, the live upgrade's
     // and the soak's load, testssl.sh's handshakes, pebble's validations, the small
     // guests, Miri's interpreter) run on a thread beside the multi-core guests and the
-    // aarch64 builds, with both CPUs busy throughout. None of them judges a margin that a busy neighbour could
-    // move (the smokes fail only when nothing is served).
+    // aarch64 builds, with both CPUs busy throughout. None of them judges a margin that
+    // a busy neighbour could move (the smokes fail only when nothing is served).
     let one_core = {
         let (ioserve, packaged) = (ioserve.clone(), packaged.clone());
         // cargo test built it.

@@ -189,30 +189,6 @@ pub(crate) const STEP: usize = 16 * LANES;
 /// implementation with wider AES instructions may do two lanes per instruction, with
 /// the same values.
 pub(crate) trait Steps<B: Block> {
-    /// A key of 17 to 64 bytes, up to [`hash_medium`]'s keyed round: two blocks (the
-    /// first and the last 16 bytes, overlapping) or four (the first and the last 32),
-    /// each a lane of its own ([`one_block`]), met `aesenc(a, b)` (four lanes:
-    /// `aesenc(aesenc(a, b), aesenc(c, d))`).
-    ///
-    /// # Safety
-    /// As for [`Steps::eight_met`].
-    #[inline(always)]
-    unsafe fn medium_met(bytes: &[u8], k: &[B; 4]) -> B {
-        let len = bytes.len();
-        // SAFETY: the caller guarantees B's instructions exist.
-        unsafe {
-            if len <= 32 {
-                one_block(bytes, k, 0, 0).aesenc(one_block(bytes, k, 1, len - 16))
-            } else {
-                let a = one_block(bytes, k, 0, 0);
-                let b = one_block(bytes, k, 1, 16);
-                let c = one_block(bytes, k, 2, len - 32);
-                let d = one_block(bytes, k, 3, len - 16);
-                a.aesenc(b).aesenc(c.aesenc(d))
-            }
-        }
-    }
-
     /// A key of 65 to 128 bytes: the first 64 bytes into lanes 0-3 and the last 64
     /// into lanes 4-7 (overlapping), each lane its one block ([`one_block`]), met
     /// ([`combine8`]).
@@ -318,7 +294,7 @@ pub(crate) unsafe fn hash<B: Block, S: Steps<B>>(bytes: &[u8], keys: Keys, tweak
         if len <= 16 {
             hash_short(bytes, keys.short_seed(), tweak)
         } else if len <= 64 {
-            hash_medium::<B, S>(bytes, keys, tweak)
+            hash_medium::<B>(bytes, keys, tweak)
         } else {
             hash_long::<B, S>(bytes, keys, tweak)
         }
@@ -344,8 +320,8 @@ unsafe fn round_keys<B: Block>(keys: Keys, tweak: u64) -> [B; 4] {
 
 /// [`hash`] of 17 to 64 bytes: two or four blocks, each a lane of its own given two
 /// keyed rounds ([`one_block`]); the lanes then meet with one round each,
-/// `aesenc(a, b)` (four lanes: `aesenc(aesenc(a, b), aesenc(c, d))`, `S`'s
-/// [`Steps::medium_met`]), and one keyed round follows. Small enough to be called in line where the build enables AES (a
+/// `aesenc(a, b)` (four lanes: `aesenc(aesenc(a, b), aesenc(c, d))`), and one keyed
+/// round follows. Small enough to be called in line where the build enables AES (a
 /// `HashMap`'s `hash_one` stays in line around it); longer keys are a call.
 ///
 /// One round per meeting, as in [`combine2`] (but its own tree, lane `i` meeting lane
@@ -356,21 +332,33 @@ unsafe fn round_keys<B: Block>(keys: Keys, tweak: u64) -> [B; 4] {
 /// three-round trail has nine active S-boxes or more, so probability 2^-54 or less,
 /// by AES's wide trail bound). With two rounds per meeting the 33-64-byte path was
 /// seven dependent rounds deep and 0.8x ahash's AES path at 64 bytes; now five (four
-/// at 17-32 bytes).
+/// at 17-32 bytes). Two lanes per VAES instruction here (lanes 0 and 2 in one
+/// register, 1 and 3 in another: 7 AES instructions where there are 11) measured
+/// faster over thousands of keys and slower on one key in a loop, the table's bench:
+/// the inserts and the extract between 128 and 256 bits lengthen the chain (the
+/// crate's README has the figures).
 ///
 /// # Safety
-/// The CPU must support `B`'s and `S`'s instructions.
+/// The CPU must support `B`'s instructions.
 #[inline(always)]
-pub(crate) unsafe fn hash_medium<B: Block, S: Steps<B>>(
-    bytes: &[u8],
-    keys: Keys,
-    tweak: u64,
-) -> u64 {
-    debug_assert!((17..=64).contains(&bytes.len()));
-    // SAFETY: the caller guarantees B's and S's instructions exist.
+pub(crate) unsafe fn hash_medium<B: Block>(bytes: &[u8], keys: Keys, tweak: u64) -> u64 {
+    let len = bytes.len();
+    debug_assert!((17..=64).contains(&len));
+    // SAFETY: the caller guarantees B's instructions exist; every other operation in
+    // this block is safe Rust.
     unsafe {
         let k: [B; 4] = round_keys(keys, tweak);
-        finish(S::medium_met(bytes, &k), k[0])
+        let s = if len <= 32 {
+            one_block(bytes, &k, 0, 0).aesenc(one_block(bytes, &k, 1, len - 16))
+        } else {
+            // The first 32 bytes and the last 32, overlapping.
+            let a = one_block(bytes, &k, 0, 0);
+            let b = one_block(bytes, &k, 1, 16);
+            let c = one_block(bytes, &k, 2, len - 32);
+            let d = one_block(bytes, &k, 3, len - 16);
+            a.aesenc(b).aesenc(c.aesenc(d))
+        };
+        finish(s, k[0])
     }
 }
 

@@ -1,6 +1,6 @@
 //! AES-NI: the block is an `__m128i`, the round `aesenc`; with VAES, keys of more
-//! than 16 bytes run two lanes per 256-bit `vaesenc` (the long loop, and the one-block
-//! lanes of 17 to 256 bytes: 1.1-1.2x faster at 128 and 256 bytes than one lane per
+//! than 64 bytes run two lanes per 256-bit `vaesenc` (the long loop, and the one-block
+//! lanes of 65 to 256 bytes: 1.1-1.2x faster at 128 and 256 bytes than one lane per
 //! `aesenc`, on Zen 3).
 
 use core::arch::x86_64::*;
@@ -276,9 +276,8 @@ unsafe fn pairs_met([p0, p1, p2, p3, p4, p5, p6, p7]: [__m256i; LANES / 2]) -> A
     }
 }
 
-/// The hash of more than 16 bytes with AES-NI (and VAES where the build enables it),
-/// for builds that enable AES at compile time (`-C target-cpu=native`, `-C
-/// target-feature=+aes`): 17 to 64 bytes in line,
+/// The hash of more than 16 bytes with AES-NI, for builds that enable AES at compile
+/// time (`-C target-cpu=native`, `-C target-feature=+aes`): 17 to 64 bytes in line,
 /// without the dispatcher's indirect call, which at 17-64 bytes costs as much as the
 /// hashing; longer keys through a direct call ([`hash_compiled_long`]), so that the
 /// caller's code stays small enough for `BuildHasher::hash_one` to be in line (with
@@ -288,10 +287,9 @@ unsafe fn pairs_met([p0, p1, p2, p3, p4, p5, p6, p7]: [__m256i; LANES / 2]) -> A
 #[inline(always)]
 pub(super) fn hash_compiled(bytes: &[u8], keys: Keys, tweak: u64) -> u64 {
     if bytes.len() <= 64 {
-        // SAFETY: the build enables AES-NI (and SSE2, x86_64's baseline; AVX2 and
-        // VAES where CompiledSteps is VaesPairs) in every function, so the program
-        // only runs on CPUs that have them.
-        unsafe { algorithm::hash_medium::<AesNi, CompiledSteps>(bytes, keys, tweak) }
+        // SAFETY: the build enables AES-NI (and SSE2, x86_64's baseline) in every
+        // function, so the program only runs on CPUs that have them.
+        unsafe { algorithm::hash_medium::<AesNi>(bytes, keys, tweak) }
     } else {
         hash_compiled_long(bytes, keys, tweak)
     }
