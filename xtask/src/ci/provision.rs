@@ -2,9 +2,9 @@
 //! own while the first stages (fmt, clippy, the module check, the publishable
 //! libraries) compile, since they need none of it: the Debian packages of every stage
 //! in one apt-get run, the arm64 cross toolchain and libraries, the rustup toolchains
-//! (simd's MSRV, nightly with Miri and Miri's sysroot) and the aarch64 target, the Go programs
-//! (actionlint, h2spec, pebble), the HTTP/3 clients' modules (quic-go, aioquic),
-//! cargo-deb, and ntpd-rs (timeserve's second NTS client, compiled here: 55 s of a
+//! (simd's MSRV, nightly with Miri and Miri's sysroot) and the aarch64 target, the Go
+//! programs (actionlint, h2spec, pebble), the HTTP/3 clients' modules (quic-go,
+//! aioquic), cargo-deb, and ntpd-rs (timeserve's second NTS client, compiled here: 55 s of a
 //! core, beside clippy).
 //!
 //! One after the other between the stages, these took 6 minutes of a fresh 2-core
