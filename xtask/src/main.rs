@@ -275,7 +275,7 @@ pub(crate) enum Task {
     /// traced with probe syscalls --comm must make clock_gettime syscalls only under
     /// hpet and acpi_pm, CachedClock is timed against Instant::now, and probe's BPF
     /// programs must load and count exactly on that kernel (part of ci)
-    ClockVm,
+    ClockVm(clock_vm::Options),
     /// simd, numa, probe and ioserve on Debian's arm64 kernel (qemu TCG)
     ///
     /// Boot Debian's arm64 kernel under qemu-system-aarch64 (TCG, virt, -cpu max, two
@@ -322,7 +322,7 @@ fn main() -> ExitCode {
         Task::Packages => ci::install_packages(),
         Task::Fuzz { seconds } => ci::fuzz::run(seconds),
         Task::NumaVm(binary) => numa_vm::run(&binary),
-        Task::ClockVm => clock_vm::run(),
+        Task::ClockVm(options) => clock_vm::run(&options),
         Task::Arm64Vm => arm64_vm::run().map(drop),
         Task::TlsVm(binary) => tls_vm::run(&binary),
         Task::FaultsVm(binary) => faults_vm::run(&binary),

@@ -54,8 +54,28 @@ pub(crate) const GUEST_CLOCK_CALLS: u32 = 2000;
 const GO_TRACE_SECONDS: u32 = 2;
 const GO_MAX_SECONDS: u32 = 120;
 
+/// Which probe the x86_64 guests run.
+#[derive(clap::Args, Debug, Default, Clone)]
+pub(crate) struct Options {
+    /// Run probe and probe-calibrate from this directory (a release or packaged
+    /// build's) instead of building the debug ones
+    #[arg(long = "probe-dir", value_name = "DIR")]
+    probe_dir: Option<PathBuf>,
+}
+
+impl Options {
+    /// probe and probe-calibrate from `dir` (what `cargo xtask ci` has just packaged:
+    /// building probe alone again would resolve its dependencies' features anew and
+    /// compile them once more, 34 s of both cores in CI).
+    pub(crate) fn probe_in(dir: &Path) -> Options {
+        Options {
+            probe_dir: Some(dir.to_path_buf()),
+        }
+    }
+}
+
 /// Boots one guest per clocksource and checks each.
-pub(crate) fn run() -> Result<()> {
+pub(crate) fn run(options: &Options) -> Result<()> {
     ensure!(
         cfg!(target_arch = "x86_64"),
         "clock-vm boots x86_64 guests with x86_64 binaries: run it on x86_64"
@@ -63,7 +83,7 @@ pub(crate) fn run() -> Result<()> {
     let arch = Arch::X86_64;
     arch.ensure_tools()?;
     let kernel = guest::debian_kernel(arch)?;
-    let probe = ProbeBinaries::build_for_x86_64()?;
+    let probe = ProbeBinaries::for_x86_64(options.probe_dir.as_deref())?;
     let clock_cost = clock_cost()?;
     let gotime = go_program()?;
     let mut checks = Checks::new("clock-vm");
@@ -132,13 +152,31 @@ pub(crate) struct ProbeBinaries {
 }
 
 impl ProbeBinaries {
+    /// The programs, as cargo names them.
+    const NAMES: [&'static str; 2] = ["probe", "probe-calibrate"];
+
     /// The cargo arguments that select them.
     pub(crate) const ARGS: &'static [&'static str] = &["--package", "ioserve-probe", "--bins"];
 
-    /// The host's build, for x86_64 guests (aarch64 guests get theirs from arm64-vm's
-    /// one static build of every guest program, through [`ProbeBinaries::at`]).
-    pub(crate) fn build_for_x86_64() -> Result<ProbeBinaries> {
-        let dir = guest::host_build("probe", ProbeBinaries::ARGS)?;
+    /// The host's programs, for x86_64 guests: those in `dir`, or the debug build,
+    /// built now (aarch64 guests get theirs from arm64-vm's one static build of every
+    /// guest program, through [`ProbeBinaries::at`]).
+    pub(crate) fn for_x86_64(dir: Option<&Path>) -> Result<ProbeBinaries> {
+        let dir = match dir {
+            Some(dir) => {
+                for name in Self::NAMES {
+                    let program = dir.join(name);
+                    ensure!(
+                        program.is_file(),
+                        "--probe-dir {}: no {name} in it; give the directory of a build \
+                         of ioserve-probe's programs (probe and probe-calibrate)",
+                        dir.display()
+                    );
+                }
+                dir.to_path_buf()
+            }
+            None => guest::host_build("probe", ProbeBinaries::ARGS)?,
+        };
         Ok(ProbeBinaries::at(Arch::X86_64, &dir))
     }
 
@@ -152,7 +190,7 @@ impl ProbeBinaries {
     }
 
     pub(crate) fn add_to(&self, initramfs: &mut Initramfs) -> Result<()> {
-        for name in ["probe", "probe-calibrate"] {
+        for name in Self::NAMES {
             match self.arch {
                 Arch::X86_64 => initramfs.host_program(name, &self.dir.join(name))?,
                 Arch::Aarch64 => initramfs.program(name, &self.dir.join(name))?,
