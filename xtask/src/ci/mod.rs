@@ -513,9 +513,9 @@ pub(crate) fn ensure_miri() -> Result<()> {
 }
 
 /// Builds Miri's sysroot (the standard library for the interpreter) when it is not
-/// built yet: `cargo miri test` would build it first (37 s of a core here, 2026-11-30),
-/// at the end of a fresh host's run, where the thread that runs Miri is the last to
-/// finish; [`provision`] builds it at the start instead, beside clippy.
+/// built yet: `cargo miri test` would build it first (37 s of a core here, 2026-11-30)
+/// at the lowest CPU priority, where it could wait for idle time until the run's end;
+/// [`provision`] builds it at the start instead, beside clippy.
 pub(crate) fn ensure_miri_sysroot() -> Result<()> {
     let mut setup = Command::new("rustup");
     setup
