@@ -74,6 +74,27 @@ pub(crate) fn cargo(args: &[&str]) -> Command {
     command
 }
 
+/// `command` at the lowest CPU priority (`nice -n 19`, with the same arguments,
+/// environment and directory): it then takes only the CPU time that every other process
+/// leaves idle, for work CI runs beside stages that do not keep both CPUs busy.
+pub(crate) fn at_lowest_priority(command: &Command) -> Command {
+    let mut niced = Command::new("nice");
+    niced
+        .args(["-n", "19"])
+        .arg(command.get_program())
+        .args(command.get_args());
+    for (name, value) in command.get_envs() {
+        match value {
+            Some(value) => niced.env(name, value),
+            None => niced.env_remove(name),
+        };
+    }
+    if let Some(dir) = command.get_current_dir() {
+        niced.current_dir(dir);
+    }
+    niced
+}
+
 /// Runs a command with inherited output; an error names the step and its exit status.
 pub(crate) fn step(name: &str, mut command: Command) -> Result<()> {
     eprintln!("xtask: {name}");
@@ -249,6 +270,38 @@ fn go_bin_dir(gobin: &str, gopath: &str) -> Option<PathBuf> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_lowest_priority_keeps_the_command_whole() {
+        let mut command = Command::new("cargo");
+        command
+            .args(["test", "--package", "ioserve-simd"])
+            .env("RUSTFLAGS", "-C target-cpu=native")
+            .env_remove("CARGO_ENCODED_RUSTFLAGS")
+            .current_dir("/tmp");
+        let niced = at_lowest_priority(&command);
+        assert_eq!(niced.get_program(), "nice");
+        let args: Vec<_> = niced.get_args().collect();
+        assert_eq!(
+            args,
+            ["-n", "19", "cargo", "test", "--package", "ioserve-simd"]
+        );
+        let envs: Vec<_> = niced.get_envs().collect();
+        assert_eq!(
+            envs,
+            [
+                ("CARGO_ENCODED_RUSTFLAGS".as_ref(), None),
+                ("RUSTFLAGS".as_ref(), Some("-C target-cpu=native".as_ref())),
+            ]
+        );
+        assert_eq!(niced.get_current_dir(), Some(Path::new("/tmp")));
+        // nice runs it: the program's own exit status comes back.
+        let mut fails = at_lowest_priority(Command::new("false").arg("ignored"));
+        assert!(!fails.status().expect("nice runs").success());
+        let mut niceness = at_lowest_priority(&Command::new("nice"));
+        let out = niceness.output().expect("nice runs");
+        assert_eq!(String::from_utf8_lossy(&out.stdout).trim(), "19");
+    }
 
     #[test]
     fn the_target_directory_comes_from_cargo_metadata() {
