@@ -19,7 +19,7 @@ use std::path::PathBuf;
 use std::process::Command;
 use std::time::{Duration, Instant};
 
-use anyhow::{Context as _, Result};
+use anyhow::{ensure, Context as _, Result};
 
 use crate::guests::{arm64_vm, clock_vm, faults_vm, systemd_vm, tls_vm};
 use crate::util::beside::Beside;
@@ -139,7 +139,7 @@ pub(crate) fn run() -> Result<()> {
         ensure_rustup_components(&["rustfmt", "clippy"])?;
         step("cargo fmt", cargo(&["fmt", "--all", "--", "--check"]))
     })?;
-    let provisioning = provision::start();
+    let (provisioning, miri_installed) = provision::start();
     stages.time("clippy and modules", || {
         step(
             "cargo clippy",
@@ -159,20 +159,30 @@ pub(crate) fn run() -> Result<()> {
         modules::run()
     })?;
     stages.time("publishable libraries", publishable)?;
-    stages.time("provisioning finished", || provisioning.result())?;
-    // Miri interprets simd's scalar paths for about 140 s of one core. At the lowest
-    // CPU priority from here on, it takes only what the stages leave idle (the packages'
-    // lintian and dpkg, numa-vm, cargo test's run), instead of a core of its own at the
-    // end, where it was the last check to finish (2026-11-30: done during the packages,
-    // and the run 1410 s instead of 1618 s, with clock-vm's packaged probe).
-    let miri = stages.time("miri started", || Ok(Beside::start("miri", miri)))?;
-    stages.time("workflows", workflows::lint)?;
+    // Miri interprets simd's scalar paths for about 140 s of one core. Once its toolchain
+    // is in, it runs at the lowest CPU priority, taking only what the stages leave idle
+    // (the packages' lintian and dpkg, numa-vm, cargo test's run), instead of a core of
+    // its own at the end, where it was the last check to finish (2026-11-30: done
+    // during the packages, and the run 1410 s instead of 1618 s, with clock-vm's
+    // packaged probe).
+    let miri = Beside::start("miri", move || {
+        ensure!(
+            miri_installed.reached(),
+            "the provisioning ended before Miri's toolchain was installed"
+        );
+        miri()
+    });
+    let provisioning = stages.time("provisioning's packages installed", || {
+        provisioning.packages_installed()
+    })?;
     stages.time("bpf objects", || bpf::run(&bpf::Options { check: true }))?;
     // The packages first: the checks that serve (numa-vm, the browser, ACME, h2spec,
     // testssl.sh, tls-vm) run the packaged ioserve instead of building a debug one
     // each, whose dependencies' features resolve differently from `cargo test`'s.
     let packaged = stages.time("packages built and installed", crate::release::dist::ci)?;
     let ioserve = IoserveBinary::at(&packaged.join("ioserve"));
+    stages.time("provisioning finished", || provisioning.result())?;
+    stages.time("workflows", workflows::lint)?;
     // ACME's renewal scenario waits out 60-second certificates for minutes: it runs
     // beside the stages that follow, and is joined before the report.
     let acme_renewal = stages.time("acme renewal started", || {
@@ -229,7 +239,10 @@ pub(crate) fn run() -> Result<()> {
                 beside.time("soak (2 minutes)", || crate::operations::soak::ci(&served))?;
                 beside.time("testssl.sh", || testssl::run(&ioserve))?;
                 beside.time("acme", || crate::acme::ci(&served))?;
-                // The small guests (tls-vm runs on the main thread: see there).
+                // The small guests. While Miri ran on this thread, tls-vm ran on the
+                // main one, whose guests this thread outlasted by 100 s; without Miri
+                // it ended 87 s before them (2026-11-30).
+                beside.time("tls-vm", || tls_vm::run(&ioserve))?;
                 beside.time("faults-vm", || faults_vm::run(&ioserve))?;
                 beside.time("systemd-vm", || {
                     systemd_vm::upgrade_under_systemd(&served, &debug)
@@ -241,10 +254,6 @@ pub(crate) fn run() -> Result<()> {
     stages.time("clock-vm", || {
         clock_vm::run(&clock_vm::Options::probe_in(&packaged))
     })?;
-    // A small guest on this thread rather than beside: the one-core checks ran 100 s
-    // past the guests here, with one CPU idle meanwhile (2026-11-30: 689 s beside,
-    // 586 s here; tls-vm takes about 50 s).
-    stages.time("tls-vm", || tls_vm::run(&ioserve))?;
     // Every build script's first run for aarch64 (probe's, which makes the skeletons
     // of the committed BPF objects, and libbpf-sys's C build) is in this check.
     stages.time("aarch64 check", || {
