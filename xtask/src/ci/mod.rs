@@ -204,15 +204,18 @@ pub(crate) fn run() -> Result<()> {
     let test_env = [probe_env, &[("RUST_TEST_THREADS", TEST_THREADS)]].concat();
     // simd's native build (about 60 s of CPU, in a target directory of its own) at the
     // lowest priority beside cargo test, whose run left 0.6 of a CPU idle for 140 s
-    // with Miri done by then (2026-11-30).
+    // with Miri done by then (2026-11-30, paired: cargo test's run took 141 s alone,
+    // 146 and 138 s with the native build and tests from nothing beside it, which
+    // finished inside both).
     let simd_native = Beside::start("simd for this CPU", simd_for_this_cpu);
     let mut totals = stages.time("cargo test", || {
         cargo_test(&["test", "--workspace"], &test_env)
     })?;
-    let (simd_totals, simd_took) =
-        stages.time("simd for this CPU finished", || Ok(simd_native.finish()))?;
-    stages.add_beside_job("simd for this CPU (lowest priority)", simd_took);
-    totals.add(&simd_totals.context("simd for this CPU")?);
+    totals.add(&stages.join(
+        "simd for this CPU finished",
+        "simd for this CPU (lowest priority)",
+        simd_native,
+    )?);
     stages.time("hash quality", hash_quality::ci_embedding_checks)?;
     // Checks that use about one core (the packaged server under the browser's, the
     // HTTP/3 clients' and h2spec's requests, the smokes' short loads, the live upgrade's
@@ -263,9 +266,7 @@ pub(crate) fn run() -> Result<()> {
     let (outcome, beside) = stages.time("one-core checks finished", || one_core.result())?;
     stages.add_beside(beside);
     outcome?;
-    let (miri_totals, miri_took) = stages.time("miri finished", || Ok(miri.finish()))?;
-    stages.add_beside_job("miri (lowest priority)", miri_took);
-    totals.add(&miri_totals.context("miri")?);
+    totals.add(&stages.join("miri finished", "miri (lowest priority)", miri)?);
     stages.time("acme renewal finished", || acme_renewal.result())?;
     stages.report();
     // The closing line: the sum over every test binary and doc-test run.
@@ -347,9 +348,18 @@ impl Stages {
         );
     }
 
-    /// Keeps the time of a job that ran beside the stages, named `name`.
-    fn add_beside_job(&mut self, name: &'static str, took: Duration) {
-        self.took.push((name, took, None, true));
+    /// Waits for `job`, which ran beside the stages: the wait is stage `waited`, the
+    /// job's own time is kept as `ran` (beside), and its result is returned, an error
+    /// naming `ran`.
+    fn join<T: Send + 'static>(
+        &mut self,
+        waited: &'static str,
+        ran: &'static str,
+        job: Beside<T>,
+    ) -> Result<T> {
+        let (result, took) = self.time(waited, || Ok(job.finish()))?;
+        self.took.push((ran, took, None, true));
+        result.context(ran)
     }
 
     /// Prints each stage's time and the total (the stages that ran beside the others
