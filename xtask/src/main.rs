@@ -18,6 +18,7 @@
 //! cargo xtask tls-vm             ioserve's kTLS on Debian's 6.1 kernel (tls.ko)
 //! cargo xtask faults-vm          ioserve on a disk that returns EIO under a file (6.1, dm error)
 //! cargo xtask systemd-vm         the live upgrade under systemd as PID 1 (MAINPID= followed)
+//! cargo xtask c100k-vm           loadtest --c100k's 100,000 connections in a 6.1 guest
 //! cargo xtask bench [--quick]    criterion benches + Go peers -> target/bench-report
 //! cargo xtask bench-compare      criterion's latest run against a saved baseline
 //! cargo xtask cross [--smoke]    aarch64 binaries and bench executables in a tarball
@@ -61,7 +62,7 @@ use std::process::ExitCode;
 
 use clap::{Parser, Subcommand};
 
-use crate::guests::{arm64_vm, clock_vm, faults_vm, numa_vm, systemd_vm, tls_vm};
+use crate::guests::{arm64_vm, c100k_vm, clock_vm, faults_vm, numa_vm, systemd_vm, tls_vm};
 use crate::load::{loadtest, probe_overhead, udpload};
 use crate::release::cross;
 use crate::util::ioserve_process::IoserveBinary;
@@ -313,6 +314,19 @@ pub(crate) enum Task {
     /// restarted), the old process exit, the new build serve, `systemctl reload` reach
     /// it and `systemctl stop` stop it (part of ci)
     SystemdVm(systemd_vm::Options),
+    /// The c100k scenario with every connection held, on Debian's 6.1 kernel (qemu TCG)
+    ///
+    /// `loadtest --c100k` in a guest of its own, where it may raise every limit that
+    /// 100,000 connections need (a host's hard open-file limit can be below them):
+    /// Debian's kernel under qemu-system-x86_64 (TCG, two CPUs) with this xtask, the
+    /// release ioserve and the host's nginx; writes target/c100k-vm/c100k.{md,json}.
+    /// The counts and the memory per connection are the guest kernel's and the
+    /// servers'; its times are emulation's (installs qemu-system-x86, busybox-static,
+    /// nginx)
+    C100kVm(c100k_vm::Options),
+    /// The c100k scenario inside c100k-vm's guest (run there by c100k-vm)
+    #[command(hide = true)]
+    C100kGuest(c100k_vm::GuestArgs),
 }
 
 fn main() -> ExitCode {
@@ -327,6 +341,8 @@ fn main() -> ExitCode {
         Task::TlsVm(binary) => tls_vm::run(&binary),
         Task::FaultsVm(binary) => faults_vm::run(&binary),
         Task::SystemdVm(options) => systemd_vm::run(&options),
+        Task::C100kVm(options) => c100k_vm::run(&options),
+        Task::C100kGuest(args) => c100k_vm::in_guest(&args),
         Task::Vmlinux { btf } => ci::bpf::vmlinux(&btf),
         Task::Bpf(options) => ci::bpf::run(&options),
         Task::HashQuality(options) => ci::hash_quality::run(&options),

@@ -1,5 +1,5 @@
 //! What every qemu guest of xtask shares (numa-vm, clock-vm, arm64-vm, tls-vm, faults-vm,
-//! systemd-vm): Debian's
+//! systemd-vm, c100k-vm): Debian's
 //! kernel for an architecture, statically linked guest programs, an initramfs with
 //! busybox-static whose init runs a fixed list of commands between markers on the
 //! serial console and powers off, booting under TCG, and the console cut back into
@@ -20,6 +20,7 @@ use std::time::{Duration, Instant};
 use anyhow::{bail, ensure, Context as _, Result};
 
 pub(crate) mod arm64_vm;
+pub(crate) mod c100k_vm;
 pub(crate) mod clock_vm;
 mod cpio;
 pub(crate) mod faults_vm;

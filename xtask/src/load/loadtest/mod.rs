@@ -430,8 +430,11 @@ pub fn run(options: &Options) -> Result<()> {
             connections: options.connections,
             hold: std::time::Duration::from_secs(options.duration),
             only: options.only.clone(),
+            command: c100k::command_line(),
+            at_once: c100k::CONNECTING_AT_ONCE,
         };
-        return c100k::run(&scenario, &www, &out);
+        let ioserve = crate::util::target_dir()?.join("release/ioserve");
+        return c100k::run(&scenario, &ioserve, &www, &out);
     }
     let specs = select(servers(), &options.only)?
         .into_iter()
@@ -600,6 +603,37 @@ pub(crate) fn c100k_ci(ioserve: &Path) -> Result<()> {
     let www = out.join("www");
     prepare_files(&www, &FILES[..2])?;
     c100k::smoke(ioserve, &www, &out)
+}
+
+/// This run's command line as typed (`cargo xtask` and its arguments), as a c100k
+/// report names it.
+pub(crate) fn c100k_command_line() -> String {
+    c100k::command_line()
+}
+
+/// The c100k scenario where `cargo xtask c100k-vm` runs it, in a guest with no cargo:
+/// `connections` held at once for `hold` against `ioserve` (a release build) and the
+/// nginx on PATH, the served files and the report (c100k.md and c100k.json) under
+/// `out`, which the report says `command` asked for; `at_once` connections connecting
+/// at a time.
+pub(crate) fn c100k_in_guest(
+    connections: usize,
+    hold: std::time::Duration,
+    at_once: usize,
+    ioserve: &Path,
+    out: &Path,
+    command: &str,
+) -> Result<()> {
+    let www = out.join("www");
+    prepare_files(&www, &FILES)?;
+    let scenario = c100k::Scenario {
+        connections,
+        hold,
+        only: Vec::new(),
+        command: command.to_string(),
+        at_once,
+    };
+    c100k::run(&scenario, ioserve, &www, out)
 }
 
 /// CI's smoke of the per-round judgement: one short round of the workloads that

@@ -238,8 +238,19 @@ impl Sizing {
 
     /// Seconds an idle connection is kept (nginx's `keepalive_timeout`, which HTTP/2
     /// uses too; ioserve's `--idle-timeout`): longer than opening and holding the
-    /// c100k scenario's connections takes, so that no server closes them while held.
-    pub(crate) const IDLE_TIMEOUT_S: u64 = 600;
+    /// c100k scenario's connections takes, so that no server closes them while held
+    /// (an hour: in `cargo xtask c100k-vm`'s guest, under emulation, the full mix of
+    /// 100,000 took 13 minutes to open, and 600 s would have closed the first while
+    /// the last were opening).
+    pub(crate) const IDLE_TIMEOUT_S: u64 = 3600;
+
+    /// Seconds a connection may take to send its first request head, or to finish its
+    /// TLS handshake: nginx's default `client_header_timeout` (which its TLS handshake
+    /// also keeps to), given to ioserve's `--header-timeout` (10 s by default), so
+    /// that both servers wait alike for a client that is slow to start. Under
+    /// emulation the c100k client, busy with hundreds of TLS handshakes, left some
+    /// plain connections more than 10 s between their connect and their request.
+    pub(crate) const HEADER_TIMEOUT_S: u64 = 60;
 
     /// The sizing for `connections` held at once.
     pub(crate) fn for_connections(connections: usize) -> Sizing {
@@ -416,7 +427,11 @@ pub(super) fn start_built(
             if let Some(sizing) = spec.sized_for.map(Sizing::for_connections) {
                 command
                     .args(["--max-connections", &sizing.connections.to_string()])
-                    .args(["--idle-timeout", &format!("{}s", Sizing::IDLE_TIMEOUT_S)]);
+                    .args(["--idle-timeout", &format!("{}s", Sizing::IDLE_TIMEOUT_S)])
+                    .args([
+                        "--header-timeout",
+                        &format!("{}s", Sizing::HEADER_TIMEOUT_S),
+                    ]);
             }
             if let Some(pair) = &spec.tls {
                 command
@@ -622,7 +637,7 @@ mod tests {
         let conf = nginx_conf(dir, www, addr, false, None, None, Some(sizing));
         for line in [
             "worker_rlimit_nofile 202048;\nevents { worker_connections 101024; }",
-            "keepalive_timeout 600s;",
+            "keepalive_timeout 3600s;",
         ] {
             assert!(conf.contains(line), "{line}: {conf}");
         }

@@ -21,8 +21,10 @@ use super::mix::{interleaved, source_address, Kind};
 use super::outcome::Outcome;
 use super::polite::{self, Polite, POLITE_EVERY};
 
-/// Connections connecting and waiting for their answer at once.
-const CONNECTING_AT_ONCE: usize = 256;
+/// Connections connecting and waiting for their answer at once, unless the scenario
+/// says otherwise (`cargo xtask c100k-vm`'s guest, whose emulated CPUs take tens of
+/// milliseconds per TLS handshake, has fewer wait their turn).
+pub(crate) const CONNECTING_AT_ONCE: usize = 256;
 
 /// How long a batch may go without any connection answered, refused or failed before
 /// the rest of it is given up (counted as failed): a server that stops accepting
@@ -120,7 +122,7 @@ impl Holding {
 
 /// What the connection tasks of one [`Client::open`] share.
 struct Shared {
-    /// Turns to connect: [`CONNECTING_AT_ONCE`], closed when the batch is given up.
+    /// Turns to connect: the client's `at_once`, closed when the batch is given up.
     permits: Arc<Semaphore>,
     /// Where each task reports how asking went.
     report: mpsc::UnboundedSender<Opening>,
@@ -142,18 +144,22 @@ pub(crate) struct Client {
     descriptors: Arc<Semaphore>,
     /// What a connection that finds no descriptor left is told.
     no_descriptor: Arc<str>,
+    /// Connections connecting and waiting for their answer at once.
+    at_once: usize,
 }
 
 impl Client {
     /// A client trusting the certificate in `certificate` (PEM) for HTTPS, whose slow
     /// downloads ask for `download_path`, `per_address` connections from each source
     /// address, at most as many connections open at once as the open-file limit
-    /// `descriptor_limit` leaves beside [`RESERVED_DESCRIPTORS`].
+    /// `descriptor_limit` leaves beside [`RESERVED_DESCRIPTORS`], and `at_once` of
+    /// them connecting and waiting for their answer at a time.
     pub(crate) fn new(
         certificate: &Path,
         download_path: &str,
         per_address: usize,
         descriptor_limit: u64,
+        at_once: usize,
     ) -> Result<Client> {
         let runtime = tokio::runtime::Builder::new_multi_thread()
             .worker_threads(2)
@@ -182,11 +188,12 @@ impl Client {
                  {RESERVED_DESCRIPTORS} of them kept for the rest of xtask"
             )
             .into(),
+            at_once: at_once.max(1),
         })
     }
 
     /// Opens every connection of `batches`, the kinds interleaved,
-    /// [`CONNECTING_AT_ONCE`] at a time, from source addresses in turn; returns once each has been answered or has failed
+    /// the client's `at_once` at a time, from source addresses in turn; returns once each has been answered or has failed
     /// (or the batch was given up, [`MOST_SILENCE`]), with the answered ones held.
     /// Says on stderr how long it took and, for connections not answered, the first
     /// reasons.
@@ -196,7 +203,7 @@ impl Client {
         let (abandon, abandoned) = watch::channel(false);
         let (report, mut reports) = mpsc::unbounded_channel();
         let shared = Shared {
-            permits: Arc::new(Semaphore::new(CONNECTING_AT_ONCE)),
+            permits: Arc::new(Semaphore::new(self.at_once)),
             report,
             abandoned,
             stopped,

@@ -33,6 +33,7 @@ use anyhow::{bail, Context as _, Result};
 use super::memory::{growth_per_connection, settled_anon_kib};
 use super::servers::{c100k_servers, select, start_built, Running, ServerSpec};
 use crate::util::certificate;
+pub(super) use client::CONNECTING_AT_ONCE;
 use client::{Batch, Client};
 use mix::{Kind, Mix};
 use report::{KindCounts, KindMemory, MixRun, Report, ServerFigures};
@@ -58,22 +59,26 @@ pub(crate) struct Scenario {
     pub hold: Duration,
     /// Only these servers (as `--only` picks them).
     pub only: Vec<String>,
+    /// The command line that asked for it, as the report says it.
+    pub command: String,
+    /// Connections connecting and waiting for their answer at once.
+    pub at_once: usize,
 }
 
-/// Runs the scenario against the servers (ioserve's release build and the files in
-/// `www` are ready) and writes `out`/c100k.md and `out`/c100k.json.
-pub(crate) fn run(scenario: &Scenario, www: &Path, out: &Path) -> Result<()> {
-    let ioserve = crate::util::target_dir()?.join("release/ioserve");
+/// Runs the scenario against the servers (`ioserve`, a release build, and the files
+/// in `www` are ready) and writes `out`/c100k.md and `out`/c100k.json.
+pub(crate) fn run(scenario: &Scenario, ioserve: &Path, www: &Path, out: &Path) -> Result<()> {
     let mix = Mix::of(scenario.connections);
     let specs = select(c100k_servers(mix.total()), &scenario.only)?;
     let measured = Measured {
-        command: command_line(),
+        command: scenario.command.clone(),
+        at_once: scenario.at_once,
         mix,
         hold: scenario.hold,
         download: "/1g.bin",
         memory: true,
     };
-    let (report, _) = measure(&measured, &specs, &ioserve, www, out)?;
+    let (report, _) = measure(&measured, &specs, ioserve, www, out)?;
     let md = report::render(&report, PEER, OURS);
     println!("{md}");
     write_report(&report, &md, out)
@@ -101,6 +106,7 @@ pub(crate) fn smoke(ioserve: &Path, www: &Path, out: &Path) -> Result<()> {
     let mix = Mix::of(SMOKE_CONNECTIONS);
     let measured = Measured {
         command: "cargo xtask ci: the c100k smoke".into(),
+        at_once: client::CONNECTING_AT_ONCE,
         mix,
         hold: SMOKE_HOLD,
         // Read at 64 KiB/s, 8 MiB lasts two minutes: past the smoke's hold.
@@ -125,6 +131,8 @@ pub(crate) fn smoke(ioserve: &Path, www: &Path, out: &Path) -> Result<()> {
 struct Measured {
     /// The command line that asked for it, as the report says it.
     command: String,
+    /// Connections connecting and waiting for their answer at once.
+    at_once: usize,
     /// The full mix.
     mix: Mix,
     /// How long the full mix is held.
@@ -154,6 +162,7 @@ fn measure(
         measured.download,
         host.per_address,
         host.descriptors,
+        measured.at_once,
     )?;
     let pairs: Vec<(&ServerSpec, ServerSpec)> =
         specs.iter().map(|s| (s, s.over_https(&pair))).collect();
@@ -201,6 +210,7 @@ fn measure(
         mix: measured.mix,
         hold_s: measured.hold.as_secs_f64(),
         download: measured.download.to_string(),
+        at_once: measured.at_once,
         cpus: std::thread::available_parallelism().map_or(1, |n| n.get()),
         kernel: fs::read_to_string("/proc/sys/kernel/osrelease")
             .unwrap_or_default()
@@ -285,7 +295,7 @@ fn full_mix(client: &Client, servers: (&Running, &Running), measured: &Measured)
 }
 
 /// This run's command line as typed: `cargo xtask` and its arguments.
-fn command_line() -> String {
+pub(crate) fn command_line() -> String {
     let args: Vec<String> = std::env::args().skip(1).collect();
     format!("cargo xtask {}", args.join(" "))
 }

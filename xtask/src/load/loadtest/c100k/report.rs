@@ -115,6 +115,8 @@ pub(crate) struct Report {
     pub hold_s: f64,
     /// The path the slow downloads asked for.
     pub download: String,
+    /// Connections the client had connecting and waiting for their answer at once.
+    pub at_once: usize,
     /// CPUs of the host.
     pub cpus: usize,
     /// The kernel's release.
@@ -253,8 +255,8 @@ pub(crate) fn render(report: &Report, peer: &str, ours: &str) -> String {
          4 KiB), {} HTTP/2 over TLS (one GET of 4 KiB, the other streams unused), {} slow \
          downloads of {} (16 KiB receive buffer, read at 64 KiB/s), and a polite client \
          asking for 4 KiB every {} ms during a hold of {:.0} s. From {} source address(es) \
-         in 127.0.0.0/8 (up to {} connections each; ephemeral ports {}-{}); open-file \
-         limit {} ({} wanted); {} CPUs, kernel {}.",
+         in 127.0.0.0/8 (up to {} connections each; ephemeral ports {}-{}), {} \
+         connecting at a time; open-file limit {} ({} wanted); {} CPUs, kernel {}.",
         mix.total(),
         mix.idle_http1,
         mix.http2,
@@ -266,6 +268,7 @@ pub(crate) fn render(report: &Report, peer: &str, ours: &str) -> String {
         host.per_address,
         host.ephemeral_ports.0,
         host.ephemeral_ports.1,
+        report.at_once,
         host.descriptors,
         host.descriptors_wanted,
         report.cpus,
@@ -420,6 +423,7 @@ mod tests {
             command: "cargo xtask loadtest --c100k --connections 100".into(),
             mix: Mix::of(100),
             hold_s: 20.0,
+            at_once: 256,
             download: "/1g.bin".into(),
             cpus: 2,
             kernel: "6.18.0".into(),
@@ -505,7 +509,7 @@ mod tests {
         );
         for line in [
             "c100k: 100 connections held at once: 90 idle HTTP/1.1 keep-alive",
-            "From 1 source address(es) in 127.0.0.0/8 (up to 9410 connections each; ephemeral ports 32768-60999); open-file limit 1048576 (7124 wanted)",
+            "From 1 source address(es) in 127.0.0.0/8 (up to 9410 connections each; ephemeral ports 32768-60999), 256 connecting at a time; open-file limit 1048576 (7124 wanted)",
             "Raised for the run: net.core.somaxconn: 4096 -> 65535.",
             "### ioserve-sendfile\n",
             "| memory | idle HTTP/1.1 | 100 | 480 | 0.89x | 100 | 100 | 0 | 0 | 0 |",
