@@ -62,6 +62,14 @@ pub(crate) struct Options {
     /// The guest's memory in MiB [default: 3 GiB and 64 KiB per connection]
     #[arg(long, value_name = "MIB", value_parser = clap::value_parser!(u64).range(1024..=262_144))]
     memory: Option<u64>,
+    /// Only these servers (comma-separated, as `loadtest --only` picks them: nginx,
+    /// ioserve-sendfile)
+    #[arg(long, value_name = "NAMES", value_delimiter = ',')]
+    only: Vec<String>,
+    /// The full mix alone, without each kind's memory per connection first (which
+    /// takes the guest about as long as the mix)
+    #[arg(long)]
+    mix_only: bool,
 }
 
 /// What the hidden `c100k-guest` task, run inside the guest, is told.
@@ -85,6 +93,12 @@ pub(crate) struct GuestArgs {
     /// The host's command line, for the report.
     #[arg(long)]
     command: String,
+    /// Only these servers.
+    #[arg(long, value_delimiter = ',')]
+    only: Vec<String>,
+    /// The full mix alone.
+    #[arg(long)]
+    mix_only: bool,
 }
 
 /// `cargo xtask c100k-vm`: builds ioserve, boots the guest, and writes and prints the
@@ -137,17 +151,26 @@ pub(crate) fn run(options: &Options) -> Result<()> {
         !command.contains('\''),
         "the command line ({command}) has a single quote, which the guest's script cannot carry"
     );
+    let mut guest_task = format!(
+        "xtask c100k-guest --connections {} --duration {} --at-once {} \
+         --ioserve /bin/ioserve --out {GUEST_OUT} --command '{command}'",
+        options.connections, options.duration, options.at_once
+    );
+    if let Some(bad) = options.only.iter().find(|name| {
+        name.is_empty() || !name.chars().all(|c| c.is_ascii_alphanumeric() || c == '-')
+    }) {
+        bail!("--only {bad:?}: a server's name is letters, digits and dashes (nginx, ioserve-sendfile)");
+    }
+    if !options.only.is_empty() {
+        guest_task.push_str(&format!(" --only {}", options.only.join(",")));
+    }
+    if options.mix_only {
+        guest_task.push_str(" --mix-only");
+    }
     let mut script = Script::default();
     script
         .run("kernel", "uname -r")
-        .run(
-            "c100k",
-            &format!(
-                "xtask c100k-guest --connections {} --duration {} --at-once {} \
-                 --ioserve /bin/ioserve --out {GUEST_OUT} --command '{command}'",
-                options.connections, options.duration, options.at_once
-            ),
-        )
+        .run("c100k", &guest_task)
         .run("report", &format!("cat {GUEST_OUT}/c100k.md"))
         // The JSON ends without a newline, which the section's end marker needs.
         .run("json", &format!("sh -c 'cat {GUEST_OUT}/c100k.json; echo'"))
@@ -206,14 +229,15 @@ pub(crate) fn run(options: &Options) -> Result<()> {
 /// The hidden `c100k-guest` task: the scenario inside the guest, where there is no
 /// cargo and no repository.
 pub(crate) fn in_guest(args: &GuestArgs) -> Result<()> {
-    crate::load::loadtest::c100k_in_guest(
-        usize::try_from(args.connections)?,
-        Duration::from_secs(args.duration),
-        usize::try_from(args.at_once)?,
-        &args.ioserve,
-        &args.out,
-        &args.command,
-    )
+    let scenario = crate::load::loadtest::C100kScenario {
+        connections: usize::try_from(args.connections)?,
+        hold: Duration::from_secs(args.duration),
+        only: args.only.clone(),
+        command: args.command.clone(),
+        at_once: usize::try_from(args.at_once)?,
+        memory: !args.mix_only,
+    };
+    crate::load::loadtest::c100k_in_guest(&scenario, &args.ioserve, &args.out)
 }
 
 /// The guest's memory in MiB for `connections` held at once, unless `--memory` gave it.
@@ -266,12 +290,17 @@ mod tests {
         assert_eq!(guest_mib(&small), 3 * 1024 + 625);
         let told = parse(&["--memory", "4096"]).unwrap();
         assert_eq!(guest_mib(&told), 4096);
+        assert!(defaults.only.is_empty() && !defaults.mix_only);
+        let picked = parse(&["--only", "ioserve-sendfile,nginx", "--mix-only"]).unwrap();
+        assert_eq!(picked.only, ["ioserve-sendfile", "nginx"]);
+        assert!(picked.mix_only);
         for bad in [
             &["--connections", "999"][..],
             &["--connections", "400001"],
             &["--duration", "0"],
             &["--memory", "512"],
             &["--at-once", "0"],
+            &["--mix-only", "yes"],
         ] {
             assert!(parse(bad).is_err(), "{bad:?}");
         }

@@ -28,6 +28,7 @@ use serde::Serialize;
 use crate::util::{ensure_packages, on_path, project_root, step};
 
 mod c100k;
+pub(crate) use c100k::Scenario as C100kScenario;
 mod cold;
 mod h2load;
 mod h3;
@@ -432,6 +433,7 @@ pub fn run(options: &Options) -> Result<()> {
             only: options.only.clone(),
             command: c100k::command_line(),
             at_once: c100k::CONNECTING_AT_ONCE,
+            memory: true,
         };
         let ioserve = crate::util::target_dir()?.join("release/ioserve");
         return c100k::run(&scenario, &ioserve, &www, &out);
@@ -612,28 +614,12 @@ pub(crate) fn c100k_command_line() -> String {
 }
 
 /// The c100k scenario where `cargo xtask c100k-vm` runs it, in a guest with no cargo:
-/// `connections` held at once for `hold` against `ioserve` (a release build) and the
-/// nginx on PATH, the served files and the report (c100k.md and c100k.json) under
-/// `out`, which the report says `command` asked for; `at_once` connections connecting
-/// at a time.
-pub(crate) fn c100k_in_guest(
-    connections: usize,
-    hold: std::time::Duration,
-    at_once: usize,
-    ioserve: &Path,
-    out: &Path,
-    command: &str,
-) -> Result<()> {
+/// `scenario` against `ioserve` (a release build) and the nginx on PATH, the served
+/// files and the report (c100k.md and c100k.json) under `out`.
+pub(crate) fn c100k_in_guest(scenario: &C100kScenario, ioserve: &Path, out: &Path) -> Result<()> {
     let www = out.join("www");
     prepare_files(&www, &FILES)?;
-    let scenario = c100k::Scenario {
-        connections,
-        hold,
-        only: Vec::new(),
-        command: command.to_string(),
-        at_once,
-    };
-    c100k::run(&scenario, ioserve, &www, out)
+    c100k::run(scenario, ioserve, &www, out)
 }
 
 /// CI's smoke of the per-round judgement: one short round of the workloads that

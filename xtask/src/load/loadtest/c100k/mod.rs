@@ -63,6 +63,8 @@ pub(crate) struct Scenario {
     pub command: String,
     /// Connections connecting and waiting for their answer at once.
     pub at_once: usize,
+    /// Whether each kind's memory per connection is measured before the full mix.
+    pub memory: bool,
 }
 
 /// Runs the scenario against the servers (`ioserve`, a release build, and the files
@@ -76,7 +78,7 @@ pub(crate) fn run(scenario: &Scenario, ioserve: &Path, www: &Path, out: &Path) -
         mix,
         hold: scenario.hold,
         download: "/1g.bin",
-        memory: true,
+        memory: scenario.memory,
     };
     let (report, _) = measure(&measured, &specs, ioserve, www, out)?;
     let md = report::render(&report, PEER, OURS);
