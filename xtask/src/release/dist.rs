@@ -574,9 +574,19 @@ fn installed_status(deb: &str) -> Result<Option<String>> {
     .then_some(status))
 }
 
+/// The options the packaged ioserve compiles into jemalloc (`ioserve::jemalloc`'s
+/// `malloc_conf`), each as jemalloc's statistics print it once taken, or as they
+/// print it where the kernel has nothing to set (no transparent huge pages): an
+/// option the installed jemalloc does not know is dropped with a warning, and the
+/// server would run on the default.
+const JEMALLOC_OPTIONS: [&[&str]; 2] = [
+    &["opt.background_thread: true"],
+    &["opt.thp: \"never\"", "opt.thp: \"not supported\""],
+];
+
 /// The packaged ioserve allocates with jemalloc (its feature `jemalloc`): asked by
-/// `MALLOC_CONF` to print its statistics at exit, jemalloc does, and its package is a
-/// dependency of the binary.
+/// `MALLOC_CONF` to print its statistics at exit, jemalloc does, with the options
+/// ioserve sets in effect, and its package is a dependency of the binary.
 fn check_jemalloc(ioserve: &Path) -> Result<()> {
     let output = Command::new(ioserve)
         .arg("--version")
@@ -589,6 +599,14 @@ fn check_jemalloc(ioserve: &Path) -> Result<()> {
         "{} does not allocate with jemalloc (no statistics under MALLOC_CONF=stats_print:true)",
         ioserve.display()
     );
+    for option in JEMALLOC_OPTIONS {
+        ensure!(
+            option.iter().any(|shown| said.contains(shown)),
+            "{}: jemalloc's statistics do not show `{}`, which ioserve sets",
+            ioserve.display(),
+            option[0]
+        );
+    }
     Ok(())
 }
 
