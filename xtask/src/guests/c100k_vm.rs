@@ -170,6 +170,9 @@ pub(crate) fn run(options: &Options) -> Result<()> {
     let mut script = Script::default();
     script
         .run("kernel", "uname -r")
+        // Debian's kernel backs anonymous memory with huge pages `always`: what the
+        // servers' memory per connection is measured under.
+        .run("thp", "cat /sys/kernel/mm/transparent_hugepage/enabled")
         .run("c100k", &guest_task)
         .run("report", &format!("cat {GUEST_OUT}/c100k.md"))
         // The JSON ends without a newline, which the section's end marker needs.
@@ -193,6 +196,11 @@ pub(crate) fn run(options: &Options) -> Result<()> {
     };
     let sections = machine.boot("c100k-vm", &kernel, &initramfs.finish(&script))?;
     let kernel_release = sections.ok("kernel").map_err(anyhow::Error::msg)?.join(" ");
+    let huge_pages = sections
+        .ok("thp")
+        .ok()
+        .and_then(|lines| lines.iter().find_map(|line| thp_mode(line)))
+        .unwrap_or("unknown");
     if let Err(why) = sections.ok("c100k") {
         bail!("the c100k scenario failed in the guest: {why}");
     }
@@ -204,8 +212,8 @@ pub(crate) fn run(options: &Options) -> Result<()> {
     let out = target_dir()?.join("c100k-vm");
     fs::create_dir_all(&out).with_context(|| format!("cannot create {}", out.display()))?;
     let md = format!(
-        "In a qemu guest (TCG, 2 CPUs, {memory} MiB) on Debian's kernel {kernel_release}: \
-         the counts and the memory per connection are that kernel's and the servers' \
+        "In a qemu guest (TCG, 2 CPUs, {memory} MiB) on Debian's kernel {kernel_release} \
+         (transparent huge pages: {huge_pages}): the counts and the memory per connection are that kernel's and the servers' \
          own; the times (the polite client's latencies) are emulation's, many times \
          slower than the host's CPU.\n\n{report}\n"
     );
@@ -238,6 +246,15 @@ pub(crate) fn in_guest(args: &GuestArgs) -> Result<()> {
         memory: !args.mix_only,
     };
     crate::load::loadtest::c100k_in_guest(&scenario, &args.ioserve, &args.out)
+}
+
+/// The mode the kernel's transparent huge pages are in, from
+/// /sys/kernel/mm/transparent_hugepage/enabled (`always [madvise] never`: the one in
+/// brackets).
+fn thp_mode(enabled: &str) -> Option<&str> {
+    enabled
+        .split_whitespace()
+        .find_map(|word| word.strip_prefix('[')?.strip_suffix(']'))
 }
 
 /// The guest's memory in MiB for `connections` held at once, unless `--memory` gave it.
@@ -304,6 +321,14 @@ mod tests {
         ] {
             assert!(parse(bad).is_err(), "{bad:?}");
         }
+    }
+
+    #[test]
+    fn the_huge_pages_mode_is_the_bracketed_one() {
+        assert_eq!(thp_mode("[always] madvise never"), Some("always"));
+        assert_eq!(thp_mode("always [madvise] never"), Some("madvise"));
+        assert_eq!(thp_mode("always madvise never"), None);
+        assert_eq!(thp_mode(""), None);
     }
 
     #[test]
