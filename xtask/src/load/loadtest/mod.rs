@@ -28,7 +28,7 @@ use serde::Serialize;
 use crate::util::{ensure_packages, on_path, project_root, step};
 
 mod c100k;
-pub(crate) use c100k::Scenario as C100kScenario;
+pub(crate) use c100k::{check_only as c100k_check_only, Scenario as C100kScenario};
 mod cold;
 mod h2load;
 mod h3;

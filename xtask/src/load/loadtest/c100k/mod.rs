@@ -86,6 +86,12 @@ pub(crate) fn run(scenario: &Scenario, ioserve: &Path, www: &Path, out: &Path) -
     write_report(&report, &md, out)
 }
 
+/// Checks `only` as [`run`] will pick its servers: an error that names them when it
+/// picks none (before a guest spends minutes booting to find out).
+pub(crate) fn check_only(only: &[String]) -> Result<()> {
+    select(c100k_servers(SMOKE_CONNECTIONS), only).map(drop)
+}
+
 /// Writes `report` as `md` to `out`/c100k.md and as JSON to `out`/c100k.json.
 fn write_report(report: &Report, md: &str, out: &Path) -> Result<()> {
     let (md_path, json_path) = (out.join("c100k.md"), out.join("c100k.json"));
@@ -300,4 +306,20 @@ fn full_mix(client: &Client, servers: (&Running, &Running), measured: &Measured)
 pub(crate) fn command_line() -> String {
     let args: Vec<String> = std::env::args().skip(1).collect();
     format!("cargo xtask {}", args.join(" "))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn only_is_checked_against_the_scenarios_servers() {
+        assert!(check_only(&[]).is_ok());
+        assert!(check_only(&["ioserve-sendfile".into(), "nginx".into()]).is_ok());
+        let unknown = check_only(&["caddy".into()]).unwrap_err().to_string();
+        assert!(
+            unknown.contains("matches no server") && unknown.contains("nginx"),
+            "{unknown}"
+        );
+    }
 }
