@@ -149,11 +149,20 @@ const SERVER_DELAYED_WORK: Duration = Duration::from_secs(13);
 /// them that `held` says are still open once it has settled (NaN for none). What holds
 /// them is returned, still open, for the caller to close once it has read what else it
 /// needs.
+///
+/// Both readings wait for the server's delayed work first: the warm-up connection's
+/// work outlives it. A cold download's read-ahead starts blocking threads, which
+/// tokio keeps for 10 s after their last job (a fresh ioserve here: 8 threads,
+/// 14 after one cold download, 8 again 10 s later, RssAnon 10,388 KiB then 10,272);
+/// read before they ended, `before` counted them and the growth did not. (1,000 slow
+/// downloads in the 6.1 guest measured below zero, 0 B each: more than the 116 KiB
+/// the threads took here, where thread stacks may take huge pages, not measured.)
 pub(super) fn growth_per_connection<Held>(
     server: &Running,
     open: impl FnOnce() -> Result<Held>,
     held: impl FnOnce(&Held) -> usize,
 ) -> Result<(Held, f64)> {
+    std::thread::sleep(SERVER_DELAYED_WORK);
     let before = settled_anon_kib(server);
     let connections = open()?;
     // The server's own delayed work first: ioserve parks a keep-alive connection
