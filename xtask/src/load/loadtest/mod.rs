@@ -434,6 +434,7 @@ pub fn run(options: &Options) -> Result<()> {
             command: c100k::command_line(),
             at_once: c100k::CONNECTING_AT_ONCE,
             memory: true,
+            full_mix: true,
         };
         let ioserve = crate::util::target_dir()?.join("release/ioserve");
         return c100k::run(&scenario, &ioserve, &www, &out);
