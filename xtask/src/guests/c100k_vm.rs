@@ -282,17 +282,7 @@ fn guest_mib(options: &Options) -> u64 {
 
 /// MemAvailable from /proc/meminfo, in MiB.
 fn available_mib() -> Result<u64> {
-    let meminfo = fs::read_to_string("/proc/meminfo").context("cannot read /proc/meminfo")?;
-    mem_available_mib(&meminfo).context("/proc/meminfo has no MemAvailable line")
-}
-
-/// MemAvailable in MiB from the text of /proc/meminfo (`MemAvailable:   123456 kB`).
-fn mem_available_mib(meminfo: &str) -> Option<u64> {
-    meminfo
-        .lines()
-        .find_map(|line| line.strip_prefix("MemAvailable:"))
-        .and_then(|rest| rest.trim().strip_suffix("kB")?.trim().parse::<u64>().ok())
-        .map(|kib| kib / 1024)
+    Ok(crate::util::meminfo_kib("MemAvailable")? / 1024)
 }
 
 #[cfg(test)]
@@ -347,14 +337,5 @@ mod tests {
         assert_eq!(thp_mode("always [madvise] never"), Some("madvise"));
         assert_eq!(thp_mode("always madvise never"), None);
         assert_eq!(thp_mode(""), None);
-    }
-
-    #[test]
-    fn mem_available_is_read_in_mib() {
-        let meminfo = "MemTotal:       24572028 kB\nMemFree:        21000000 kB\n\
-                       MemAvailable:   22528000 kB\nBuffers:           1000 kB\n";
-        assert_eq!(mem_available_mib(meminfo), Some(22_000));
-        assert_eq!(mem_available_mib("MemTotal: 1 kB\n"), None);
-        assert_eq!(mem_available_mib("MemAvailable: many\n"), None);
     }
 }

@@ -16,6 +16,21 @@ use std::time::Instant;
 
 use anyhow::{bail, ensure, Context as _, Result};
 
+/// The field `name` of /proc/meminfo (`MemTotal`, `MemAvailable`), in KiB.
+pub(crate) fn meminfo_kib(name: &str) -> Result<u64> {
+    let meminfo = std::fs::read_to_string("/proc/meminfo").context("cannot read /proc/meminfo")?;
+    meminfo_field_kib(&meminfo, name)
+        .with_context(|| format!("/proc/meminfo has no {name} line in kB"))
+}
+
+/// The field `name` in KiB from the text of /proc/meminfo (`MemAvailable:   123456 kB`).
+fn meminfo_field_kib(meminfo: &str, name: &str) -> Option<u64> {
+    meminfo
+        .lines()
+        .find_map(|line| line.strip_prefix(name)?.strip_prefix(':'))
+        .and_then(|rest| rest.trim().strip_suffix("kB")?.trim().parse::<u64>().ok())
+}
+
 /// Installs the Debian packages that are missing, with apt-get when running as root;
 /// otherwise names them. `packages` pairs a package with a command it provides or, for
 /// a package without one, an absolute path it installs.
@@ -270,6 +285,20 @@ fn go_bin_dir(gobin: &str, gopath: &str) -> Option<PathBuf> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_meminfo_field_is_read_in_kib() {
+        let meminfo = "MemTotal:       24572028 kB\nMemFree:        21000000 kB\n\
+                       MemAvailable:   22528000 kB\nBuffers:           1000 kB\n";
+        assert_eq!(meminfo_field_kib(meminfo, "MemAvailable"), Some(22_528_000));
+        assert_eq!(meminfo_field_kib(meminfo, "MemTotal"), Some(24_572_028));
+        assert_eq!(meminfo_field_kib(meminfo, "Mem"), None);
+        assert_eq!(meminfo_field_kib("MemTotal: 1 kB\n", "MemAvailable"), None);
+        assert_eq!(
+            meminfo_field_kib("MemAvailable: many\n", "MemAvailable"),
+            None
+        );
+    }
 
     #[test]
     fn the_lowest_priority_keeps_the_command_whole() {

@@ -32,41 +32,46 @@ pub(crate) struct HostLimits {
 struct Floor {
     /// Its path under /proc/sys, with dots for slashes (`fs.nr_open`).
     name: &'static str,
-    /// The least value the scenario needs.
-    least: u64,
+    /// The least value the scenario needs: one number, or each of a setting of
+    /// several (`net.ipv4.tcp_mem`'s three).
+    least: Vec<u64>,
 }
 
+/// A page of memory, the unit of `net.ipv4.tcp_mem`.
+const PAGE_KIB: u64 = 4;
+
 /// The kernel settings that `connections` held at once need, at their floors, for
-/// processes of `descriptors` open files each.
-fn floors(connections: usize, descriptors: u64) -> Vec<Floor> {
+/// processes of `descriptors` open files each on a machine of `memory_kib`.
+fn floors(connections: usize, descriptors: u64, memory_kib: u64) -> Vec<Floor> {
     let connections = connections as u64;
+    // Pages where TCP's memory pressure starts: twice the kernel's own sizing (below).
+    let pressure = memory_kib / PAGE_KIB / 8;
+    let single = |name, least| Floor {
+        name,
+        least: vec![least],
+    };
     vec![
         // The most descriptors one process may have: setrlimit fails past it.
-        Floor {
-            name: "fs.nr_open",
-            least: descriptors,
-        },
+        single("fs.nr_open", descriptors),
         // Open files of all processes together: the client's sockets, the server's
         // sockets and its files, with room for the rest of the host.
-        Floor {
-            name: "fs.file-max",
-            least: 4 * connections + 65_536,
-        },
+        single("fs.file-max", 4 * connections + 65_536),
         // Listen backlogs (the servers ask for at most this) and half-open
         // connections: the client connects hundreds at a time, and a full queue drops
         // SYNs, which the client then sees as a 1 s retransmission or a timeout.
-        Floor {
-            name: "net.core.somaxconn",
-            least: 65_535,
-        },
-        Floor {
-            name: "net.ipv4.tcp_max_syn_backlog",
-            least: 65_535,
-        },
+        single("net.core.somaxconn", 65_535),
+        single("net.ipv4.tcp_max_syn_backlog", 65_535),
         // Where connection tracking is loaded, each connection takes an entry.
+        single("net.netfilter.nf_conntrack_max", 2 * connections + 65_536),
+        // TCP's memory, in pages: the kernel sizes it for a host's one end of its
+        // connections (tcp_init_mem: pressure from a sixteenth of the memory, low and
+        // high marks at 3/4 and 3/2 of that). Here both ends are on this kernel, and
+        // the slow downloads' send and receive queues stay full: with the kernel's
+        // sizing the 6.1 guest of 100,000 was under memory pressure for 201 s and
+        // dropped 430,623 segments from receive queues. Twice it is each end's own.
         Floor {
-            name: "net.netfilter.nf_conntrack_max",
-            least: 2 * connections + 65_536,
+            name: "net.ipv4.tcp_mem",
+            least: vec![pressure / 4 * 3, pressure, pressure / 4 * 3 * 2],
         },
     ]
 }
@@ -86,30 +91,36 @@ pub(crate) fn descriptors_for(connections: usize) -> u64 {
 pub(crate) fn prepare(connections: usize) -> Result<HostLimits> {
     let descriptors_wanted = descriptors_for(connections);
     let mut raised = Vec::new();
-    for floor in floors(connections, descriptors_wanted) {
+    let memory_kib = crate::util::meminfo_kib("MemTotal")?;
+    for floor in floors(connections, descriptors_wanted, memory_kib) {
         let path = format!("/proc/sys/{}", floor.name.replace('.', "/"));
         let Ok(text) = fs::read_to_string(&path) else {
             continue;
         };
-        let now: u64 = text
-            .trim()
-            .parse()
-            .with_context(|| format!("{} reads {:?}, not a number", floor.name, text.trim()))?;
-        if now >= floor.least {
+        let now = parse_values(&text, floor.least.len()).with_context(|| {
+            format!(
+                "{} reads {:?}, not {} number(s)",
+                floor.name,
+                text.trim(),
+                floor.least.len()
+            )
+        })?;
+        let Some(wanted) = raised_to(&now, &floor.least) else {
             continue;
-        }
-        match fs::write(&path, floor.least.to_string()) {
+        };
+        let (now, wanted) = (join(&now), join(&wanted));
+        match fs::write(&path, &wanted) {
             Ok(()) => {
                 eprintln!(
-                    "xtask loadtest --c100k: raised {} from {now} to {}",
-                    floor.name, floor.least
+                    "xtask loadtest --c100k: raised {} from {now} to {wanted}",
+                    floor.name
                 );
-                raised.push(format!("{}: {now} -> {}", floor.name, floor.least));
+                raised.push(format!("{}: {now} -> {wanted}", floor.name));
             }
             Err(error) => eprintln!(
-                "xtask loadtest --c100k: {} is {now}, below the {} that {connections} \
-                 connections need, and cannot be raised: {error}",
-                floor.name, floor.least
+                "xtask loadtest --c100k: {} is {now}, below the {wanted} that \
+                 {connections} connections need, and cannot be raised: {error}",
+                floor.name
             ),
         }
     }
@@ -129,6 +140,37 @@ pub(crate) fn prepare(connections: usize) -> Result<HostLimits> {
         per_address: connections_per_address(ports),
         raised,
     })
+}
+
+/// The `count` numbers of a setting's text (`4096\t131072\t6291456\n`), or `None`.
+fn parse_values(text: &str, count: usize) -> Option<Vec<u64>> {
+    let values: Vec<u64> = text
+        .split_whitespace()
+        .map(str::parse)
+        .collect::<Result<_, _>>()
+        .ok()?;
+    (values.len() == count).then_some(values)
+}
+
+/// Each of `now` raised to its floor in `least`, when one of them is below it; `None`
+/// when all are at or above (never lowered).
+fn raised_to(now: &[u64], least: &[u64]) -> Option<Vec<u64>> {
+    let below = now.iter().zip(least).any(|(now, least)| now < least);
+    below.then(|| {
+        now.iter()
+            .zip(least)
+            .map(|(now, least)| *now.max(least))
+            .collect()
+    })
+}
+
+/// Values as a setting is written, separated by spaces.
+fn join(values: &[u64]) -> String {
+    values
+        .iter()
+        .map(u64::to_string)
+        .collect::<Vec<_>>()
+        .join(" ")
 }
 
 /// The ephemeral port range, `net.ipv4.ip_local_port_range`.
@@ -154,18 +196,43 @@ mod tests {
     #[test]
     fn the_floors_grow_with_the_connections_and_the_port_range_parses() {
         let least = |name: &str, connections: usize| {
-            floors(connections, descriptors_for(connections))
+            floors(connections, descriptors_for(connections), 8 << 20)
                 .into_iter()
                 .find(|f| f.name == name)
                 .map(|f| f.least)
         };
         // ioserve's 101024 connections, a socket and a file each and an eighth more.
         assert_eq!(descriptors_for(100_000), 3 * 101_024 + 4096);
-        assert_eq!(least("fs.nr_open", 100_000), Some(307_168));
-        assert_eq!(least("fs.file-max", 200_000), Some(865_536));
-        assert_eq!(least("net.core.somaxconn", 10), Some(65_535));
+        assert_eq!(least("fs.nr_open", 100_000), Some(vec![307_168]));
+        assert_eq!(least("fs.file-max", 200_000), Some(vec![865_536]));
+        assert_eq!(least("net.core.somaxconn", 10), Some(vec![65_535]));
+        // 8 GiB: pressure at 1 GiB of pages, twice the kernel's 512 MiB.
+        assert_eq!(
+            least("net.ipv4.tcp_mem", 10),
+            Some(vec![196_608, 262_144, 393_216])
+        );
         assert_eq!(parse_port_range("32768\t60999\n").unwrap(), 32768..=60999);
         assert!(parse_port_range("60999 32768").is_err());
         assert!(parse_port_range("32768").is_err());
+    }
+
+    #[test]
+    fn settings_are_raised_value_by_value_and_never_lowered() {
+        let now = parse_values("98304\t131072\t196608\n", 3).unwrap();
+        assert_eq!(now, [98_304, 131_072, 196_608]);
+        assert_eq!(parse_values("4096\n", 1), Some(vec![4096]));
+        assert_eq!(parse_values("1 2", 3), None);
+        assert_eq!(parse_values("1 two 3", 3), None);
+        assert_eq!(
+            raised_to(&now, &[196_608, 262_144, 393_216]),
+            Some(vec![196_608, 262_144, 393_216])
+        );
+        // Only what is below its floor moves; a setting at or above them all stays.
+        assert_eq!(
+            raised_to(&[300_000, 100, 500_000], &[196_608, 262_144, 393_216]),
+            Some(vec![300_000, 262_144, 500_000])
+        );
+        assert_eq!(raised_to(&[65_535], &[65_535]), None);
+        assert_eq!(join(&[1, 2, 3]), "1 2 3");
     }
 }
