@@ -11,7 +11,7 @@ use serde::Serialize;
 
 use super::super::memory::raise_limit_to;
 use super::super::servers::Sizing;
-use super::mix::connections_per_address;
+use super::mix::{connections_per_address, Mix};
 
 /// What the host allows, as the report says it.
 #[derive(Clone, Debug, Serialize)]
@@ -38,21 +38,36 @@ struct Floor {
 }
 
 /// A page of memory, the unit of `net.ipv4.tcp_mem`.
-const PAGE_KIB: u64 = 4;
+const PAGE_BYTES: u64 = 4096;
 
-/// The kernel settings that `connections` held at once need, at their floors, for
-/// processes of `descriptors` open files each on a machine of `memory_kib`.
-fn floors(connections: usize, descriptors: u64, memory_kib: u64) -> Vec<Floor> {
-    let connections = connections as u64;
-    // Pages where TCP's memory pressure starts: twice the kernel's own sizing (below).
-    let pressure = memory_kib / PAGE_KIB / 8;
+/// What the kernel settings are sized from.
+struct Sizes {
+    /// Connections held at once.
+    connections: u64,
+    /// Of those, the slow downloads.
+    downloading: u64,
+    /// Open files each process is to have.
+    descriptors: u64,
+    /// The machine's memory (MemTotal) in bytes.
+    memory: u64,
+    /// The most a TCP send buffer grows to (`net.ipv4.tcp_wmem`'s third value).
+    send_buffer_most: u64,
+}
+
+/// The kernel settings that the scenario needs, at their floors.
+fn floors(sizes: &Sizes) -> Vec<Floor> {
+    let connections = sizes.connections;
+    // Pages where TCP's memory pressure starts: the kernel's own sizing (a sixteenth of
+    // the memory, tcp_init_mem) for every connection but the slow downloads, and a
+    // send buffer's most for each of those (below).
+    let pressure = (sizes.memory / 16 + sizes.downloading * sizes.send_buffer_most) / PAGE_BYTES;
     let single = |name, least| Floor {
         name,
         least: vec![least],
     };
     vec![
         // The most descriptors one process may have: setrlimit fails past it.
-        single("fs.nr_open", descriptors),
+        single("fs.nr_open", sizes.descriptors),
         // Open files of all processes together: the client's sockets, the server's
         // sockets and its files, with room for the rest of the host.
         single("fs.file-max", 4 * connections + 65_536),
@@ -63,12 +78,14 @@ fn floors(connections: usize, descriptors: u64, memory_kib: u64) -> Vec<Floor> {
         single("net.ipv4.tcp_max_syn_backlog", 65_535),
         // Where connection tracking is loaded, each connection takes an entry.
         single("net.netfilter.nf_conntrack_max", 2 * connections + 65_536),
-        // TCP's memory, in pages: the kernel sizes it for a host's one end of its
-        // connections (tcp_init_mem: pressure from a sixteenth of the memory, low and
-        // high marks at 3/4 and 3/2 of that). Here both ends are on this kernel, and
-        // the slow downloads' send and receive queues stay full: with the kernel's
-        // sizing the 6.1 guest of 100,000 was under memory pressure for 201 s and
-        // dropped 430,623 segments from receive queues. Twice it is each end's own.
+        // TCP's memory, in pages (low mark, pressure, high mark; the kernel's own
+        // are 3/4, 1 and 3/2 of a sixteenth of the memory). A slow download's send
+        // queue stays full, and over loopback (64 KiB segments) the kernel sizes a new
+        // connection's send buffer from ten of them: 3.9 MB, where a 1,500-byte MTU
+        // gives 104 KB (measured on 6.18, a client with a 16 KiB receive buffer). So
+        // 1,000 downloads queue about 3.6 GB, which the 6.1 guest of 9.1 GiB, sized
+        // for 0.9 GB at most, met with memory pressure for 201 s and 430,623 segments
+        // dropped from receive queues. That is loopback's doing, not the server's.
         Floor {
             name: "net.ipv4.tcp_mem",
             least: vec![pressure / 4 * 3, pressure, pressure / 4 * 3 * 2],
@@ -84,15 +101,26 @@ pub(crate) fn descriptors_for(connections: usize) -> u64 {
     3 * sizing.connections as u64 + 4096
 }
 
-/// Raises the kernel settings that hold `connections` where they are below their
-/// floors (saying so on stderr) and this process's open-file limit; the figures for
-/// the report. Settings that cannot be raised (not root, or absent) are left, with a
+/// Raises the kernel settings that hold `mix` where they are below their floors
+/// (saying so on stderr) and this process's open-file limit; the figures for the
+/// report. Settings that cannot be raised (not root, or absent) are left, with a
 /// warning when they are too low.
-pub(crate) fn prepare(connections: usize) -> Result<HostLimits> {
+pub(crate) fn prepare(mix: &Mix) -> Result<HostLimits> {
+    let connections = mix.total();
     let descriptors_wanted = descriptors_for(connections);
     let mut raised = Vec::new();
-    let memory_kib = crate::util::meminfo_kib("MemTotal")?;
-    for floor in floors(connections, descriptors_wanted, memory_kib) {
+    let send_buffer = "/proc/sys/net/ipv4/tcp_wmem";
+    let send_buffer_text =
+        fs::read_to_string(send_buffer).with_context(|| format!("cannot read {send_buffer}"))?;
+    let sizes = Sizes {
+        connections: connections as u64,
+        downloading: mix.downloading as u64,
+        descriptors: descriptors_wanted,
+        memory: crate::util::meminfo_kib("MemTotal")? * 1024,
+        send_buffer_most: parse_values(&send_buffer_text, 3)
+            .with_context(|| format!("{send_buffer} reads {send_buffer_text:?}"))?[2],
+    };
+    for floor in floors(&sizes) {
         let path = format!("/proc/sys/{}", floor.name.replace('.', "/"));
         let Ok(text) = fs::read_to_string(&path) else {
             continue;
@@ -196,20 +224,28 @@ mod tests {
     #[test]
     fn the_floors_grow_with_the_connections_and_the_port_range_parses() {
         let least = |name: &str, connections: usize| {
-            floors(connections, descriptors_for(connections), 8 << 20)
-                .into_iter()
-                .find(|f| f.name == name)
-                .map(|f| f.least)
+            let mix = Mix::of(connections);
+            floors(&Sizes {
+                connections: connections as u64,
+                downloading: mix.downloading as u64,
+                descriptors: descriptors_for(connections),
+                memory: 8 << 30,
+                send_buffer_most: 4 << 20,
+            })
+            .into_iter()
+            .find(|f| f.name == name)
+            .map(|f| f.least)
         };
         // ioserve's 101024 connections, a socket and a file each and an eighth more.
         assert_eq!(descriptors_for(100_000), 3 * 101_024 + 4096);
         assert_eq!(least("fs.nr_open", 100_000), Some(vec![307_168]));
         assert_eq!(least("fs.file-max", 200_000), Some(vec![865_536]));
         assert_eq!(least("net.core.somaxconn", 10), Some(vec![65_535]));
-        // 8 GiB: pressure at 1 GiB of pages, twice the kernel's 512 MiB.
+        // 8 GiB: pressure at the kernel's 512 MiB, and 4 MiB more for each of the
+        // 1,000 downloads of 100,000.
         assert_eq!(
-            least("net.ipv4.tcp_mem", 10),
-            Some(vec![196_608, 262_144, 393_216])
+            least("net.ipv4.tcp_mem", 100_000),
+            Some(vec![866_304, 1_155_072, 1_732_608])
         );
         assert_eq!(parse_port_range("32768\t60999\n").unwrap(), 32768..=60999);
         assert!(parse_port_range("60999 32768").is_err());

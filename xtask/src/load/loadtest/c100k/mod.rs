@@ -167,7 +167,7 @@ fn measure(
     www: &Path,
     out: &Path,
 ) -> Result<(Report, Vec<String>)> {
-    let host = host::prepare(measured.mix.total())?;
+    let host = host::prepare(&measured.mix)?;
     let certs = out.join("c100k-tls");
     fs::create_dir_all(&certs).with_context(|| format!("cannot create {}", certs.display()))?;
     let pair = certificate::self_signed(&certs)?;
