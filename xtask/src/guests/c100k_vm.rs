@@ -72,8 +72,8 @@ pub(crate) struct Options {
     #[arg(long)]
     mix_only: bool,
     /// Each kind's memory per connection alone, without the full mix after it (for
-    /// ioserve at 100,000 and 32 at once, about 20 minutes of the guest where the
-    /// whole run takes 100)
+    /// ioserve at 100,000 and 32 at once, 16 minutes of the guest, boot included,
+    /// where the whole run took 100)
     #[arg(long, conflicts_with = "mix_only")]
     memory_only: bool,
 }
