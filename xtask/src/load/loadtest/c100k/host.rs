@@ -40,6 +40,9 @@ struct Floor {
 /// A page of memory, the unit of `net.ipv4.tcp_mem`.
 const PAGE_BYTES: u64 = 4096;
 
+/// `net.ipv4.tcp_wmem`'s third value in the kernel's default: 4 MiB.
+const DEFAULT_SEND_BUFFER_MOST: u64 = 4 << 20;
+
 /// What the kernel settings are sized from.
 struct Sizes {
     /// Connections held at once.
@@ -109,16 +112,19 @@ pub(crate) fn prepare(mix: &Mix) -> Result<HostLimits> {
     let connections = mix.total();
     let descriptors_wanted = descriptors_for(connections);
     let mut raised = Vec::new();
-    let send_buffer = "/proc/sys/net/ipv4/tcp_wmem";
-    let send_buffer_text =
-        fs::read_to_string(send_buffer).with_context(|| format!("cannot read {send_buffer}"))?;
+    // Where TCP's settings cannot be read, neither can tcp_mem be: its floor is then
+    // skipped as any absent setting's is, and the kernel's default here does no harm.
+    let send_buffer_most = match fs::read_to_string("/proc/sys/net/ipv4/tcp_wmem") {
+        Ok(text) => parse_values(&text, 3)
+            .with_context(|| format!("net.ipv4.tcp_wmem reads {text:?}, not 3 numbers"))?[2],
+        Err(_) => DEFAULT_SEND_BUFFER_MOST,
+    };
     let sizes = Sizes {
         connections: connections as u64,
         downloading: mix.downloading as u64,
         descriptors: descriptors_wanted,
         memory: crate::util::meminfo_kib("MemTotal")? * 1024,
-        send_buffer_most: parse_values(&send_buffer_text, 3)
-            .with_context(|| format!("{send_buffer} reads {send_buffer_text:?}"))?[2],
+        send_buffer_most,
     };
     for floor in floors(&sizes) {
         let path = format!("/proc/sys/{}", floor.name.replace('.', "/"));
