@@ -88,7 +88,8 @@ fn floors(sizes: &Sizes) -> Vec<Floor> {
         // gives 104 KB (measured on 6.18, a client with a 16 KiB receive buffer). So
         // 1,000 downloads queue about 3.6 GB, which the 6.1 guest of 9.1 GiB, sized
         // for 0.9 GB at most, met with memory pressure for 201 s and 430,623 segments
-        // dropped from receive queues. That is loopback's doing, not the server's.
+        // dropped from receive queues; raised so, neither, for either server. That
+        // is loopback's doing, not the server's.
         Floor {
             name: "net.ipv4.tcp_mem",
             least: vec![pressure / 4 * 3, pressure, pressure / 4 * 3 * 2],
