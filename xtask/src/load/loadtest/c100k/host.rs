@@ -37,9 +37,6 @@ struct Floor {
     least: Vec<u64>,
 }
 
-/// A page of memory, the unit of `net.ipv4.tcp_mem`.
-const PAGE_BYTES: u64 = 4096;
-
 /// `net.ipv4.tcp_wmem`'s third value in the kernel's default: 4 MiB.
 const DEFAULT_SEND_BUFFER_MOST: u64 = 4 << 20;
 
@@ -55,6 +52,8 @@ struct Sizes {
     memory: u64,
     /// The most a TCP send buffer grows to (`net.ipv4.tcp_wmem`'s third value).
     send_buffer_most: u64,
+    /// The page size, `net.ipv4.tcp_mem`'s unit.
+    page: u64,
 }
 
 /// The kernel settings that the scenario needs, at their floors.
@@ -63,7 +62,7 @@ fn floors(sizes: &Sizes) -> Vec<Floor> {
     // Pages where TCP's memory pressure starts: the kernel's own sizing (a sixteenth of
     // the memory, tcp_init_mem) for every connection but the slow downloads, and a
     // send buffer's most for each of those (below).
-    let pressure = (sizes.memory / 16 + sizes.downloading * sizes.send_buffer_most) / PAGE_BYTES;
+    let pressure = (sizes.memory / 16 + sizes.downloading * sizes.send_buffer_most) / sizes.page;
     let single = |name, least| Floor {
         name,
         least: vec![least],
@@ -126,6 +125,7 @@ pub(crate) fn prepare(mix: &Mix) -> Result<HostLimits> {
         descriptors: descriptors_wanted,
         memory: crate::util::meminfo_kib("MemTotal")? * 1024,
         send_buffer_most,
+        page: rustix::param::page_size() as u64,
     };
     for floor in floors(&sizes) {
         let path = format!("/proc/sys/{}", floor.name.replace('.', "/"));
@@ -217,9 +217,9 @@ fn ephemeral_ports() -> Result<RangeInclusive<u16>> {
 
 /// `low high`, as ip_local_port_range gives them.
 fn parse_port_range(text: &str) -> Result<RangeInclusive<u16>> {
-    let mut ports = text.split_whitespace().map(str::parse::<u16>);
-    match (ports.next(), ports.next()) {
-        (Some(Ok(low)), Some(Ok(high))) if low <= high => Ok(low..=high),
+    let ports = parse_values(text, 2).context("not two numbers")?;
+    match (u16::try_from(ports[0]), u16::try_from(ports[1])) {
+        (Ok(low), Ok(high)) if low <= high => Ok(low..=high),
         _ => anyhow::bail!("not a port range"),
     }
 }
@@ -238,6 +238,7 @@ mod tests {
                 descriptors: descriptors_for(connections),
                 memory: 8 << 30,
                 send_buffer_most: 4 << 20,
+                page: 4096,
             })
             .into_iter()
             .find(|f| f.name == name)
@@ -257,6 +258,7 @@ mod tests {
         assert_eq!(parse_port_range("32768\t60999\n").unwrap(), 32768..=60999);
         assert!(parse_port_range("60999 32768").is_err());
         assert!(parse_port_range("32768").is_err());
+        assert!(parse_port_range("32768 70000").is_err());
     }
 
     #[test]
