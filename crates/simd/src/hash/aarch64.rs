@@ -43,6 +43,13 @@ impl Block for ArmAes {
 
     #[inline]
     #[target_feature(enable = "neon,aes")]
+    unsafe fn shuffle(self, pattern: &[u8; 16]) -> ArmAes {
+        // SAFETY: pattern is 16 readable bytes.
+        ArmAes(vqtbl1q_u8(self.0, unsafe { vld1q_u8(pattern.as_ptr()) }))
+    }
+
+    #[inline]
+    #[target_feature(enable = "neon,aes")]
     unsafe fn halves(self) -> (u64, u64) {
         let lanes = vreinterpretq_u64_u8(self.0);
         (vgetq_lane_u64::<0>(lanes), vgetq_lane_u64::<1>(lanes))

@@ -1,7 +1,9 @@
 //! The hash, written once over [`Block`] (and [`Steps`] for its long loop).
 //!
 //! - Keys: four 128-bit round keys, the seed XORed with constants (digits of π).
-//! - Length: mixed into every lane's starting value, so `b"a"` and `b"a\0"` differ.
+//! - Length: up to 16 bytes, the rotation of the seed; 17 to 64, in every lane's
+//!   start; longer, XORed into the state after the lanes meet, before the last round.
+//!   So `b"a"` and `b"a\0"` differ.
 //! - Up to 16 bytes: the key's bytes as two 64-bit words without a variable-length
 //!   copy (8..=16 bytes: the first and the last 8, overlapping; 4..=7: the first and
 //!   last 4; 1..=3: the first byte in one word, the middle and last in the other), the
@@ -28,7 +30,7 @@
 //!   follows: five dependent rounds at 33-64 bytes ([`hash_medium`]).
 //! - 65 to 128 bytes: the first and the last 64 bytes, overlapping, into eight lanes;
 //!   129 to 256: the first and the last 128 into sixteen, as above (two keyed rounds
-//!   per block, then a tree of one round per meeting).
+//!   per block, then the lanes permuted and XORed).
 //! - Longer: sixteen lanes absorb 256 bytes per step, then the last 256 bytes
 //!   (overlapping). A round's latency is four cycles, so independent lanes are what
 //!   keeps the AES units busy: four lanes ran at half gxhash's speed; eight fill two
@@ -48,12 +50,15 @@
 //!   where the old loop's two rounds on the lane gave five, 2^-30. After the last
 //!   step each lane takes one more keyed round ([`last_round`]), so that the last
 //!   step's blocks, too, have two keyed rounds behind them when the lanes meet.
-//! - Finishing (longer than 64 bytes): the lanes meet pairwise in a tree of one round
-//!   per meeting (`aesenc(a, b)`, [`combine2`]), then one more keyed round; at every
-//!   length the 128 bits are folded to 64 by a folded multiply of the halves. When
-//!   each block of the 17-64-byte path had one round of its own, lanes met with one
-//!   round each and the halves were XORed, sparse 60-64-byte keys (up to 3 bits set)
-//!   collided in full, 4-20 pairs among 22.4 M keys.
+//! - Finishing (longer than 64 bytes): each lane's bytes permuted ([`LANE_MIX`]) and
+//!   the lanes XORed ([`combine2`], whose docs give the bounds), the length XORed in,
+//!   then one more keyed round; at every length the 128 bits are folded to 64 by a
+//!   folded multiply of the halves. Until issue 57 these lanes met in a tree of one
+//!   round per meeting (`aesenc(a, b)`), which cost a round of latency per level:
+//!   four after the last step at 1 KiB (the 17-64-byte path keeps its tree: met by
+//!   XOR it measured slower, see [`hash_medium`]). When each block of the 17-64-byte path had one round of its own, lanes
+//!   met with one round each and the halves were XORed, sparse 60-64-byte keys (up
+//!   to 3 bits set) collided in full, 4-20 pairs among 22.4 M keys.
 //! - A running `Hasher` hashes each write with its state so far XORed into key 0.
 //!
 //! Go's arm64 aeshash lost bytes above 256 (a register reused in the loop); the tests
@@ -246,12 +251,12 @@ pub(crate) trait Steps<B: Block> {
         }
     }
 
-    /// The lanes of a key of `len` bytes after `whole` (a multiple of [`STEP`] bytes)
+    /// The lanes of a key after `whole` (a multiple of [`STEP`] bytes)
     /// and then `last`, met.
     ///
     /// # Safety
     /// As for [`Steps::eight_met`].
-    unsafe fn lanes_met(len: usize, whole: &[u8], last: &[u8; STEP], k: &[B; 4]) -> B;
+    unsafe fn lanes_met(whole: &[u8], last: &[u8; STEP], k: &[B; 4]) -> B;
 }
 
 /// [`Steps`] one lane at a time: the definition.
@@ -259,13 +264,13 @@ pub(crate) struct EachLane;
 
 impl<B: Block> Steps<B> for EachLane {
     #[inline(always)]
-    unsafe fn lanes_met(len: usize, whole: &[u8], last: &[u8; STEP], k: &[B; 4]) -> B {
+    unsafe fn lanes_met(whole: &[u8], last: &[u8; STEP], k: &[B; 4]) -> B {
         // SAFETY: the caller guarantees B's instructions exist; every other operation
         // in this block is safe Rust.
         unsafe {
             let mut lanes = [k[0]; LANES];
             for (i, start) in lanes.iter_mut().enumerate() {
-                *start = lane_start(k, i, len);
+                *start = lane_start(k, i);
             }
             for step in whole.chunks_exact(STEP).chain([&last[..]]) {
                 for (i, lane) in lanes.iter_mut().enumerate() {
@@ -273,7 +278,7 @@ impl<B: Block> Steps<B> for EachLane {
                 }
             }
             for (i, lane) in lanes.iter_mut().enumerate() {
-                *lane = last_round(*lane, k, i);
+                *lane = mixed(last_round(*lane, k, i), i);
             }
             combine16(lanes)
         }
@@ -319,14 +324,13 @@ unsafe fn round_keys<B: Block>(keys: Keys, tweak: u64) -> [B; 4] {
 }
 
 /// [`hash`] of 17 to 64 bytes: two or four blocks, each a lane of its own given two
-/// keyed rounds ([`one_block`]); the lanes then meet with one round each,
+/// keyed rounds ([`medium_block`]); the lanes then meet with one round each,
 /// `aesenc(a, b)` (four lanes: `aesenc(aesenc(a, b), aesenc(c, d))`), and one keyed
 /// round follows. Small enough to be called in line where the build enables AES (a
 /// `HashMap`'s `hash_one` stays in line around it); longer keys are a call.
 ///
-/// One round per meeting, as in [`combine2`] (but its own tree, lane `i` meeting lane
-/// `i + 1` where the longer paths meet `i + n/2`; it predates theirs, and changing it
-/// would change every 33-64-byte value): `b` enters after a round of `a`,
+/// One round per meeting, a tree (the longer paths meet by XOR, [`combine2`]; here
+/// that was tried and measured slower, below): `b` enters after a round of `a`,
 /// which has had three by then against `b`'s two, so that a difference in one lane
 /// cancels one in another only through a three-round AES differential (every
 /// three-round trail has nine active S-boxes or more, so probability 2^-54 or less,
@@ -336,7 +340,12 @@ unsafe fn round_keys<B: Block>(keys: Keys, tweak: u64) -> [B; 4] {
 /// register, 1 and 3 in another: 7 AES instructions where there are 11) measured
 /// faster over thousands of keys and slower on one key in a loop, the table's bench:
 /// the inserts and the extract between 128 and 256 bits lengthen the chain (the
-/// crate's README has the figures).
+/// crate's README has the figures). Met by XOR instead, each lane permuted first
+/// (as the longer paths meet: 9 AES instructions and three `pshufb` where there are
+/// 12 AES instructions), it passed the quality suite and SMHasher but measured 2.36
+/// against 2.21 ns at 64 bytes and 1.39 against 1.35 at 32 (one key in a loop, this
+/// crate's Zen 3 VM, issue 57): the loop is bound by the instructions issued, not by
+/// the AES units, so the shuffles cost what the rounds saved.
 ///
 /// # Safety
 /// The CPU must support `B`'s instructions.
@@ -349,13 +358,13 @@ pub(crate) unsafe fn hash_medium<B: Block>(bytes: &[u8], keys: Keys, tweak: u64)
     unsafe {
         let k: [B; 4] = round_keys(keys, tweak);
         let s = if len <= 32 {
-            one_block(bytes, &k, 0, 0).aesenc(one_block(bytes, &k, 1, len - 16))
+            medium_block(bytes, &k, 0, 0).aesenc(medium_block(bytes, &k, 1, len - 16))
         } else {
             // The first 32 bytes and the last 32, overlapping.
-            let a = one_block(bytes, &k, 0, 0);
-            let b = one_block(bytes, &k, 1, 16);
-            let c = one_block(bytes, &k, 2, len - 32);
-            let d = one_block(bytes, &k, 3, len - 16);
+            let a = medium_block(bytes, &k, 0, 0);
+            let b = medium_block(bytes, &k, 1, 16);
+            let c = medium_block(bytes, &k, 2, len - 32);
+            let d = medium_block(bytes, &k, 3, len - 16);
             a.aesenc(b).aesenc(c.aesenc(d))
         };
         finish(s, k[0])
@@ -382,21 +391,105 @@ pub(crate) unsafe fn hash_long<B: Block, S: Steps<B>>(bytes: &[u8], keys: Keys, 
             // Every whole step but the last, then the last STEP bytes (overlapping).
             let whole = (len - 1) / STEP * STEP;
             let last = bytes[len - STEP..].try_into().expect("STEP bytes");
-            S::lanes_met(len, &bytes[..whole], last, &k)
+            S::lanes_met(&bytes[..whole], last, &k)
         };
-        finish(s, k[0])
+        // The length, which the lanes of these paths do not hold.
+        finish(s.xor(B::from_halves(len as u64, 0)), k[0])
     }
 }
 
-/// Lane `i`'s starting value: key `i % 4` XOR the length (low half) and the lane's
-/// group `i / 4` (high half), so that lanes sharing a key start apart.
+/// Lane `i`'s starting value: key `i % 4` XOR [`lane_start_halves`] of the lane's
+/// group `i / 4`, so that lanes sharing a key start apart in every byte.
 ///
 /// # Safety
 /// The CPU must support `B`'s instructions.
 #[inline(always)]
-unsafe fn lane_start<B: Block>(k: &[B; 4], i: usize, len: usize) -> B {
+unsafe fn lane_start<B: Block>(k: &[B; 4], i: usize) -> B {
+    let (low, high) = lane_start_halves(i / 4);
     // SAFETY: the caller guarantees B's instructions exist.
-    unsafe { k[i % 4].xor(B::from_halves(len as u64, (i / 4) as u64)) }
+    unsafe { k[i % 4].xor(B::from_halves(low, high)) }
+}
+
+/// Odd constants (the golden ratio's and xxHash's 64-bit primes) that spread a lane's
+/// group over every byte of its start.
+const GROUP_APART: [u64; 2] = [0x9E37_79B9_7F4A_7C15, 0xC2B2_AE3D_27D4_EB4F];
+
+/// What lane group `group` XORs into its key to start: the group times
+/// [`GROUP_APART`] in each half (group 0: nothing), so that lanes sharing a key start
+/// apart in every byte. Lanes meet by XOR ([`combine2`]); without the permutations of
+/// [`LANE_MIX`], two lanes made equal would cancel, and with the groups one byte
+/// apart a one-byte block difference reached such a pair's difference with
+/// probability 2^-7. (The length is not here but in the XOR before [`finish`]: in the
+/// starts it entered one round before the meeting, in byte 0 alone, and the all-zero
+/// keys of lengths L and L ^ 0x15 collided.)
+#[inline(always)]
+pub(crate) fn lane_start_halves(group: usize) -> (u64, u64) {
+    let group = group as u64;
+    (
+        group.wrapping_mul(GROUP_APART[0]),
+        group.wrapping_mul(GROUP_APART[1]),
+    )
+}
+
+/// The byte permutation of each lane before it meets the others by XOR (byte `j` of
+/// the result is byte `LANE_MIX[i][j]` of lane `i`; lane 0's is the identity).
+///
+/// Why: after two AES rounds, a difference in one byte of a block lies in one of
+/// four 32-bit subspaces of the 128-bit state (MixColumns and ShiftRows of the column
+/// of S-boxes it reaches in the second round), the same four in every lane, so two
+/// lanes whose differing bytes reach the same column cancelled under XOR with
+/// probability 2^-32 (unpermuted: 65 full collisions among the 22.4 M 64-byte keys
+/// with up to 3 bits set). Permuted by these, the 64 subspaces (lane, column) are in
+/// general position as far as three: every pair and every triple from two lanes or
+/// more is linearly independent (over GF(2^8), in which they are linear), so
+/// differences in up to three bytes never cancel across lanes, and more take a
+/// condition on all 128 bits. Found by a random search over permutations for that
+/// property.
+pub(crate) const LANE_MIX: [[u8; 16]; LANES] = [
+    [0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15],
+    [9, 15, 4, 10, 2, 5, 11, 12, 1, 3, 14, 13, 7, 6, 8, 0],
+    [15, 11, 3, 0, 14, 10, 13, 1, 8, 12, 4, 5, 9, 2, 7, 6],
+    [5, 9, 11, 7, 6, 0, 13, 8, 12, 1, 4, 15, 2, 10, 14, 3],
+    [14, 3, 11, 10, 12, 8, 4, 1, 7, 6, 2, 13, 9, 0, 15, 5],
+    [11, 9, 5, 12, 2, 14, 7, 10, 0, 4, 1, 6, 8, 13, 3, 15],
+    [12, 7, 1, 5, 4, 2, 10, 15, 9, 13, 8, 11, 14, 0, 6, 3],
+    [14, 8, 15, 4, 2, 13, 9, 10, 12, 7, 1, 11, 5, 6, 0, 3],
+    [3, 6, 14, 11, 10, 8, 2, 7, 12, 13, 4, 15, 9, 0, 5, 1],
+    [3, 1, 8, 6, 2, 7, 12, 11, 10, 15, 4, 5, 0, 13, 9, 14],
+    [15, 6, 4, 5, 2, 9, 13, 11, 0, 10, 7, 12, 1, 3, 8, 14],
+    [10, 14, 11, 1, 6, 0, 7, 4, 13, 3, 2, 8, 15, 9, 12, 5],
+    [15, 8, 2, 5, 13, 12, 11, 3, 14, 6, 1, 7, 10, 0, 9, 4],
+    [1, 7, 2, 5, 8, 12, 4, 6, 0, 3, 11, 10, 13, 9, 15, 14],
+    [10, 13, 12, 4, 2, 1, 7, 11, 9, 15, 3, 0, 14, 8, 6, 5],
+    [15, 10, 8, 14, 5, 9, 11, 13, 7, 2, 3, 12, 1, 0, 6, 4],
+];
+
+/// Lane `i` permuted by [`LANE_MIX`] before it meets the others.
+///
+/// # Safety
+/// The CPU must support `B`'s instructions.
+#[inline(always)]
+unsafe fn mixed<B: Block>(lane: B, i: usize) -> B {
+    if i == 0 {
+        lane
+    } else {
+        // SAFETY: the caller guarantees B's instructions exist.
+        unsafe { lane.shuffle(&LANE_MIX[i]) }
+    }
+}
+
+/// Lane `i` (0-3) of the 17-64-byte path after its one block, the 16 bytes at `at`:
+/// [`block_rounds`] with the start `k[i] ^ len` (the length in the low half).
+///
+/// # Safety
+/// The CPU must support `B`'s instructions.
+#[inline(always)]
+unsafe fn medium_block<B: Block>(bytes: &[u8], k: &[B; 4], i: usize, at: usize) -> B {
+    // SAFETY: the caller guarantees B's instructions exist.
+    unsafe {
+        let start = k[i].xor(B::from_halves(bytes.len() as u64, 0));
+        block_rounds(start, block_at(bytes, at), k, i)
+    }
 }
 
 /// Lane `i` of a hash of `bytes` after absorbing its one block, the 16 bytes at `at`.
@@ -406,7 +499,7 @@ unsafe fn lane_start<B: Block>(k: &[B; 4], i: usize, len: usize) -> B {
 #[inline(always)]
 unsafe fn one_block<B: Block>(bytes: &[u8], k: &[B; 4], i: usize, at: usize) -> B {
     // SAFETY: the caller guarantees B's instructions exist.
-    unsafe { block_rounds(lane_start(k, i, bytes.len()), block_at(bytes, at), k, i) }
+    unsafe { mixed(block_rounds(lane_start(k, i), block_at(bytes, at), k, i), i) }
 }
 
 /// A lane's only block: `aesenc(aesenc(block ^ k[i % 4], start), k[(i + 1) % 4])`,
@@ -414,11 +507,12 @@ unsafe fn one_block<B: Block>(bytes: &[u8], k: &[B; 4], i: usize, at: usize) -> 
 /// block of the 33-64-byte path had one round and 128 bits were folded to 64 by XOR,
 /// sparse keys of 60-64 bytes collided in full. The long loop's blocks have one keyed
 /// round of their own, [`absorb`]'s, and the lane's round after it; its last step's
-/// blocks take [`last_round`] before they meet the tree.)
-/// The lane's start, which holds the length, enters after the first round: XORed into
-/// the block itself, a key of one length equalled a key of another whose bytes
-/// differed by the lengths' XOR (SMHasher's Permutation keys: every 28-byte key of
-/// 32-bit words below 8 collided with a 24-byte one).
+/// blocks take [`last_round`] before they meet another lane.)
+/// The lane's start enters after the first round. (The length, once in the start,
+/// is now XORed in after the lanes meet ([`finish`]); XORed into the block itself, a
+/// key of one length equalled a key of another whose bytes differed by the lengths'
+/// XOR: SMHasher's Permutation keys, every 28-byte key of 32-bit words below 8
+/// collided with a 24-byte one.)
 ///
 /// # Safety
 /// The CPU must support `B`'s instructions.
@@ -447,11 +541,11 @@ unsafe fn absorb<B: Block>(lane: B, block: &[u8; 16], k: &[B; 4], i: usize) -> B
 
 /// Lane `i`'s round after the last step, `aesenc(lane, k[(i + 1) % 4])`, before the
 /// lanes meet: without it the last step's blocks, one keyed round of their own behind
-/// them, reached the tree's root with that round alone (the tree's second lane enters
-/// each meeting raw), and sparse keys collided in full in the last step's bytes (16
-/// pairs among 22.4 M 1 KiB keys with up to 3 bits set in their last 64 bytes). With
-/// it, every block has two keyed rounds behind it when it meets another lane, as in
-/// the paths up to 256 bytes.
+/// them, met another lane with that round alone, and sparse keys collided in full in
+/// the last step's bytes (16 pairs among 22.4 M 1 KiB keys with up to 3 bits set in
+/// their last 64 bytes, when lanes met by a round). With it, every block has two
+/// keyed rounds behind it when it meets another lane, as in the paths up to 256
+/// bytes.
 ///
 /// # Safety
 /// The CPU must support `B`'s instructions.
@@ -461,26 +555,25 @@ unsafe fn last_round<B: Block>(lane: B, k: &[B; 4], i: usize) -> B {
     unsafe { lane.aesenc(k[(i + 1) % 4]) }
 }
 
-/// Two lanes meet by one round, `aesenc(a, b)`: `b` enters as the round key of `a`.
-/// Every block has two keyed rounds behind it when its lane first meets another (the
-/// 65-256-byte paths' [`block_rounds`]; the long loop's [`absorb`] and
-/// [`last_round`]), as in the 17-64-byte path, so that at each meeting one side has
-/// had three rounds against the other's two. The lanes meet pairwise in a tree,
-/// log2(n) rounds deep where a chain would be n - 1; one more keyed round follows the
-/// root. The tree's last lane reaches the root with no round of the tree, which is
-/// why a block needs its two: with one (no [`last_round`]), 1 KiB keys with up to 3
-/// bits set in their last 64 bytes collided in full. (Two rounds per meeting, as this
-/// was while the long loop had two rounds on the chain, made the tree of sixteen
-/// lanes eight rounds deep: 0.75x gxhash's time at 1 KiB.) One function per count,
-/// spelled out: a loop over an array of lanes was left as a loop through memory,
-/// five times slower at 256 bytes.
+/// Two lanes meet by XOR, each permuted by [`mixed`] before. Every block has two
+/// keyed rounds behind it when its lane meets another (the 65-256-byte paths'
+/// [`block_rounds`]; the long loop's [`absorb`] and [`last_round`]), so a difference
+/// in one lane cancels one in another only where two two-round AES differentials,
+/// each permuted, give the same output: never for differences in up to three bytes
+/// ([`LANE_MIX`]), and otherwise with at most AES's two-round maximum differential
+/// probability (53/2^34, about 2^-28, Keliher and Sui's exact bound) for an attacker
+/// who does not know the key, where the meeting by a round before (`aesenc(a, b)`)
+/// gave one side a third round. The lanes meet pairwise in a tree (the order does
+/// not change the value; it lets an implementation with two lanes per register
+/// XOR whole registers). One function per count, spelled out: a loop over an array of
+/// lanes was left as a loop through memory, five times slower at 256 bytes.
 ///
 /// # Safety
 /// The CPU must support `B`'s instructions.
 #[inline(always)]
 unsafe fn combine2<B: Block>([a, b]: [B; 2]) -> B {
     // SAFETY: the caller guarantees B's instructions exist.
-    unsafe { a.aesenc(b) }
+    unsafe { a.xor(b) }
 }
 
 /// Four lanes combined as [`combine2`] says: lane `i` meets lane `i + 2`, then the
@@ -547,4 +640,115 @@ unsafe fn finish<B: Block>(s: B, k0: B) -> u64 {
     // SAFETY: the caller guarantees B's instructions exist.
     let (low, high) = unsafe { s.aesenc(k0.xor(B::from_halves(PI[5], PI[6]))).halves() };
     folded_multiply(low, high)
+}
+
+#[cfg(test)]
+mod tests {
+    extern crate std;
+    use std::vec::Vec;
+
+    use super::{LANES, LANE_MIX};
+
+    /// Multiplication in GF(2^8) modulo AES's polynomial.
+    fn gf_mul(mut a: u8, mut b: u8) -> u8 {
+        let mut product = 0;
+        while b != 0 {
+            if b & 1 != 0 {
+                product ^= a;
+            }
+            a = (a << 1) ^ if a & 0x80 != 0 { 0x1b } else { 0 };
+            b >>= 1;
+        }
+        product
+    }
+
+    fn gf_inverse(a: u8) -> u8 {
+        (1..=255).find(|&b| gf_mul(a, b) == 1).expect("nonzero")
+    }
+
+    /// MixColumns after ShiftRows (byte `4c + r` is row `r` of column `c`).
+    fn mix_shift(state: [u8; 16]) -> [u8; 16] {
+        let shifted: [u8; 16] = core::array::from_fn(|i| state[4 * ((i / 4 + i % 4) % 4) + i % 4]);
+        core::array::from_fn(|i| {
+            let (c, r) = (i / 4, i % 4);
+            let a = |k: usize| shifted[4 * c + (r + k) % 4];
+            gf_mul(2, a(0)) ^ gf_mul(3, a(1)) ^ a(2) ^ a(3)
+        })
+    }
+
+    /// The rank over GF(2^8) of `rows`.
+    fn rank(mut rows: Vec<[u8; 16]>) -> usize {
+        let mut rank = 0;
+        for column in 0..16 {
+            let Some(pivot) = (rank..rows.len()).find(|&i| rows[i][column] != 0) else {
+                continue;
+            };
+            rows.swap(rank, pivot);
+            let inverse = gf_inverse(rows[rank][column]);
+            rows[rank] = rows[rank].map(|v| gf_mul(v, inverse));
+            for i in 0..rows.len() {
+                let factor = rows[i][column];
+                if i != rank && factor != 0 {
+                    let pivot_row = rows[rank];
+                    for (v, p) in rows[i].iter_mut().zip(pivot_row) {
+                        *v ^= gf_mul(factor, p);
+                    }
+                }
+            }
+            rank += 1;
+        }
+        rank
+    }
+
+    /// What [`LANE_MIX`]'s docs claim: the subspaces in which a one-byte difference
+    /// lies after two rounds (one per column of the second round's S-boxes), each
+    /// lane's permuted by its pattern, are independent in every pair and triple
+    /// drawn from two lanes or more; without the permutations, two lanes share them.
+    #[test]
+    fn lane_permutations_keep_subspaces_apart() {
+        let subspace = |lane: usize, column: usize| -> Vec<[u8; 16]> {
+            (0..4)
+                .map(|row| {
+                    let mut state = [0u8; 16];
+                    state[4 * column + row] = 1;
+                    let spread = mix_shift(state);
+                    core::array::from_fn(|j| spread[usize::from(LANE_MIX[lane][j])])
+                })
+                .collect()
+        };
+        let all: Vec<(usize, Vec<[u8; 16]>)> = (0..LANES)
+            .flat_map(|lane| (0..4).map(move |column| (lane, subspace(lane, column))))
+            .collect();
+        let independent = |parts: &[&(usize, Vec<[u8; 16]>)]| {
+            rank(
+                parts
+                    .iter()
+                    .flat_map(|(_, rows)| rows.iter().copied())
+                    .collect(),
+            ) == 4 * parts.len()
+        };
+        for (a, first) in all.iter().enumerate() {
+            for (b, second) in all.iter().enumerate().skip(a + 1) {
+                if first.0 != second.0 {
+                    assert!(independent(&[first, second]), "{a} {b}");
+                }
+                for third in &all[b + 1..] {
+                    if first.0 != second.0 || second.0 != third.0 {
+                        assert!(independent(&[first, second, third]), "{a} {b}");
+                    }
+                }
+            }
+        }
+        // Unpermuted, lane 1's column-0 subspace is lane 0's.
+        let plain = |column: usize| -> Vec<[u8; 16]> {
+            (0..4)
+                .map(|row| {
+                    let mut state = [0u8; 16];
+                    state[4 * column + row] = 1;
+                    mix_shift(state)
+                })
+                .collect()
+        };
+        assert_eq!(rank([plain(0), plain(0)].concat()), 4);
+    }
 }

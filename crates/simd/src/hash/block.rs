@@ -29,6 +29,11 @@ pub(crate) trait Block: Copy {
     /// # Safety
     /// As for `load`.
     unsafe fn aesenc(self, key: Self) -> Self;
+    /// The bytes permuted: byte `j` of the result is byte `pattern[j]` of `self`.
+    ///
+    /// # Safety
+    /// As for `load`.
+    unsafe fn shuffle(self, pattern: &[u8; 16]) -> Self;
     /// The two 64-bit halves, low first (little-endian).
     ///
     /// # Safety
@@ -61,6 +66,11 @@ impl Block for Soft {
     #[inline(always)]
     unsafe fn aesenc(self, key: Soft) -> Soft {
         Soft(aes_round(self.0, key.0))
+    }
+
+    #[inline(always)]
+    unsafe fn shuffle(self, pattern: &[u8; 16]) -> Soft {
+        Soft(core::array::from_fn(|j| self.0[usize::from(pattern[j])]))
     }
 
     #[inline(always)]

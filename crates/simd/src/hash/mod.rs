@@ -44,8 +44,9 @@ use crate::Implementation;
 use aarch64 as compiled;
 use algorithm::{EachLane, Keys};
 use block::Soft;
+// The compiled-in path's permutes are SSSE3's `pshufb`.
 #[cfg(all(
-    all(target_arch = "x86_64", target_feature = "sse2"),
+    all(target_arch = "x86_64", target_feature = "ssse3"),
     target_feature = "aes"
 ))]
 use x86_64 as compiled;
@@ -68,7 +69,7 @@ fn hash_keyed(bytes: &[u8], keys: Keys, short_seed: u64, tweak: u64) -> u64 {
     }
     #[cfg(all(
         any(
-            all(target_arch = "x86_64", target_feature = "sse2"),
+            all(target_arch = "x86_64", target_feature = "ssse3"),
             target_arch = "aarch64"
         ),
         target_feature = "aes"
@@ -78,7 +79,7 @@ fn hash_keyed(bytes: &[u8], keys: Keys, short_seed: u64, tweak: u64) -> u64 {
     }
     #[cfg(not(all(
         any(
-            all(target_arch = "x86_64", target_feature = "sse2"),
+            all(target_arch = "x86_64", target_feature = "ssse3"),
             target_arch = "aarch64"
         ),
         target_feature = "aes"
@@ -302,7 +303,7 @@ static CANDIDATES: &[Candidate<(HashFn, SeededHashFn)>] = &[
     #[cfg(all(target_arch = "x86_64", target_feature = "sse2"))]
     Candidate {
         implementation: Implementation::AesNi,
-        available: || x86_has!("aes"),
+        available: || x86_has!("aes") && x86_has!("ssse3"),
         function: (x86_64::hash_aesni, |bytes, seed| {
             // SAFETY: as above.
             unsafe { x86_64::hash_aesni(bytes, Keys::new([seed, 0]), 0) }

@@ -13,32 +13,41 @@ struct AesNi(__m128i);
 
 impl Block for AesNi {
     #[inline]
-    #[target_feature(enable = "aes,sse2")]
+    #[target_feature(enable = "aes,ssse3")]
     unsafe fn load(bytes: &[u8; 16]) -> AesNi {
         // SAFETY: bytes is 16 readable bytes; loadu has no alignment requirement.
         AesNi(unsafe { _mm_loadu_si128(bytes.as_ptr().cast()) })
     }
 
     #[inline]
-    #[target_feature(enable = "aes,sse2")]
+    #[target_feature(enable = "aes,ssse3")]
     unsafe fn from_halves(low: u64, high: u64) -> AesNi {
         AesNi(_mm_set_epi64x(high as i64, low as i64))
     }
 
     #[inline]
-    #[target_feature(enable = "aes,sse2")]
+    #[target_feature(enable = "aes,ssse3")]
     unsafe fn xor(self, other: AesNi) -> AesNi {
         AesNi(_mm_xor_si128(self.0, other.0))
     }
 
     #[inline]
-    #[target_feature(enable = "aes,sse2")]
+    #[target_feature(enable = "aes,ssse3")]
     unsafe fn aesenc(self, key: AesNi) -> AesNi {
         AesNi(_mm_aesenc_si128(self.0, key.0))
     }
 
     #[inline]
-    #[target_feature(enable = "aes,sse2")]
+    #[target_feature(enable = "aes,ssse3")]
+    unsafe fn shuffle(self, pattern: &[u8; 16]) -> AesNi {
+        // SAFETY: pattern is 16 readable bytes; loadu has no alignment requirement.
+        AesNi(_mm_shuffle_epi8(self.0, unsafe {
+            _mm_loadu_si128(pattern.as_ptr().cast())
+        }))
+    }
+
+    #[inline]
+    #[target_feature(enable = "aes,ssse3")]
     unsafe fn halves(self) -> (u64, u64) {
         let mut out = [0u8; 16];
         // SAFETY: out is 16 writable bytes; storeu has no alignment requirement.
@@ -51,11 +60,11 @@ impl Block for AesNi {
     }
 }
 
-/// The hash with AES-NI.
+/// The hash with AES-NI (and SSSE3's `pshufb` for the lanes' permutations).
 ///
 /// # Safety
-/// The CPU must support AES-NI (and SSE2).
-#[target_feature(enable = "aes,sse2")]
+/// The CPU must support AES-NI and SSSE3.
+#[target_feature(enable = "aes,ssse3")]
 pub(super) unsafe fn hash_aesni(bytes: &[u8], keys: Keys, tweak: u64) -> u64 {
     // SAFETY: this function's target features are the ones AesNi needs.
     unsafe { algorithm::hash::<AesNi, EachLane>(bytes, keys, tweak) }
@@ -122,23 +131,26 @@ impl PairKeys {
         }
     }
 
-    /// Pair `m`'s starting value: lane `i` starts as `k[i % 4] ^ (len, i / 4)`, and
-    /// both lanes of pair `m` are in group `m / 2`.
+    /// Pair `m`'s starting value: lane `i` starts as `k[i % 4]` XOR
+    /// `algorithm::lane_start_halves(i / 4)`, and both lanes of pair `m` are in group
+    /// `m / 2`.
     ///
     /// # Safety
     /// The CPU must support AVX2.
     #[inline(always)]
-    unsafe fn start(&self, m: usize, len: usize) -> __m256i {
-        let group = (m / 2) as i64;
+    unsafe fn start(&self, m: usize) -> __m256i {
+        let (low, high) = algorithm::lane_start_halves(m / 2);
+        let (low, high) = (low as i64, high as i64);
         // SAFETY: the caller guarantees AVX2.
         unsafe {
-            let start = _mm256_set_epi64x(group, len as i64, group, len as i64);
+            let start = _mm256_set_epi64x(high, low, high, low);
             _mm256_xor_si256(self.block[m % 2], start)
         }
     }
 
     /// Pair `m` of a 65-256-byte key after its two lanes' one block each, the 32
-    /// bytes at `at` (`algorithm::block_rounds` for both lanes).
+    /// bytes at `at` (`algorithm::block_rounds` for both lanes), permuted
+    /// ([`pair_mixed`]).
     ///
     /// # Safety
     /// The CPU must support AVX2 and VAES.
@@ -150,27 +162,42 @@ impl PairKeys {
         unsafe {
             let blocks = _mm256_loadu_si256(blocks.as_ptr().cast());
             let keyed = _mm256_xor_si256(blocks, self.block[m % 2]);
-            _mm256_aesenc_epi128(
-                _mm256_aesenc_epi128(keyed, self.start(m, bytes.len())),
-                self.round[m % 2],
+            pair_mixed(
+                _mm256_aesenc_epi128(
+                    _mm256_aesenc_epi128(keyed, self.start(m)),
+                    self.round[m % 2],
+                ),
+                m,
             )
         }
     }
 }
 
-/// The last meeting of every tree: the two lanes of the last pair, `aesenc(low, high)`,
-/// computed as `aesenc(low, 0) ^ high` (a round's key is XORed into its output last),
-/// so that the round runs while the high half is extracted (three cycles) instead of
-/// after.
+/// Pair `m`'s two lanes permuted as `algorithm::LANE_MIX` says.
 ///
 /// # Safety
-/// The CPU must support AVX2 and AES-NI.
+/// The CPU must support AVX2.
+#[inline(always)]
+unsafe fn pair_mixed(pair: __m256i, m: usize) -> __m256i {
+    let mut pattern = [0u8; 32];
+    pattern[..16].copy_from_slice(&algorithm::LANE_MIX[2 * m]);
+    pattern[16..].copy_from_slice(&algorithm::LANE_MIX[2 * m + 1]);
+    // SAFETY: pattern is 32 readable bytes; the caller guarantees AVX2.
+    unsafe { _mm256_shuffle_epi8(pair, _mm256_loadu_si256(pattern.as_ptr().cast())) }
+}
+
+/// The last meeting of every tree: the two lanes of the last pair, XORed.
+///
+/// # Safety
+/// The CPU must support AVX2.
 #[inline(always)]
 unsafe fn halves_met(pair: __m256i) -> AesNi {
-    // SAFETY: the caller guarantees AVX2 and AES-NI.
+    // SAFETY: the caller guarantees AVX2.
     unsafe {
-        let low = _mm_aesenc_si128(_mm256_castsi256_si128(pair), _mm_setzero_si128());
-        AesNi(_mm_xor_si128(low, _mm256_extracti128_si256::<1>(pair)))
+        AesNi(_mm_xor_si128(
+            _mm256_castsi256_si128(pair),
+            _mm256_extracti128_si256::<1>(pair),
+        ))
     }
 }
 
@@ -189,8 +216,8 @@ impl Steps<AesNi> for VaesPairs {
             ];
             // algorithm::combine8: lane i meets lane i + 4 (pair m meets pair m + 2),
             // then lane i meets i + 2 (pair 0 meets pair 1), then the halves.
-            let (q0, q1) = (_mm256_aesenc_epi128(p0, p2), _mm256_aesenc_epi128(p1, p3));
-            halves_met(_mm256_aesenc_epi128(q0, q1))
+            let (q0, q1) = (_mm256_xor_si256(p0, p2), _mm256_xor_si256(p1, p3));
+            halves_met(_mm256_xor_si256(q0, q1))
         }
     }
 
@@ -215,7 +242,7 @@ impl Steps<AesNi> for VaesPairs {
     }
 
     #[inline(always)]
-    unsafe fn lanes_met(len: usize, whole: &[u8], last: &[u8; STEP], k: &[AesNi; 4]) -> AesNi {
+    unsafe fn lanes_met(whole: &[u8], last: &[u8; STEP], k: &[AesNi; 4]) -> AesNi {
         // SAFETY: the caller guarantees AVX2 and VAES; every load reads 32 bytes of a
         // STEP-byte step at 32·m < STEP (loadu has no alignment requirement).
         unsafe {
@@ -234,7 +261,7 @@ impl Steps<AesNi> for VaesPairs {
             // and the chain waits one XOR for them instead of a round.
             let mut pairs = [_mm256_setzero_si256(); LANES / 2];
             for (m, pair) in pairs.iter_mut().enumerate() {
-                *pair = _mm256_aesenc_epi128(keys.start(m, len), _mm256_setzero_si256());
+                *pair = _mm256_aesenc_epi128(keys.start(m), _mm256_setzero_si256());
             }
             let mut steps = whole.chunks_exact(STEP).chain([&last[..]]);
             let first = steps.next().expect("at least the last step");
@@ -246,9 +273,10 @@ impl Steps<AesNi> for VaesPairs {
                     *pair = _mm256_aesenc_epi128(*pair, own(step, m));
                 }
             }
-            // algorithm::last_round: lane i's round with k[(i + 1) % 4].
+            // algorithm::last_round: lane i's round with k[(i + 1) % 4], then the
+            // lanes permuted.
             for (m, pair) in pairs.iter_mut().enumerate() {
-                *pair = _mm256_aesenc_epi128(*pair, keys.round[m % 2]);
+                *pair = pair_mixed(_mm256_aesenc_epi128(*pair, keys.round[m % 2]), m);
             }
             pairs_met(pairs)
         }
@@ -263,16 +291,16 @@ impl Steps<AesNi> for VaesPairs {
 /// The CPU must support AVX2, AES-NI and VAES.
 #[inline(always)]
 unsafe fn pairs_met([p0, p1, p2, p3, p4, p5, p6, p7]: [__m256i; LANES / 2]) -> AesNi {
-    // SAFETY: the caller guarantees AVX2, AES-NI and VAES.
+    // SAFETY: the caller guarantees AVX2.
     unsafe {
         let (q0, q1, q2, q3) = (
-            _mm256_aesenc_epi128(p0, p4),
-            _mm256_aesenc_epi128(p1, p5),
-            _mm256_aesenc_epi128(p2, p6),
-            _mm256_aesenc_epi128(p3, p7),
+            _mm256_xor_si256(p0, p4),
+            _mm256_xor_si256(p1, p5),
+            _mm256_xor_si256(p2, p6),
+            _mm256_xor_si256(p3, p7),
         );
-        let (r0, r1) = (_mm256_aesenc_epi128(q0, q2), _mm256_aesenc_epi128(q1, q3));
-        halves_met(_mm256_aesenc_epi128(r0, r1))
+        let (r0, r1) = (_mm256_xor_si256(q0, q2), _mm256_xor_si256(q1, q3));
+        halves_met(_mm256_xor_si256(r0, r1))
     }
 }
 
@@ -283,11 +311,11 @@ unsafe fn pairs_met([p0, p1, p2, p3, p4, p5, p6, p7]: [__m256i; LANES / 2]) -> A
 /// caller's code stays small enough for `BuildHasher::hash_one` to be in line (with
 /// every path in line it was not, and a 16-byte `HashMap` key cost 0.75x foldhash's
 /// quality variant).
-#[cfg(target_feature = "aes")]
+#[cfg(all(target_feature = "aes", target_feature = "ssse3"))]
 #[inline(always)]
 pub(super) fn hash_compiled(bytes: &[u8], keys: Keys, tweak: u64) -> u64 {
     if bytes.len() <= 64 {
-        // SAFETY: the build enables AES-NI (and SSE2, x86_64's baseline) in every
+        // SAFETY: the build enables AES-NI and SSSE3 in every
         // function, so the program only runs on CPUs that have them.
         unsafe { algorithm::hash_medium::<AesNi>(bytes, keys, tweak) }
     } else {
@@ -296,10 +324,10 @@ pub(super) fn hash_compiled(bytes: &[u8], keys: Keys, tweak: u64) -> u64 {
 }
 
 /// [`hash_compiled`] of more than 64 bytes.
-#[cfg(target_feature = "aes")]
+#[cfg(all(target_feature = "aes", target_feature = "ssse3"))]
 #[inline(never)]
 fn hash_compiled_long(bytes: &[u8], keys: Keys, tweak: u64) -> u64 {
-    // SAFETY: the build enables AES-NI (and SSE2, x86_64's baseline; AVX2 and VAES
+    // SAFETY: the build enables AES-NI and SSSE3 (AVX2 and VAES
     // where CompiledSteps is VaesPairs) in every function, so the program only runs on
     // CPUs that have them.
     unsafe { algorithm::hash_long::<AesNi, CompiledSteps>(bytes, keys, tweak) }
@@ -309,12 +337,14 @@ fn hash_compiled_long(bytes: &[u8], keys: Keys, tweak: u64) -> u64 {
 /// enables AVX2 and VAES.
 #[cfg(all(
     target_feature = "aes",
+    target_feature = "ssse3",
     target_feature = "avx2",
     target_feature = "vaes"
 ))]
 type CompiledSteps = VaesPairs;
 #[cfg(all(
     target_feature = "aes",
+    target_feature = "ssse3",
     not(all(target_feature = "avx2", target_feature = "vaes"))
 ))]
 type CompiledSteps = EachLane;
