@@ -647,6 +647,7 @@ mod tests {
     extern crate std;
     use std::vec::Vec;
 
+    use super::super::block::aes_round;
     use super::{LANES, LANE_MIX};
 
     /// Multiplication in GF(2^8) modulo AES's polynomial.
@@ -666,14 +667,14 @@ mod tests {
         (1..=255).find(|&b| gf_mul(a, b) == 1).expect("nonzero")
     }
 
-    /// MixColumns after ShiftRows (byte `4c + r` is row `r` of column `c`).
-    fn mix_shift(state: [u8; 16]) -> [u8; 16] {
-        let shifted: [u8; 16] = core::array::from_fn(|i| state[4 * ((i / 4 + i % 4) % 4) + i % 4]);
-        core::array::from_fn(|i| {
-            let (c, r) = (i / 4, i % 4);
-            let a = |k: usize| shifted[4 * c + (r + k) % 4];
-            gf_mul(2, a(0)) ^ gf_mul(3, a(1)) ^ a(2) ^ a(3)
-        })
+    /// MixColumns after ShiftRows of a one-byte difference at `position`, up to a
+    /// nonzero factor (which spans the same subspaces): the specification's round of
+    /// a state with that byte 1, against the all-zero state's.
+    fn spread(position: usize) -> [u8; 16] {
+        let mut state = [0u8; 16];
+        state[position] = 1;
+        let (one, zero) = (aes_round(state, [0; 16]), aes_round([0; 16], [0; 16]));
+        core::array::from_fn(|i| one[i] ^ zero[i])
     }
 
     /// The rank over GF(2^8) of `rows`.
@@ -709,9 +710,7 @@ mod tests {
         let subspace = |lane: usize, column: usize| -> Vec<[u8; 16]> {
             (0..4)
                 .map(|row| {
-                    let mut state = [0u8; 16];
-                    state[4 * column + row] = 1;
-                    let spread = mix_shift(state);
+                    let spread = spread(4 * column + row);
                     core::array::from_fn(|j| spread[usize::from(LANE_MIX[lane][j])])
                 })
                 .collect()
@@ -741,13 +740,7 @@ mod tests {
         }
         // Unpermuted, lane 1's column-0 subspace is lane 0's.
         let plain = |column: usize| -> Vec<[u8; 16]> {
-            (0..4)
-                .map(|row| {
-                    let mut state = [0u8; 16];
-                    state[4 * column + row] = 1;
-                    mix_shift(state)
-                })
-                .collect()
+            (0..4).map(|row| spread(4 * column + row)).collect()
         };
         assert_eq!(rank([plain(0), plain(0)].concat()), 4);
     }
