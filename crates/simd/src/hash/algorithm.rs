@@ -37,19 +37,23 @@
 //!   128-bit units; sixteen fill them with VAES's 256-bit rounds (two lanes per
 //!   instruction, [`Steps`]), twice as fast again.
 //! - Absorbing a block in the long loop ([`absorb`]): the block gets a keyed round of
-//!   its own, off the lane's chain, and enters the lane as the key of the lane's
-//!   round: `lane = aesenc(lane, aesenc(block ^ k, k'))`. Two rounds per block, one
-//!   of them on the chain (it was `aesenc(aesenc(lane, block), key)`, two on the
-//!   chain: at 1 KiB the four steps alone were eight rounds deep). A block entering
-//!   raw with a single round on the chain would not do: its difference would reach
-//!   the lane unchanged, and the next block could cancel it after one S-box layer
-//!   with a guess of a few bits. Here the key enters before the block's S-boxes, so
-//!   what a block's difference becomes is unknown without the key: cancelling it
+//!   its own ([`own_round`]), off the lane's chain, and enters the lane as the key of
+//!   the lane's round: `lane = aesenc(lane, aesenc(block ^ k, k'))`. Two rounds per
+//!   block, one of them on the chain (it was `aesenc(aesenc(lane, block), key)`, two
+//!   on the chain: at 1 KiB the four steps alone were eight rounds deep). A block
+//!   entering raw with a single round on the chain would not do: its difference would
+//!   reach the lane unchanged, and the next block could cancel it after one S-box
+//!   layer with a guess of a few bits. Here the key enters before the block's S-boxes,
+//!   so what a block's difference becomes is unknown without the key: cancelling it
 //!   takes the block's S-boxes, the lane's round and the next block's S-boxes, six
 //!   active S-boxes or more (the branch number of MixColumns is five), 2^-36 or less,
-//!   where the old loop's two rounds on the lane gave five, 2^-30. After the last
-//!   step each lane takes one more keyed round ([`last_round`]), so that the last
-//!   step's blocks, too, have two keyed rounds behind them when the lanes meet.
+//!   where the old loop's two rounds on the lane gave five, 2^-30. The first step's
+//!   blocks, after their own round, are XORed into the lanes' starts: until issue 57
+//!   the lanes' round ran on the starts too, `aesenc(start, own)`, but a round of a
+//!   value that depends on the keys alone is just another such value, and it cost
+//!   eight VAES instructions per hash (1 KiB: 11.2 ns, now 10.2, a Zen 5 host). After
+//!   the last step each lane takes one more keyed round ([`last_round`]), so that the
+//!   last step's blocks, too, have two keyed rounds behind them when the lanes meet.
 //! - Finishing (longer than 64 bytes): each lane's bytes permuted ([`LANE_MIX`]) and
 //!   the lanes XORed ([`combine2`], whose docs give the bounds), the length XORed in,
 //!   then one more keyed round; at every length the 128 bits are folded to 64 by a
@@ -268,11 +272,13 @@ impl<B: Block> Steps<B> for EachLane {
         // SAFETY: the caller guarantees B's instructions exist; every other operation
         // in this block is safe Rust.
         unsafe {
+            let mut steps = whole.chunks_exact(STEP).chain([&last[..]]);
+            let first = steps.next().expect("at least the last step");
             let mut lanes = [k[0]; LANES];
-            for (i, start) in lanes.iter_mut().enumerate() {
-                *start = lane_start(k, i);
+            for (i, lane) in lanes.iter_mut().enumerate() {
+                *lane = lane_start(k, i).xor(own_round(block_at(first, 16 * i), k, i));
             }
-            for step in whole.chunks_exact(STEP).chain([&last[..]]) {
+            for step in steps {
                 for (i, lane) in lanes.iter_mut().enumerate() {
                     *lane = absorb(*lane, block_at(step, 16 * i), k, i);
                 }
@@ -527,16 +533,28 @@ unsafe fn block_rounds<B: Block>(start: B, block: &[u8; 16], k: &[B; 4], i: usiz
     }
 }
 
-/// Absorbs a block into lane `i`: `aesenc(lane, aesenc(block ^ k[i % 4], k[(i + 1) % 4]))`,
-/// the block's own keyed round off the lane's chain and one round on it (see the
-/// module docs for why the key enters before the block's S-boxes).
+/// A block of lane `i` after its own keyed round, `aesenc(block ^ k[i % 4], k[(i + 1)
+/// % 4])`: what the block brings to its lane (see the module docs for why the key
+/// enters before the block's S-boxes).
+///
+/// # Safety
+/// The CPU must support `B`'s instructions.
+#[inline(always)]
+unsafe fn own_round<B: Block>(block: &[u8; 16], k: &[B; 4], i: usize) -> B {
+    // SAFETY: the caller guarantees B's instructions exist.
+    unsafe { B::load(block).xor(k[i % 4]).aesenc(k[(i + 1) % 4]) }
+}
+
+/// Absorbs a block into lane `i` after the first step: `aesenc(lane, own_round(block))`,
+/// the block's own keyed round off the lane's chain and one round on it. (The first
+/// step's blocks meet the lanes' starts by XOR, [`Steps::lanes_met`].)
 ///
 /// # Safety
 /// The CPU must support `B`'s instructions.
 #[inline(always)]
 unsafe fn absorb<B: Block>(lane: B, block: &[u8; 16], k: &[B; 4], i: usize) -> B {
     // SAFETY: the caller guarantees B's instructions exist.
-    unsafe { lane.aesenc(B::load(block).xor(k[i % 4]).aesenc(k[(i + 1) % 4])) }
+    unsafe { lane.aesenc(own_round(block, k, i)) }
 }
 
 /// Lane `i`'s round after the last step, `aesenc(lane, k[(i + 1) % 4])`, before the

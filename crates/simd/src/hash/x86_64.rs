@@ -255,18 +255,12 @@ impl Steps<AesNi> for VaesPairs {
                     keys.round[m % 2],
                 )
             };
-            // The first step's round on the lanes, `aesenc(start, own)`, is
-            // `aesenc(start, 0) ^ own` (a round's key is XORed into its output last):
-            // the starts' round runs while the first blocks are loaded and take theirs,
-            // and the chain waits one XOR for them instead of a round.
-            let mut pairs = [_mm256_setzero_si256(); LANES / 2];
-            for (m, pair) in pairs.iter_mut().enumerate() {
-                *pair = _mm256_aesenc_epi128(keys.start(m), _mm256_setzero_si256());
-            }
+            // The first step's blocks meet the starts by XOR.
             let mut steps = whole.chunks_exact(STEP).chain([&last[..]]);
             let first = steps.next().expect("at least the last step");
+            let mut pairs = [_mm256_setzero_si256(); LANES / 2];
             for (m, pair) in pairs.iter_mut().enumerate() {
-                *pair = _mm256_xor_si256(*pair, own(first, m));
+                *pair = _mm256_xor_si256(keys.start(m), own(first, m));
             }
             for step in steps {
                 for (m, pair) in pairs.iter_mut().enumerate() {
