@@ -34,7 +34,9 @@ pub(crate) struct Options {
     /// directories: writes target/bench-report/simd-table.md, a table per build and
     /// kernel with a row per size (ours, the fastest peer, the ratio) under a header
     /// naming the CPU, the implementations dispatched (SIMD_DISABLE applies), the date,
-    /// the commit and the command. Honours --quick, --filter and --no-native
+    /// the commit and the command; on an x86_64 CPU with AVX-512 and no SIMD_DISABLE,
+    /// the same again with SIMD_DISABLE=avx512bw (the AVX2 paths). Honours --quick,
+    /// --filter and --no-native
     #[arg(long)]
     simd_table: bool,
     /// With --simd-table: also put the table between the markers
@@ -647,10 +649,79 @@ fn run_simd_table(options: &Options) -> Result<()> {
     if !options.no_native {
         builds.push(Build::Native);
     }
+    let rounds = if options.quick { QUICK_ROUNDS } else { ROUNDS };
+    let mut tables = Vec::new();
+    for disable in simd_table_passes() {
+        let (rows, implementations) =
+            measure_simd_table(options, &target, &builds, rounds, disable.as_deref())?;
+        let now = time::OffsetDateTime::now_utc();
+        let header = TableHeader {
+            cpu: cpu_model(),
+            implementations,
+            simd_disable: disable,
+            date: format!("{} {:02}:{:02} UTC", now.date(), now.hour(), now.minute()),
+            commit: commit(),
+            command: command_line(),
+            rounds,
+        };
+        tables.push(simd_table(&rows, &header));
+    }
+    let table = format!(
+        "_Written by `cargo xtask bench --simd-table`: run it again (with `--write-readme` \
+         for this README) rather than editing these tables._\n\n{}",
+        tables.join("\n")
+    );
+    let file = out.join("simd-table.md");
+    fs::write(&file, &table).with_context(|| format!("cannot write {}", file.display()))?;
+    println!("{table}");
+    eprintln!("xtask bench: wrote {}", file.display());
+    if options.write_readme {
+        let readme = project_root().join("crates/simd/README.md");
+        let text = fs::read_to_string(&readme)
+            .with_context(|| format!("cannot read {}", readme.display()))?;
+        let replaced = replace_marked(&text, &table, &readme)?;
+        fs::write(&readme, replaced)
+            .with_context(|| format!("cannot write {}", readme.display()))?;
+        eprintln!(
+            "xtask bench: wrote the table between {README_START} and {README_END} in {}",
+            readme.display()
+        );
+    }
+    Ok(())
+}
+
+/// The dispatch variants `--simd-table` measures, as the `SIMD_DISABLE` of each: the
+/// caller's (none, or what they set), and on an x86_64 CPU with AVX-512 (when the
+/// caller set nothing) also `avx512bw`, the AVX2 paths most servers and CI runners
+/// take, so that one run shows both.
+fn simd_table_passes() -> Vec<Option<String>> {
+    let set = std::env::var("SIMD_DISABLE")
+        .ok()
+        .filter(|value| !value.trim().is_empty());
+    #[cfg(target_arch = "x86_64")]
+    if set.is_none() && std::arch::is_x86_feature_detected!("avx512bw") {
+        return vec![None, Some("avx512bw".to_owned())];
+    }
+    vec![set]
+}
+
+/// The simd bench's interleaved rounds in each of `builds` with `SIMD_DISABLE` set to
+/// `disable` (or left as it is), each build's results in a directory emptied first
+/// (so that every figure is of this run): the rows of the simd groups, and per build
+/// the implementations the bench says it ran.
+#[expect(clippy::type_complexity, reason = "a private helper's two results")]
+fn measure_simd_table(
+    options: &Options,
+    target: &Path,
+    builds: &[Build],
+    rounds: usize,
+    disable: Option<&str>,
+) -> Result<(Vec<Row>, BTreeMap<Build, Vec<(String, String)>>)> {
     let mut rows = Vec::new();
     let mut implementations = BTreeMap::new();
-    for build in builds {
-        let home = target.join(format!("criterion-simd-table{}", build.file_suffix()));
+    for &build in builds {
+        let pass = disable.map_or(String::new(), |value| format!("-without-{value}"));
+        let home = target.join(format!("criterion-simd-table{}{pass}", build.file_suffix()));
         match fs::remove_dir_all(&home) {
             Ok(()) => {}
             Err(error) if error.kind() == std::io::ErrorKind::NotFound => {}
@@ -665,16 +736,19 @@ fn run_simd_table(options: &Options) -> Result<()> {
         if build == Build::Native {
             crate::util::for_this_cpu(&mut command)?;
         }
-        let rounds = if options.quick { QUICK_ROUNDS } else { ROUNDS };
         command
             .env("SIMD_BENCH_IMPLEMENTATIONS", &recorded)
             .env("SIMD_BENCH_ROUNDS", rounds.to_string())
             .env("SIMD_BENCH_ROUNDS_OUT", &results)
             .env("SIMD_BENCH_FILTER", options.filter.as_deref().unwrap_or(""));
+        if let Some(value) = disable {
+            command.env("SIMD_DISABLE", value);
+        }
         step(
             &format!(
-                "cargo bench --package benches --bench simd, {rounds} interleaved rounds, {}",
-                build.describe()
+                "cargo bench --package benches --bench simd, {rounds} interleaved rounds, {}{}",
+                build.describe(),
+                disable.map_or(String::new(), |value| format!(", SIMD_DISABLE={value}"))
             ),
             command,
         )?;
@@ -699,36 +773,7 @@ fn run_simd_table(options: &Options) -> Result<()> {
                 ))
         );
     }
-    let now = time::OffsetDateTime::now_utc();
-    let header = TableHeader {
-        cpu: cpu_model(),
-        implementations,
-        simd_disable: std::env::var("SIMD_DISABLE")
-            .ok()
-            .filter(|value| !value.trim().is_empty()),
-        date: format!("{} {:02}:{:02} UTC", now.date(), now.hour(), now.minute()),
-        commit: commit(),
-        command: command_line(),
-        rounds: if options.quick { QUICK_ROUNDS } else { ROUNDS },
-    };
-    let table = simd_table(&rows, &header);
-    let file = out.join("simd-table.md");
-    fs::write(&file, &table).with_context(|| format!("cannot write {}", file.display()))?;
-    println!("{table}");
-    eprintln!("xtask bench: wrote {}", file.display());
-    if options.write_readme {
-        let readme = project_root().join("crates/simd/README.md");
-        let text = fs::read_to_string(&readme)
-            .with_context(|| format!("cannot read {}", readme.display()))?;
-        let replaced = replace_marked(&text, &table, &readme)?;
-        fs::write(&readme, replaced)
-            .with_context(|| format!("cannot write {}", readme.display()))?;
-        eprintln!(
-            "xtask bench: wrote the table between {README_START} and {README_END} in {}",
-            readme.display()
-        );
-    }
-    Ok(())
+    Ok((rows, implementations))
 }
 
 /// The rows of the simd bench's interleaved rounds (`SIMD_BENCH_ROUNDS_OUT`, a JSON
@@ -817,11 +862,6 @@ fn kernel_of(group: &str) -> &str {
 fn simd_table(rows: &[Row], header: &TableHeader) -> String {
     let groups = by_group(rows);
     let mut out = String::new();
-    let _ = writeln!(
-        out,
-        "_Written by `cargo xtask bench --simd-table`: run it again (with `--write-readme` \
-         for this README) rather than editing these tables._\n"
-    );
     let _ = writeln!(out, "- Machine: {}", header.cpu);
     let disabled = header.simd_disable.as_ref().map_or(String::new(), |value| {
         format!(", with `SIMD_DISABLE={value}`")
@@ -882,7 +922,7 @@ fn simd_table(rows: &[Row], header: &TableHeader) -> String {
             Build::Portable => "Portable build",
             Build::Native => "`-C target-cpu=native` build",
         };
-        let _ = write!(out, "\n#### {title}\n");
+        let _ = write!(out, "\n#### {title}{disabled}\n");
         for group in SIMD_GROUPS {
             let Some(group_rows) = groups.get(&(group.to_owned(), build)) else {
                 continue;
@@ -1358,10 +1398,10 @@ mod tests {
         assert_eq!(
             headings,
             [
-                "#### Portable build",
+                "#### Portable build, with `SIMD_DISABLE=avx512bw`",
                 "##### hash (aes-ni+vaes)",
                 "##### count (avx2)",
-                "#### `-C target-cpu=native` build",
+                "#### `-C target-cpu=native` build, with `SIMD_DISABLE=avx512bw`",
                 "##### hash (aes (compiled in))",
                 "##### count (avx512bw)",
             ],
