@@ -317,10 +317,11 @@ impl Kernels {
         #[cfg(all(
             all(target_arch = "x86_64", target_feature = "sse2"),
             target_feature = "avx512vbmi",
-            target_feature = "avx512bw"
+            target_feature = "avx512bw",
+            target_feature = "avx512vl"
         ))]
         if self.implementation == Implementation::Avx512Vbmi {
-            // SAFETY: the build enables AVX-512 F, BW and VBMI in every function.
+            // SAFETY: the build enables AVX-512 F, BW, VL and VBMI in every function.
             return unsafe { x86_64::encode_avx512vbmi(input, output, tables, padding) };
         }
         #[cfg(all(target_arch = "x86_64", target_feature = "avx2"))]
@@ -413,7 +414,7 @@ static CANDIDATES: &[Candidate<Kernels>] = &[
     #[cfg(all(target_arch = "x86_64", target_feature = "sse2"))]
     Candidate {
         implementation: Implementation::Avx512Vbmi,
-        available: || x86_has!("avx512vbmi") && x86_has!("avx512bw"),
+        available: || x86_has!("avx512vbmi") && x86_has!("avx512bw") && x86_has!("avx512vl"),
         function: AVX512_VBMI,
     },
     #[cfg(all(target_arch = "x86_64", target_feature = "sse2"))]
