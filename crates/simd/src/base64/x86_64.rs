@@ -253,16 +253,6 @@ pub(super) unsafe fn encode_avx512vbmi(
     tables: &Tables,
     padding: Padding,
 ) {
-    // SAFETY: both tables are 64 readable bytes.
-    let (alphabet, spread) = unsafe {
-        (
-            _mm512_loadu_si512(tables.encode.as_ptr().cast()),
-            _mm512_loadu_si512(SPREAD_GROUPS_512.as_ptr().cast()),
-        )
-    };
-    // Bit offsets of the four fields in each lane of [b1, b0, b2, b1], for both lanes
-    // of a 64-bit word: 10, 4, 22, 16 and 32 more.
-    let fields = _mm512_set1_epi64(0x3036_242A_1016_040A);
     let steps = input.len() / 48;
     let rest = input.len() - 48 * steps;
     // 2, 3 or 4 characters per group of 1, 2 or 3 bytes: at most 63 for 47 bytes.
@@ -281,6 +271,16 @@ pub(super) unsafe fn encode_avx512vbmi(
         // encoded length (padded or not), as encode_short_avx2 requires.
         return unsafe { encode_short_avx2(input, &mut output[..tail], tables) };
     }
+    // SAFETY: both tables are 64 readable bytes.
+    let (alphabet, spread) = unsafe {
+        (
+            _mm512_loadu_si512(tables.encode.as_ptr().cast()),
+            _mm512_loadu_si512(SPREAD_GROUPS_512.as_ptr().cast()),
+        )
+    };
+    // Bit offsets of the four fields in each lane of [b1, b0, b2, b1], for both lanes
+    // of a 64-bit word: 10, 4, 22, 16 and 32 more.
+    let fields = _mm512_set1_epi64(0x3036_242A_1016_040A);
     for step in 0..steps {
         let at = 48 * step;
         // The spread reads the low 48 bytes; a load of 64 where the input has them (a
