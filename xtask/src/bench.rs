@@ -692,18 +692,24 @@ fn run_simd_table(options: &Options) -> Result<()> {
 
 /// The dispatch variants `--simd-table` measures, as the `SIMD_DISABLE` of each: the
 /// caller's (none, or what they set), and on an x86_64 CPU with AVX-512 (when the
-/// caller set nothing) also `avx512bw`, the AVX2 paths most servers and CI runners
-/// take, so that one run shows both.
+/// caller set nothing) also [`AVX2_PASS`], the AVX2 paths most servers and CI runners
+/// take, so that one run shows both. In that pass the peers take AVX2 too: simdutf
+/// by `SIMDUTF_FORCE_IMPLEMENTATION=haswell`, and the native build is compiled
+/// without AVX-512 ([`crate::util::for_this_cpu_without_avx512`]), as on an AVX2 host.
 fn simd_table_passes() -> Vec<Option<String>> {
     let set = std::env::var("SIMD_DISABLE")
         .ok()
         .filter(|value| !value.trim().is_empty());
     #[cfg(target_arch = "x86_64")]
     if set.is_none() && std::arch::is_x86_feature_detected!("avx512bw") {
-        return vec![None, Some("avx512bw".to_owned())];
+        return vec![None, Some(AVX2_PASS.to_owned())];
     }
     vec![set]
 }
+
+/// The `SIMD_DISABLE` of `--simd-table`'s AVX2 pass on an AVX-512 host, which also
+/// puts the peers on AVX2 ([`measure_simd_table`]).
+const AVX2_PASS: &str = "avx512bw";
 
 /// The simd bench's interleaved rounds in each of `builds` with `SIMD_DISABLE` set to
 /// `disable` (or left as it is), each build's results in a directory emptied first
@@ -733,8 +739,18 @@ fn measure_simd_table(
         let recorded = home.join("implementations.txt");
         let results = home.join("rounds.jsonl");
         let mut command = cargo(&["bench", "--package", "benches", "--bench", "simd"]);
-        if build == Build::Native {
-            crate::util::for_this_cpu(&mut command)?;
+        match (build, disable) {
+            (Build::Native, Some(AVX2_PASS)) => {
+                crate::util::for_this_cpu_without_avx512(&mut command)?;
+            }
+            (Build::Native, _) => {
+                crate::util::for_this_cpu(&mut command)?;
+            }
+            (Build::Portable, _) => {}
+        }
+        if disable == Some(AVX2_PASS) {
+            // simdutf chooses at run time too: its AVX2 kernel, as on an AVX2 host.
+            command.env("SIMDUTF_FORCE_IMPLEMENTATION", "haswell");
         }
         command
             .env("SIMD_BENCH_IMPLEMENTATIONS", &recorded)
@@ -864,7 +880,22 @@ fn simd_table(rows: &[Row], header: &TableHeader) -> String {
     let mut out = String::new();
     let _ = writeln!(out, "- Machine: {}", header.cpu);
     let disabled = header.simd_disable.as_ref().map_or(String::new(), |value| {
-        format!(", with `SIMD_DISABLE={value}`")
+        if value == AVX2_PASS {
+            format!(
+                ", with `SIMD_DISABLE={value}`; the peers on AVX2 too: \
+                 `SIMDUTF_FORCE_IMPLEMENTATION=haswell`, and the native build compiled \
+                 with `-C target-feature=-avx512f` (`-mno-avx512f`)"
+            )
+        } else {
+            format!(", with `SIMD_DISABLE={value}`")
+        }
+    });
+    let heading = header.simd_disable.as_ref().map_or(String::new(), |value| {
+        if value == AVX2_PASS {
+            ", AVX2 paths".to_owned()
+        } else {
+            format!(", with `SIMD_DISABLE={value}`")
+        }
     });
     let dispatched: Vec<String> = header
         .implementations
@@ -922,7 +953,7 @@ fn simd_table(rows: &[Row], header: &TableHeader) -> String {
             Build::Portable => "Portable build",
             Build::Native => "`-C target-cpu=native` build",
         };
-        let _ = write!(out, "\n#### {title}{disabled}\n");
+        let _ = write!(out, "\n#### {title}{heading}\n");
         for group in SIMD_GROUPS {
             let Some(group_rows) = groups.get(&(group.to_owned(), build)) else {
                 continue;
@@ -1374,8 +1405,9 @@ mod tests {
         );
         assert!(
             table.contains(
-                "(the dispatch's choice on this CPU, with `SIMD_DISABLE=avx512bw`): \
-                 portable build: base64 avx2, count avx2, hash aes-ni+vaes; \
+                "(the dispatch's choice on this CPU, with `SIMD_DISABLE=avx512bw`; the peers \
+                 on AVX2 too: `SIMDUTF_FORCE_IMPLEMENTATION=haswell`, and the native build \
+                 compiled with `-C target-feature=-avx512f` (`-mno-avx512f`)): portable build: base64 avx2, count avx2, hash aes-ni+vaes; \
                  `-C target-cpu=native` build: count avx512bw, hash aes (compiled in)"
             ),
             "{table}"
@@ -1398,10 +1430,10 @@ mod tests {
         assert_eq!(
             headings,
             [
-                "#### Portable build, with `SIMD_DISABLE=avx512bw`",
+                "#### Portable build, AVX2 paths",
                 "##### hash (aes-ni+vaes)",
                 "##### count (avx2)",
-                "#### `-C target-cpu=native` build, with `SIMD_DISABLE=avx512bw`",
+                "#### `-C target-cpu=native` build, AVX2 paths",
                 "##### hash (aes (compiled in))",
                 "##### count (avx512bw)",
             ],

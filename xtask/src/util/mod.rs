@@ -215,6 +215,28 @@ pub(crate) fn for_this_cpu(command: &mut Command) -> Result<&mut Command> {
     Ok(command)
 }
 
+/// [`for_this_cpu`] as for a CPU like this one without AVX-512 (`-C
+/// target-feature=-avx512f`, `-mno-avx512f`: every AVX-512 subset goes with F), in
+/// `native-no-avx512/`: what a native build on an AVX2-only host compiles, for peers
+/// that choose their instructions at compile time.
+pub(crate) fn for_this_cpu_without_avx512(command: &mut Command) -> Result<&mut Command> {
+    let append = |name: &str, flag: &str| match env::var(name) {
+        Ok(existing) if !existing.trim().is_empty() => format!("{existing} {flag}"),
+        _ => flag.to_owned(),
+    };
+    command
+        .env(
+            "RUSTFLAGS",
+            append(
+                "RUSTFLAGS",
+                "-C target-cpu=native -C target-feature=-avx512f",
+            ),
+        )
+        .env("CXXFLAGS", append("CXXFLAGS", "-march=native -mno-avx512f"))
+        .env("CARGO_TARGET_DIR", target_dir()?.join("native-no-avx512"));
+    Ok(command)
+}
+
 /// The go command: on PATH, Go's own /usr/local/go, or Debian's golang-go installed.
 pub(crate) fn find_go() -> Result<PathBuf> {
     if on_path("go") {
