@@ -240,8 +240,8 @@ const LOW_48: __mmask64 = (1 << 48) - 1;
 /// where those bytes overlapped a buffer written just before (the output of the
 /// call before, next to the input on the heap), a 16-byte input took 8.3 ns against
 /// 3.4 for 32 bytes (a Zen 5 host): so shorter inputs of 16 to 24 bytes take the
-/// AVX2 kernel's in-bounds path ([`encode_short_avx2`]), and the rest the masked
-/// load and store.
+/// AVX2 kernel's in-bounds path ([`encode_short_avx2`]), and the rest the narrowest
+/// masked load and store that hold them ([`load_prefix`], [`store_prefix`]).
 ///
 /// # Safety
 /// The CPU must support AVX-512 F, BW, VL and VBMI (and so AVX2).
@@ -562,12 +562,13 @@ pub(super) unsafe fn decode_short_avx2(body: &[u8], output: &mut [u8], tables: &
 
 /// AVX-512 VBMI: 64 characters to 48 bytes per step; `vpermi2b` looks each character
 /// up in the first 128 entries of the decode table. The whole groups after the last
-/// whole step (up to 15) take one more step with a masked load and a masked store; the
-/// scalar code decodes the partial group (2 or 3 characters) and any block with an
-/// invalid character, to report its exact position. That step reads and writes
-/// inside the buffers where they are long enough, as the encoder's last step does.
-/// Inputs shorter than one step take the AVX2 kernel: at 16 characters this one took
-/// 8.4 ns against AVX2's 3.6-6.6 (a Zen 5 host), at 64 it is ahead (8.8 against 12).
+/// whole step (up to 15) take one more step, which reads the input's last 64
+/// characters (moved down by `vpermb`) and writes as the encoder's last step does
+/// ([`encode_avx512vbmi`]: inside the output where it has 64 bytes, else the narrowest
+/// masked store); the scalar code decodes the partial group (2 or 3 characters) and
+/// any block with an invalid character, to report its exact position. Inputs shorter
+/// than one step take the AVX2 kernel: at 16 characters this one took 8.4 ns against
+/// AVX2's 3.6-6.6 (a Zen 5 host), at 64 it is ahead (8.8 against 12).
 ///
 /// # Safety
 /// The CPU must support AVX-512 F, BW, VL and VBMI (and so AVX2).
@@ -633,17 +634,13 @@ pub(super) unsafe fn decode_avx512vbmi(
     if groups > 0 {
         let (count, bytes) = (4 * groups, 3 * groups);
         let mask: __mmask64 = (1 << count) - 1;
-        // As in the encoder's last step: in bounds where the buffers allow, else the
-        // narrowest masked access.
-        let chars = if read + count >= 64 {
-            // SAFETY: 64 readable bytes end at read + count <= input.len().
-            let last = unsafe { _mm512_loadu_si512(input.as_ptr().add(read + count - 64).cast()) };
-            let down = _mm512_add_epi8(BYTE_INDEX.0, _mm512_set1_epi8((64 - count) as i8));
-            _mm512_maskz_permutexvar_epi8(mask, down, last)
-        } else {
-            // SAFETY: the 4 * groups readable bytes at `read`.
-            unsafe { load_prefix(input.as_ptr().add(read), count) }
-        };
+        // At least one whole step came before (shorter inputs went to AVX2), so the 64
+        // characters that end with these groups are the input's.
+        debug_assert!(read + count >= 64);
+        // SAFETY: 64 readable bytes end at read + count <= input.len(), and read >= 64.
+        let last = unsafe { _mm512_loadu_si512(input.as_ptr().add(read + count - 64).cast()) };
+        let down = _mm512_add_epi8(BYTE_INDEX.0, _mm512_set1_epi8((64 - count) as i8));
+        let chars = _mm512_maskz_permutexvar_epi8(mask, down, last);
         let (sextets, invalid) = lookup(chars, mask);
         if invalid {
             return scalar::decode(&input[read..], &mut output[written..], tables, read);
