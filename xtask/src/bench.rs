@@ -715,14 +715,13 @@ const AVX2_PASS: &str = "avx512bw";
 /// `disable` (or left as it is), each build's results in a directory emptied first
 /// (so that every figure is of this run): the rows of the simd groups, and per build
 /// the implementations the bench says it ran.
-#[expect(clippy::type_complexity, reason = "a private helper's two results")]
 fn measure_simd_table(
     options: &Options,
     target: &Path,
     builds: &[Build],
     rounds: usize,
     disable: Option<&str>,
-) -> Result<(Vec<Row>, BTreeMap<Build, Vec<(String, String)>>)> {
+) -> Result<(Vec<Row>, Implementations)> {
     let mut rows = Vec::new();
     let mut implementations = BTreeMap::new();
     for &build in builds {
@@ -828,12 +827,15 @@ fn interleaved_rows(results: &Path, build: Build) -> Result<Vec<Row>> {
         .collect()
 }
 
+/// Per build, the (kernel, implementation) pairs the simd bench says it ran.
+type Implementations = BTreeMap<Build, Vec<(String, String)>>;
+
 /// What the header of `--simd-table` says about its run.
 struct TableHeader {
     /// The CPU's model, architecture and CPU count.
     cpu: String,
     /// Per build, (kernel, implementation) pairs as the bench wrote them.
-    implementations: BTreeMap<Build, Vec<(String, String)>>,
+    implementations: Implementations,
     /// `SIMD_DISABLE`, when set.
     simd_disable: Option<String>,
     date: String,

@@ -204,15 +204,7 @@ pub(crate) fn project_root() -> PathBuf {
 /// simdutf), appended to any flags already set, in `native/` under the target
 /// directory so that neither build invalidates the other.
 pub(crate) fn for_this_cpu(command: &mut Command) -> Result<&mut Command> {
-    let append = |name: &str, flag: &str| match env::var(name) {
-        Ok(existing) if !existing.trim().is_empty() => format!("{existing} {flag}"),
-        _ => flag.to_owned(),
-    };
-    command
-        .env("RUSTFLAGS", append("RUSTFLAGS", "-C target-cpu=native"))
-        .env("CXXFLAGS", append("CXXFLAGS", "-march=native"))
-        .env("CARGO_TARGET_DIR", target_dir()?.join("native"));
-    Ok(command)
+    native_build(command, "", "", "native")
 }
 
 /// [`for_this_cpu`] as for a CPU like this one without AVX-512 (`-C
@@ -220,6 +212,22 @@ pub(crate) fn for_this_cpu(command: &mut Command) -> Result<&mut Command> {
 /// `native-no-avx512/`: what a native build on an AVX2-only host compiles, for peers
 /// that choose their instructions at compile time.
 pub(crate) fn for_this_cpu_without_avx512(command: &mut Command) -> Result<&mut Command> {
+    native_build(
+        command,
+        " -C target-feature=-avx512f",
+        " -mno-avx512f",
+        "native-no-avx512",
+    )
+}
+
+/// `-C target-cpu=native` and `-march=native`, each followed by the extra flags,
+/// appended to RUSTFLAGS and CXXFLAGS as set, with the target directory's `dir`.
+fn native_build<'a>(
+    command: &'a mut Command,
+    rust_extra: &str,
+    cxx_extra: &str,
+    dir: &str,
+) -> Result<&'a mut Command> {
     let append = |name: &str, flag: &str| match env::var(name) {
         Ok(existing) if !existing.trim().is_empty() => format!("{existing} {flag}"),
         _ => flag.to_owned(),
@@ -227,13 +235,13 @@ pub(crate) fn for_this_cpu_without_avx512(command: &mut Command) -> Result<&mut 
     command
         .env(
             "RUSTFLAGS",
-            append(
-                "RUSTFLAGS",
-                "-C target-cpu=native -C target-feature=-avx512f",
-            ),
+            append("RUSTFLAGS", &format!("-C target-cpu=native{rust_extra}")),
         )
-        .env("CXXFLAGS", append("CXXFLAGS", "-march=native -mno-avx512f"))
-        .env("CARGO_TARGET_DIR", target_dir()?.join("native-no-avx512"));
+        .env(
+            "CXXFLAGS",
+            append("CXXFLAGS", &format!("-march=native{cxx_extra}")),
+        )
+        .env("CARGO_TARGET_DIR", target_dir()?.join(dir));
     Ok(command)
 }
 
