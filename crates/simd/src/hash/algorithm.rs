@@ -51,7 +51,7 @@
 //!   blocks, after their own round, are XORed into the lanes' starts: until issue 57
 //!   the lanes' round ran on the starts too, `aesenc(start, own)`, but a round of a
 //!   value that depends on the keys alone is just another such value, and it cost
-//!   eight VAES instructions per hash (1 KiB: 11.2 ns, now 10.2, a Zen 5 host). After
+//!   eight VAES instructions per hash (1 KiB: 11.0 ns, now 10.1, a Zen 5 host). After
 //!   the last step each lane takes one more keyed round ([`last_round`]), so that the
 //!   last step's blocks, too, have two keyed rounds behind them when the lanes meet.
 //! - Finishing (longer than 64 bytes): each lane's bytes permuted ([`LANE_MIX`]) and
