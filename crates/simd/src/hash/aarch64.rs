@@ -76,7 +76,7 @@ pub(super) fn hash_compiled(bytes: &[u8], keys: Keys, tweak: u64) -> u64 {
     if bytes.len() <= 64 {
         // SAFETY: the build enables NEON and AES in every function, so the program
         // only runs on CPUs that have them.
-        unsafe { algorithm::hash_medium::<ArmAes>(bytes, keys, tweak) }
+        unsafe { algorithm::hash_medium::<ArmAes, EachLane>(bytes, keys, tweak) }
     } else {
         hash_compiled_long(bytes, keys, tweak)
     }

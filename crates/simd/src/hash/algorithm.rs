@@ -26,8 +26,10 @@
 //! - 17 to 64 bytes: two or four 16-byte blocks (the first and last 16/32 bytes,
 //!   overlapping), each given two keyed rounds of its own (the first keyed with its
 //!   lane's start, which holds the length) before it meets another lane; the lanes
-//!   then meet with one round each (`aesenc(a, b)`, a tree), and one keyed round
-//!   follows: five dependent rounds at 33-64 bytes ([`hash_medium`]).
+//!   then meet with one round each (`aesenc(a, b)`, a tree: at 33-64 bytes lane `i`
+//!   meets lane `i + 2` first, so that VAES holds lanes 0-1 and 2-3 as the two
+//!   32-byte halves of the key, [`Steps::four_met`]), and one keyed round follows:
+//!   five dependent rounds at 33-64 bytes ([`hash_medium`]).
 //! - 65 to 128 bytes: the first and the last 64 bytes, overlapping, into eight lanes;
 //!   129 to 256: the first and the last 128 into sixteen, as above (two keyed rounds
 //!   per block, then the lanes permuted and XORed).
@@ -56,13 +58,17 @@
 //!   last step's blocks, too, have two keyed rounds behind them when the lanes meet.
 //! - Finishing (longer than 64 bytes): each lane's bytes permuted ([`LANE_MIX`]) and
 //!   the lanes XORed ([`combine2`], whose docs give the bounds), the length XORed in,
-//!   then one more keyed round; at every length the 128 bits are folded to 64 by a
-//!   folded multiply of the halves. Until issue 57 these lanes met in a tree of one
+//!   then one more keyed round, and the 128 bits folded to 64 by a folded multiply
+//!   of the halves ([`finish`]). Until issue 57 these lanes met in a tree of one
 //!   round per meeting (`aesenc(a, b)`), which cost a round of latency per level:
 //!   four after the last step at 1 KiB (the 17-64-byte path keeps its tree: met by
-//!   XOR it measured slower, see [`hash_medium`]). When each block of the 17-64-byte path had one round of its own, lanes
-//!   met with one round each and the halves were XORed, sparse 60-64-byte keys (up
-//!   to 3 bits set) collided in full, 4-20 pairs among 22.4 M keys.
+//!   XOR it measured slower, see [`hash_medium`]). When each block of the
+//!   17-64-byte path had one round of its own, lanes met with one round each and the
+//!   halves were XORed, sparse 60-64-byte keys (up to 3 bits set) collided in full,
+//!   4-20 pairs among 22.4 M keys.
+//! - Finishing 17 to 64 bytes: the keyed round, then a round keyed with the state
+//!   before it, and the low 64 bits ([`finish_medium`], ahash's shape), which keeps
+//!   the result in the vector unit until one move out.
 //! - A running `Hasher` hashes each write with its state so far XORed into key 0.
 //!
 //! Go's arm64 aeshash lost bytes above 256 (a register reused in the loop); the tests
@@ -198,6 +204,26 @@ pub(crate) const STEP: usize = 16 * LANES;
 /// implementation with wider AES instructions may do two lanes per instruction, with
 /// the same values.
 pub(crate) trait Steps<B: Block> {
+    /// A key of 33 to 64 bytes: its first 32 bytes into lanes 0 and 1 and its last 32
+    /// into lanes 2 and 3 (overlapping), each lane its one block ([`medium_block`]),
+    /// met by one round per meeting in a tree: lane `i` with lane `i + 2`, then the two
+    /// results, `aesenc(aesenc(a, c), aesenc(b, d))` (see [`hash_medium`]).
+    ///
+    /// # Safety
+    /// The CPU must support `B`'s instructions and the implementation's.
+    #[inline(always)]
+    unsafe fn four_met(bytes: &[u8], k: &[B; 4]) -> B {
+        let last = bytes.len() - 32;
+        // SAFETY: the caller guarantees B's instructions exist.
+        unsafe {
+            let a = medium_block(bytes, k, 0, 0);
+            let b = medium_block(bytes, k, 1, 16);
+            let c = medium_block(bytes, k, 2, last);
+            let d = medium_block(bytes, k, 3, last + 16);
+            a.aesenc(c).aesenc(b.aesenc(d))
+        }
+    }
+
     /// A key of 65 to 128 bytes: the first 64 bytes into lanes 0-3 and the last 64
     /// into lanes 4-7 (overlapping), each lane its one block ([`one_block`]), met
     /// ([`combine8`]).
@@ -305,7 +331,7 @@ pub(crate) unsafe fn hash<B: Block, S: Steps<B>>(bytes: &[u8], keys: Keys, tweak
         if len <= 16 {
             hash_short(bytes, keys.short_seed(), tweak)
         } else if len <= 64 {
-            hash_medium::<B>(bytes, keys, tweak)
+            hash_medium::<B, S>(bytes, keys, tweak)
         } else {
             hash_long::<B, S>(bytes, keys, tweak)
         }
@@ -330,50 +356,57 @@ unsafe fn round_keys<B: Block>(keys: Keys, tweak: u64) -> [B; 4] {
 }
 
 /// [`hash`] of 17 to 64 bytes: two or four blocks, each a lane of its own given two
-/// keyed rounds ([`medium_block`]); the lanes then meet with one round each,
-/// `aesenc(a, b)` (four lanes: `aesenc(aesenc(a, b), aesenc(c, d))`), and one keyed
-/// round follows. Small enough to be called in line where the build enables AES (a
-/// `HashMap`'s `hash_one` stays in line around it); longer keys are a call.
+/// keyed rounds ([`medium_block`]); the lanes then meet with one round each, `aesenc(a,
+/// b)` (four lanes: [`Steps::four_met`], `aesenc(aesenc(a, c), aesenc(b, d))`), and the
+/// finish ([`finish_medium`]) follows. Small enough to be called in line where the
+/// build enables AES (a `HashMap`'s `hash_one` stays in line around it); longer keys
+/// are a call.
 ///
 /// One round per meeting, a tree (the longer paths meet by XOR, [`combine2`]; here
-/// that was tried and measured slower, below): `b` enters after a round of `a`,
-/// which has had three by then against `b`'s two, so that a difference in one lane
+/// that was tried and measured slower, below): `c` enters after a round of `a`,
+/// which has had three by then against `c`'s two, so that a difference in one lane
 /// cancels one in another only through a three-round AES differential (every
 /// three-round trail has nine active S-boxes or more, so probability 2^-54 or less,
 /// by AES's wide trail bound). With two rounds per meeting the 33-64-byte path was
 /// seven dependent rounds deep and 0.8x ahash's AES path at 64 bytes; now five (four
-/// at 17-32 bytes). Two lanes per VAES instruction here (lanes 0 and 2 in one
-/// register, 1 and 3 in another: 7 AES instructions where there are 11) measured
-/// faster over thousands of keys and slower on one key in a loop, the table's bench:
-/// the inserts and the extract between 128 and 256 bits lengthen the chain (the
-/// crate's README has the figures). Met by XOR instead, each lane permuted first
-/// (as the longer paths meet: 9 AES instructions and three `pshufb` where there are
-/// 12 AES instructions), it passed the quality suite and SMHasher but measured 2.36
-/// against 2.21 ns at 64 bytes and 1.39 against 1.35 at 32 (one key in a loop, this
-/// crate's Zen 3 VM, issue 57): the loop is bound by the instructions issued, not by
-/// the AES units, so the shuffles cost what the rounds saved.
+/// at 17-32 bytes).
+///
+/// Lane `i` meets lane `i + 2` first (until issue 57, lane `i + 1`), so that with
+/// VAES lanes 0 and 1 are the first 32 bytes of the key and lanes 2 and 3 the last
+/// 32, each one 256-bit load, and the first meeting is one instruction for both
+/// pairs: 7 AES instructions where there are 12, and nothing between 128 and 256 bits
+/// but one extract before the last meeting. 64 bytes, one key in a loop on a Zen 4
+/// host: 2.35 -> 1.98 ns in the table's bench (ahash 1.98), 1.75 against ahash's 1.93
+/// in a loop over a plain slice. An earlier VAES version kept the old tree, lanes 0
+/// and 2 in one register and 1 and 3 in another: its four inserts and the extract
+/// lengthened the chain, and it measured slower on one key in a loop. Met by XOR
+/// instead, each lane permuted first (as the longer paths meet: 9 AES instructions
+/// and three `pshufb` where there are 12 AES instructions), it passed the quality
+/// suite and SMHasher but measured 2.36 against 2.21 ns at 64 bytes and 1.39 against
+/// 1.35 at 32 (one key in a loop, this crate's Zen 3 VM, issue 57): the loop is bound
+/// by the instructions issued and the chain's depth, not by the AES units, so the
+/// shuffles cost what the rounds saved.
 ///
 /// # Safety
 /// The CPU must support `B`'s instructions.
 #[inline(always)]
-pub(crate) unsafe fn hash_medium<B: Block>(bytes: &[u8], keys: Keys, tweak: u64) -> u64 {
+pub(crate) unsafe fn hash_medium<B: Block, S: Steps<B>>(
+    bytes: &[u8],
+    keys: Keys,
+    tweak: u64,
+) -> u64 {
     let len = bytes.len();
     debug_assert!((17..=64).contains(&len));
-    // SAFETY: the caller guarantees B's instructions exist; every other operation in
-    // this block is safe Rust.
+    // SAFETY: the caller guarantees B's and S's instructions exist; every other
+    // operation in this block is safe Rust.
     unsafe {
         let k: [B; 4] = round_keys(keys, tweak);
         let s = if len <= 32 {
             medium_block(bytes, &k, 0, 0).aesenc(medium_block(bytes, &k, 1, len - 16))
         } else {
-            // The first 32 bytes and the last 32, overlapping.
-            let a = medium_block(bytes, &k, 0, 0);
-            let b = medium_block(bytes, &k, 1, 16);
-            let c = medium_block(bytes, &k, 2, len - 32);
-            let d = medium_block(bytes, &k, 3, len - 16);
-            a.aesenc(b).aesenc(c.aesenc(d))
+            S::four_met(bytes, &k)
         };
-        finish(s, k[0])
+        finish_medium(s, k[0])
     }
 }
 
@@ -644,7 +677,8 @@ unsafe fn combine16<B: Block>(l: [B; 16]) -> B {
     }
 }
 
-/// The last keyed round, `aesenc(s, k0)`, and its 128 bits to 64 by a folded multiply
+/// The finish of keys longer than 64 bytes (17 to 64 take [`finish_medium`]): the
+/// last keyed round, `aesenc(s, k0)`, and its 128 bits to 64 by a folded multiply
 /// of the halves XOR digits of π (not the halves' XOR, which keeps any difference
 /// that is equal in both halves from the last round's structure). The digits are
 /// XORed into the round's key, which is the same (a round's key is XORed into its
@@ -658,6 +692,35 @@ unsafe fn finish<B: Block>(s: B, k0: B) -> u64 {
     // SAFETY: the caller guarantees B's instructions exist.
     let (low, high) = unsafe { s.aesenc(k0.xor(B::from_halves(PI[5], PI[6]))).halves() };
     folded_multiply(low, high)
+}
+
+/// The finish of 17 to 64 bytes: the last keyed round as in [`finish`], then a
+/// round keyed with the state before it (`aesenc(aesenc(s, k), s)`: the state XORed
+/// into the round's output, so the two rounds cannot be undone from the output), and
+/// the low 64 bits.
+///
+/// Why not [`finish`] here: its folded multiply takes the state out of the vector
+/// unit as two words (`vmovq`, `vpextrq`: three instructions) and multiplies them,
+/// about eight cycles and five instructions after the round, where this is one AES
+/// round and one move. At 64 bytes, one key in a loop (the table's bench shape, Zen
+/// 4): 1.96 -> 1.90 ns, ahash 1.97. Why not at every length: for keys longer than 64
+/// bytes the length is XORed in after the lanes meet, one round before the finish,
+/// and two rounds and the low 64 bits failed SMHasher's Zeroes there (all-zero keys
+/// of lengths with the same number of long-loop steps differ only in the length:
+/// 508 collisions in the low 28 bits against 78 expected). Here the length is in
+/// every lane's start, four rounds before the output (five at 33-64 bytes).
+///
+/// # Safety
+/// The CPU must support `B`'s instructions.
+#[inline(always)]
+unsafe fn finish_medium<B: Block>(s: B, k0: B) -> u64 {
+    // SAFETY: the caller guarantees B's instructions exist.
+    unsafe {
+        s.aesenc(k0.xor(B::from_halves(PI[5], PI[6])))
+            .aesenc(s)
+            .halves()
+            .0
+    }
 }
 
 #[cfg(test)]
