@@ -15,7 +15,8 @@ use super::generic;
 use crate::vector::x86_64::{V128, V256};
 
 /// SSE2, 16 bytes per vector; the scalar loop for haystacks shorter than one. In
-/// builds that enable POPCNT, 16 to 32 bytes are [`count_two_masks`].
+/// builds that enable POPCNT, 16 to 32 bytes are `count_two_masks`' (not a link: the
+/// function exists only in those builds).
 ///
 /// # Safety
 /// None beyond x86_64 (SSE2 is part of the baseline).
