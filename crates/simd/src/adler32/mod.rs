@@ -64,31 +64,25 @@ impl Adler32 {
     ///
     /// In builds that enable AVX2 at compile time (`-C target-cpu=native` on such a
     /// CPU), every input is taken in line once the choice is the AVX2 kernel, and
-    /// inputs of up to 64 bytes once it is AVX-512 BW's (both take such inputs with
-    /// the same AVX2 code): the indirect call cost as much as the checksum at 64 bytes,
+    /// inputs shorter than 1 KiB once it is AVX-512 BW's (which takes those with the
+    /// same AVX2 code): the indirect call cost as much as the checksum at 64 bytes,
     /// and at 256 bytes it left ours at 0.95x zlib-rs, which is in line there (11.1
-    /// against 8.8 ns in line, interleaved rounds on Zen 3, 2026-11-30). Until the
+    /// against 8.8 ns in line, interleaved rounds on Zen 3, 2026-11-30; with
+    /// AVX-512 BW, where only inputs of up to 64 bytes were in line, 0.94x on Zen 4,
+    /// 2026-12-02). Until the
     /// first choice, and after [`crate::force_scalar`], every call goes through the
     /// choice.
     #[inline]
     pub fn update(&mut self, bytes: &[u8]) {
         let chosen = CHOICE.current();
         #[cfg(all(target_arch = "x86_64", target_feature = "avx2"))]
-        if chosen.implementation == Implementation::Avx2 {
+        if chosen.implementation == Implementation::Avx2
+            || (chosen.implementation == Implementation::Avx512Bw
+                && bytes.len() < x86_64::AVX512_FROM)
+        {
             // SAFETY: the build enables AVX2, all update_avx2_in_line needs.
             (self.a, self.b) = unsafe { x86_64::update_avx2_in_line(self.a, self.b, bytes) };
             return;
-        }
-        #[cfg(all(target_arch = "x86_64", target_feature = "avx2"))]
-        if matches!(
-            chosen.implementation,
-            Implementation::Avx2 | Implementation::Avx512Bw
-        ) {
-            // SAFETY: the build enables AVX2, all update_avx2_short needs.
-            if let Some((a, b)) = unsafe { x86_64::update_avx2_short(self.a, self.b, bytes) } {
-                (self.a, self.b) = (a, b);
-                return;
-            }
         }
         // SAFETY: the choice is `detect` or a function whose CPU features are present.
         (self.a, self.b) = unsafe { (chosen.function)(self.a, self.b, bytes) };

@@ -200,7 +200,7 @@ const SHORT_MAX: usize = 64;
 #[cfg(target_feature = "avx2")]
 #[inline]
 #[target_feature(enable = "avx2")]
-pub(super) unsafe fn update_avx2_short(a: u32, b: u32, bytes: &[u8]) -> Option<(u32, u32)> {
+unsafe fn update_avx2_short(a: u32, b: u32, bytes: &[u8]) -> Option<(u32, u32)> {
     match bytes.len() {
         0..16 => Some(super::scalar::update(a, b, bytes)),
         // SAFETY: AVX2 implies V128's SSSE3.
@@ -248,7 +248,7 @@ pub(super) unsafe fn update_avx2(a: u32, b: u32, bytes: &[u8]) -> (u32, u32) {
 /// which runs 512-bit operations as two 256-bit halves, 64-byte chunks are no faster
 /// from 1 KiB up and 15-20 % slower at 64 and 256 B (one 512-bit chunk costs what two
 /// 256-bit ones do, and its horizontal sums take longer).
-const AVX512_FROM: usize = 1024;
+pub(super) const AVX512_FROM: usize = 1024;
 
 /// AVX-512 BW, 64-byte chunks from [`AVX512_FROM`] bytes; AVX2 below.
 ///
