@@ -28,8 +28,9 @@
 //!   lane's start, which holds the length) before it meets another lane; the lanes
 //!   then meet with one round each (`aesenc(a, b)`, a tree: at 33-64 bytes lane `i`
 //!   meets lane `i + 2` first, so that VAES holds lanes 0-1 and 2-3 as the two
-//!   32-byte halves of the key, [`Steps::four_met`]), and one keyed round follows:
-//!   five dependent rounds at 33-64 bytes ([`hash_medium`]).
+//!   32-byte halves of the key, [`Steps::four_met`]), and the finish's two rounds
+//!   follow ([`finish_medium`]): six dependent rounds at 33-64 bytes, five at 17-32
+//!   ([`hash_medium`]).
 //! - 65 to 128 bytes: the first and the last 64 bytes, overlapping, into eight lanes;
 //!   129 to 256: the first and the last 128 into sixteen, as above (two keyed rounds
 //!   per block, then the lanes permuted and XORed).
@@ -368,8 +369,9 @@ unsafe fn round_keys<B: Block>(keys: Keys, tweak: u64) -> [B; 4] {
 /// cancels one in another only through a three-round AES differential (every
 /// three-round trail has nine active S-boxes or more, so probability 2^-54 or less,
 /// by AES's wide trail bound). With two rounds per meeting the 33-64-byte path was
-/// seven dependent rounds deep and 0.8x ahash's AES path at 64 bytes; now five (four
-/// at 17-32 bytes).
+/// seven dependent rounds deep and 0.8x ahash's AES path at 64 bytes; with one, five
+/// (four at 17-32 bytes), and six (five) since the finish's second round, which
+/// replaced the folded multiply and is shorter than it.
 ///
 /// Lane `i` meets lane `i + 2` first (until issue 57, lane `i + 1`), so that with
 /// VAES lanes 0 and 1 are the first 32 bytes of the key and lanes 2 and 3 the last
