@@ -144,11 +144,6 @@ pub(crate) struct Candidate<F> {
     pub(crate) implementation: Implementation,
     /// Whether this CPU can run it (`x86_has!`/`arm_has!`; always true for scalar).
     pub(crate) available: fn() -> bool,
-    /// Whether the dispatcher may choose it where it is available ([`always`] but
-    /// where a later candidate measured faster on some CPUs, such as count's AVX-512
-    /// BW kernel on Zen 4: [`x86_splits_512_bit`]). Tests and benches still run it by
-    /// name wherever it is available.
-    pub(crate) preferred: fn() -> bool,
     /// The function.
     pub(crate) function: F,
 }
@@ -160,26 +155,15 @@ impl<F> Candidate<F> {
         Candidate {
             implementation: Implementation::Scalar,
             available: || false,
-            preferred: always,
             function,
         }
     }
-}
-
-/// A candidate's [`Candidate::preferred`] where nothing argues against it.
-pub(crate) fn always() -> bool {
-    true
 }
 
 /// Whether this CPU runs 512-bit vector instructions as two 256-bit halves and
 /// compares into mask registers at half the rate of 256-bit compares into vectors:
 /// AMD's Zen 4 (family 19h, the only one of that family with AVX-512; Zen 5, family
 /// 1Ah, has full-width units). Asked once with `cpuid`, which every x86_64 CPU has.
-///
-/// Measured on a Zen 4 EPYC (2026-12-02): counting with 512-bit compares into masks
-/// ran at 118 GB/s from 1 to 16 KiB, masked adds into byte counters at 106-135, and
-/// 256-bit compares into masks at 78, where the AVX2 kernel (compares into vectors,
-/// subtracted from byte counters) ran at 171-215.
 #[cfg(all(target_arch = "x86_64", target_feature = "sse2"))]
 pub(crate) fn x86_splits_512_bit() -> bool {
     use core::sync::atomic::AtomicU8;
@@ -200,9 +184,8 @@ pub(crate) fn x86_splits_512_bit() -> bool {
 #[cfg(all(target_arch = "x86_64", target_feature = "sse2"))]
 fn is_zen4() -> bool {
     use core::arch::x86_64::{__cpuid, __cpuid_count};
-    // SAFETY: every x86_64 CPU has `cpuid`, and leaves 0, 1 and 7 exist on every one
-    // with AVX-512 (the maximum leaf, checked below, covers 7). The intrinsic is safe
-    // in newer Rust, hence the allow.
+    // SAFETY: every x86_64 CPU has `cpuid`; leaf 7 is read only where leaf 0 says it
+    // exists. The intrinsics are safe in newer Rust, hence the allow.
     #[allow(unused_unsafe)]
     let (vendor, signature, features) = unsafe {
         let leaf0 = __cpuid(0);
@@ -224,8 +207,7 @@ fn is_zen4() -> bool {
     amd && family == 0x19 && avx512f
 }
 
-/// The first candidate this CPU can run and the dispatcher may choose, or the last
-/// (scalar) one when `forced`.
+/// The first candidate this CPU can run, or the last (scalar) one when `forced`.
 fn first_available<F>(candidates: &'static [Candidate<F>], forced: bool) -> &'static Candidate<F> {
     let scalar = candidates
         .last()
@@ -235,7 +217,7 @@ fn first_available<F>(candidates: &'static [Candidate<F>], forced: bool) -> &'st
     } else {
         candidates
             .iter()
-            .find(|candidate| (candidate.available)() && (candidate.preferred)())
+            .find(|candidate| (candidate.available)())
             .unwrap_or(scalar)
     }
 }
@@ -330,27 +312,18 @@ mod tests {
 
     static CANDIDATES: &[Candidate<Double>] = &[
         Candidate {
-            implementation: Implementation::Avx512Bw,
-            available: || true,
-            preferred: || false,
-            function: |x| x * 4,
-        },
-        Candidate {
             implementation: Implementation::Avx2,
             available: || false,
-            preferred: super::always,
             function: |x| x * 3,
         },
         Candidate {
             implementation: Implementation::Sse2,
             available: || true,
-            preferred: super::always,
             function: |x| x * 2,
         },
         Candidate {
             implementation: Implementation::Scalar,
             available: || true,
-            preferred: super::always,
             function: |x| x + x,
         },
     ];
@@ -368,31 +341,12 @@ mod tests {
         assert!(core::ptr::eq(CHOICE.current(), &DETECT));
         // SAFETY: as in detect.
         assert_eq!(unsafe { (CHOICE.current().function)(21) }, 42);
-        // The first available and preferred candidate, skipping the one not
-        // preferred and the unavailable one.
-        assert!(core::ptr::eq(CHOICE.current(), &CANDIDATES[2]));
+        // The first available candidate, skipping the unavailable one.
+        assert!(core::ptr::eq(CHOICE.current(), &CANDIDATES[1]));
         assert_eq!(CHOICE.implementation(CANDIDATES), Implementation::Sse2);
         CHOICE.reset();
         assert!(core::ptr::eq(CHOICE.current(), &DETECT));
         assert_eq!(CHOICE.implementation(CANDIDATES), Implementation::Sse2);
-        assert!(core::ptr::eq(CHOICE.current(), &CANDIDATES[2]));
-    }
-
-    /// Tests and benches run every candidate the CPU can run, preferred or not.
-    #[cfg(feature = "alloc")]
-    #[test]
-    fn every_available_candidate_is_listed_preferred_or_not() {
-        let listed: alloc::vec::Vec<Implementation> = super::all_available(CANDIDATES)
-            .iter()
-            .map(|candidate| candidate.implementation)
-            .collect();
-        assert_eq!(
-            listed,
-            [
-                Implementation::Scalar,
-                Implementation::Sse2,
-                Implementation::Avx512Bw
-            ]
-        );
+        assert!(core::ptr::eq(CHOICE.current(), &CANDIDATES[1]));
     }
 }

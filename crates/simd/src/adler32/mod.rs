@@ -145,34 +145,29 @@ static CANDIDATES: &[Candidate<UpdateFn>] = &[
     Candidate {
         implementation: Implementation::Avx512Bw,
         available: || x86_has!("avx512bw"),
-        preferred: crate::dispatch::always,
         function: x86_64::update_avx512bw,
     },
     #[cfg(all(target_arch = "x86_64", target_feature = "sse2"))]
     Candidate {
         implementation: Implementation::Avx2,
         available: || x86_has!("avx2"),
-        preferred: crate::dispatch::always,
         function: x86_64::update_avx2,
     },
     #[cfg(all(target_arch = "x86_64", target_feature = "sse2"))]
     Candidate {
         implementation: Implementation::Ssse3,
         available: || x86_has!("ssse3"),
-        preferred: crate::dispatch::always,
         function: x86_64::update_ssse3,
     },
     #[cfg(target_arch = "aarch64")]
     Candidate {
         implementation: Implementation::Neon,
         available: || arm_has!("neon"),
-        preferred: crate::dispatch::always,
         function: aarch64::update_neon,
     },
     Candidate {
         implementation: Implementation::Scalar,
         available: || true,
-        preferred: crate::dispatch::always,
         function: scalar_update,
     },
 ];

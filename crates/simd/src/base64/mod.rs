@@ -425,34 +425,29 @@ static CANDIDATES: &[Candidate<Kernels>] = &[
     Candidate {
         implementation: Implementation::Avx512Vbmi,
         available: || x86_has!("avx512vbmi") && x86_has!("avx512bw") && x86_has!("avx512vl"),
-        preferred: crate::dispatch::always,
         function: AVX512_VBMI,
     },
     #[cfg(all(target_arch = "x86_64", target_feature = "sse2"))]
     Candidate {
         implementation: Implementation::Avx2,
         available: || x86_has!("avx2"),
-        preferred: crate::dispatch::always,
         function: AVX2,
     },
     #[cfg(all(target_arch = "x86_64", target_feature = "sse2"))]
     Candidate {
         implementation: Implementation::Ssse3,
         available: || x86_has!("ssse3"),
-        preferred: crate::dispatch::always,
         function: SSSE3,
     },
     #[cfg(target_arch = "aarch64")]
     Candidate {
         implementation: Implementation::Neon,
         available: || arm_has!("neon"),
-        preferred: crate::dispatch::always,
         function: NEON,
     },
     Candidate {
         implementation: Implementation::Scalar,
         available: || true,
-        preferred: crate::dispatch::always,
         function: SCALAR,
     },
 ];

@@ -97,16 +97,12 @@ static CANDIDATES: &[Candidate<CountFn>] = &[
         available: || {
             x86_has!("avx512f") && x86_has!("avx512bw") && x86_has!("avx2") && x86_has!("popcnt")
         },
-        // Zen 4 compares into masks at half the AVX2 kernel's rate: 0.55x of it
-        // from 1 to 16 KiB (118 against 215 GB/s).
-        preferred: || !crate::dispatch::x86_splits_512_bit(),
         function: x86_64::count_avx512bw,
     },
     #[cfg(all(target_arch = "x86_64", target_feature = "sse2"))]
     Candidate {
         implementation: Implementation::Avx2,
         available: || x86_has!("avx2"),
-        preferred: crate::dispatch::always,
         function: x86_64::count_avx2,
     },
     #[cfg(all(target_arch = "x86_64", target_feature = "sse2"))]
@@ -114,20 +110,17 @@ static CANDIDATES: &[Candidate<CountFn>] = &[
         implementation: Implementation::Sse2,
         // SSE2 is part of x86_64 itself.
         available: || true,
-        preferred: crate::dispatch::always,
         function: x86_64::count_sse2,
     },
     #[cfg(target_arch = "aarch64")]
     Candidate {
         implementation: Implementation::Neon,
         available: || arm_has!("neon"),
-        preferred: crate::dispatch::always,
         function: aarch64::count_neon,
     },
     Candidate {
         implementation: Implementation::Scalar,
         available: || true,
-        preferred: crate::dispatch::always,
         function: scalar_count,
     },
 ];

@@ -7,9 +7,8 @@
 //! bytes per step) ran at 0.6-0.8x of AVX2 on an AVX-512 Xeon at 1 KiB to 1 MiB, as
 //! 512-bit operations have two vector ports where 256-bit ones have three; counting
 //! the masks' bits moves half the work to the scalar ports (`kmov`, `popcnt`, `add`)
-//! and needs no horizontal sum. On Zen 4, whose compares into masks run at half the
-//! rate of AVX2's compares into vectors, it is 0.55x of AVX2 from 1 to 16 KiB, and
-//! the dispatcher takes AVX2 there (`crate::dispatch::x86_splits_512_bit`).
+//! and needs no horizontal sum. On Zen 4, which compares into masks at half the rate
+//! of AVX2's compares into vectors, it takes AVX2's kernel from 512 bytes.
 
 use core::arch::x86_64::*;
 
@@ -88,10 +87,19 @@ pub(super) unsafe fn count_avx2(haystack: &[u8], needle: u8) -> usize {
     }
 }
 
+/// From 512 bytes on CPUs that split 512-bit operations (Zen 4), the AVX2 kernel:
+/// there the masks ran at 118 GB/s from 1 to 16 KiB, where AVX2 ran at 171-215 (Zen 4
+/// compares into mask registers at half the rate of 256-bit compares into vectors),
+/// but shorter haystacks were faster with the masks (256 bytes: 3.25 against 3.79
+/// ns).
+const AVX2_FROM_WHERE_SPLIT: usize = 512;
+
 /// AVX-512 BW: 64 bytes per step compared into a 64-bit mask, whose set bits
 /// `popcnt` counts, two masks per step into two totals; the bytes after the last
 /// whole step are one more compare ending at the haystack's end, shifted to drop the
-/// bytes already counted. AVX2's kernel for haystacks shorter than 64 bytes.
+/// bytes already counted. AVX2's kernel for haystacks shorter than 64 bytes, and for
+/// those of [`AVX2_FROM_WHERE_SPLIT`] bytes or more on CPUs that split 512-bit
+/// operations (`crate::dispatch::x86_splits_512_bit`).
 ///
 /// # Safety
 /// The CPU must support AVX-512 F and BW, AVX2 and POPCNT.
@@ -99,7 +107,7 @@ pub(super) unsafe fn count_avx2(haystack: &[u8], needle: u8) -> usize {
 #[target_feature(enable = "avx512f,avx512bw,avx2,popcnt")]
 pub(super) unsafe fn count_avx512bw(haystack: &[u8], needle: u8) -> usize {
     let len = haystack.len();
-    if len < 64 {
+    if len < 64 || (len >= AVX2_FROM_WHERE_SPLIT && crate::dispatch::x86_splits_512_bit()) {
         // SAFETY: this function's target features include AVX2.
         return unsafe { count_avx2(haystack, needle) };
     }

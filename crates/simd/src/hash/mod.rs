@@ -286,7 +286,6 @@ static CANDIDATES: &[Candidate<(HashFn, SeededHashFn)>] = &[
     Candidate {
         implementation: Implementation::AesNiVaes,
         available: || x86_has!("aes") && x86_has!("avx2") && x86_has!("vaes"),
-        preferred: crate::dispatch::always,
         function: (x86_64::hash_aesni_vaes, |bytes, seed| {
             // SAFETY: called only through a table entry whose CPU features are present.
             unsafe { x86_64::hash_aesni_vaes(bytes, Keys::new([seed, 0]), 0) }
@@ -296,7 +295,6 @@ static CANDIDATES: &[Candidate<(HashFn, SeededHashFn)>] = &[
     Candidate {
         implementation: Implementation::AesNiAvx,
         available: || x86_has!("aes") && x86_has!("avx"),
-        preferred: crate::dispatch::always,
         function: (x86_64::hash_aesni_avx, |bytes, seed| {
             // SAFETY: called only through a table entry whose CPU features are present.
             unsafe { x86_64::hash_aesni_avx(bytes, Keys::new([seed, 0]), 0) }
@@ -306,7 +304,6 @@ static CANDIDATES: &[Candidate<(HashFn, SeededHashFn)>] = &[
     Candidate {
         implementation: Implementation::AesNi,
         available: || x86_has!("aes") && x86_has!("ssse3"),
-        preferred: crate::dispatch::always,
         function: (x86_64::hash_aesni, |bytes, seed| {
             // SAFETY: as above.
             unsafe { x86_64::hash_aesni(bytes, Keys::new([seed, 0]), 0) }
@@ -316,7 +313,6 @@ static CANDIDATES: &[Candidate<(HashFn, SeededHashFn)>] = &[
     Candidate {
         implementation: Implementation::ArmAes,
         available: || arm_has!("aes"),
-        preferred: crate::dispatch::always,
         function: (aarch64::hash_arm_aes, |bytes, seed| {
             // SAFETY: as above.
             unsafe { aarch64::hash_arm_aes(bytes, Keys::new([seed, 0]), 0) }
@@ -325,7 +321,6 @@ static CANDIDATES: &[Candidate<(HashFn, SeededHashFn)>] = &[
     Candidate {
         implementation: Implementation::Scalar,
         available: || true,
-        preferred: crate::dispatch::always,
         function: (hash_soft, |bytes, seed| {
             // SAFETY: the software round needs no CPU feature.
             unsafe { hash_soft(bytes, Keys::new([seed, 0]), 0) }
