@@ -67,11 +67,10 @@ impl Adler32 {
     /// inputs shorter than 1 KiB once it is AVX-512 BW's (which takes those with the
     /// same AVX2 code): the indirect call cost as much as the checksum at 64 bytes,
     /// and at 256 bytes it left ours at 0.95x zlib-rs, which is in line there (11.1
-    /// against 8.8 ns in line, interleaved rounds on Zen 3, 2026-11-30; with
-    /// AVX-512 BW, where only inputs of up to 64 bytes were in line, 0.94x on Zen 4,
-    /// 2026-12-02). Until the
-    /// first choice, and after [`crate::force_scalar`], every call goes through the
-    /// choice.
+    /// against 8.8 ns in line, interleaved rounds on Zen 3, 2026-11-30; with AVX-512
+    /// BW, when only inputs of up to 64 bytes were in line, 0.94x on Zen 4,
+    /// 2026-12-02). Until the first choice, and after [`crate::force_scalar`], every
+    /// call goes through the choice.
     #[inline]
     pub fn update(&mut self, bytes: &[u8]) {
         let chosen = CHOICE.current();
