@@ -116,6 +116,31 @@ fn every_implementation_matches_scalar_at_every_length_and_offset() {
 }
 
 #[test]
+fn no_kernel_writes_past_the_decoded_length() {
+    // The output slice given is longer than the result: the bytes after it must keep
+    // their value (a last step stored whole, or through a wider store, would not).
+    let data = random_bytes(300, 11);
+    for kernels in ioserve_simd::base64::implementations() {
+        for engine in [STANDARD, URL_SAFE_NO_PAD] {
+            for len in 0..=300 {
+                let text = encode_with(scalar(), engine, &data[..len]);
+                let mut output = vec![0xA5u8; len + 64];
+                let written = engine
+                    .decode_to_slice_with(kernels, &text, &mut output)
+                    .unwrap();
+                assert_eq!(written, len);
+                assert_eq!(&output[..len], &data[..len]);
+                assert!(
+                    output[len..].iter().all(|&b| b == 0xA5),
+                    "{} wrote past {len} bytes",
+                    kernels.implementation()
+                );
+            }
+        }
+    }
+}
+
+#[test]
 fn decoding_reads_from_every_start_offset() {
     // The encode test moves the input bytes; this moves the characters.
     let text = URL_SAFE_NO_PAD.encode(random_bytes(800, 8)).into_bytes();

@@ -270,7 +270,6 @@ pub(super) unsafe fn decode<V: Lanes>(
     output: &mut [u8],
     tables: &Tables,
 ) -> (usize, usize) {
-    const { assert!(V::GROUPS_READ <= 32, "the buffer below holds one step") };
     let step = V::BYTES / 4 * 3;
     let groups_end = input.len() / 4 * 4;
     let Some(output) = output.get_mut(..groups_end / 4 * 3) else {
@@ -321,24 +320,21 @@ pub(super) unsafe fn decode<V: Lanes>(
         // Fewer than GROUPS_READ bytes of output are left, so at most V::BYTES + 4
         // characters: a step from `read` and one ending at groups_end cover them.
         let last = groups_end - V::BYTES;
-        let mut buffer = [0u8; 32];
         // SAFETY: V::BYTES readable bytes at `read` (when read < last) and at `last`;
-        // `buffer` has room for GROUPS_READ.
+        // a step's bytes before written + step (which is below output.len(), as read
+        // < last) and before the output's end are writable.
         unsafe {
             if read < last {
                 let Some(bytes) = decoder.bytes(V::load(input.as_ptr().add(read))) else {
                     return (read, written);
                 };
-                bytes.store_groups(buffer.as_mut_ptr());
-                output[written..][..step].copy_from_slice(&buffer[..step]);
+                bytes.store_groups_ending(output.as_mut_ptr().add(written + step));
             }
             let Some(bytes) = decoder.bytes(V::load(input.as_ptr().add(last))) else {
                 return (read, written);
             };
-            bytes.store_groups(buffer.as_mut_ptr());
+            bytes.store_groups_ending(output.as_mut_ptr_range().end);
         }
-        let end = output.len();
-        output[end - step..].copy_from_slice(&buffer[..step]);
     }
     (groups_end, output.len())
 }

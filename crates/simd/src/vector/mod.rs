@@ -238,6 +238,16 @@ pub(crate) trait Lanes: Bytes {
     /// [`Lanes::GROUPS_READ`] bytes.
     unsafe fn store_groups(self, to: *mut u8);
 
+    /// Stores the same groups as [`Lanes::store_groups`], but ending at `end` and
+    /// writing nothing else: for the last step of an output, where the bytes after
+    /// the groups are not the caller's to write (a store of the whole register
+    /// through a buffer and a copy stalled on the forwarding of the two stores).
+    ///
+    /// # Safety
+    /// As for [`Vector::zero`], and the `BYTES / 4 * 3` bytes before `end` must be
+    /// valid for writing.
+    unsafe fn store_groups_ending(self, end: *mut u8);
+
     /// Byte `i` of each lane is byte `indices[i] & 15` of `self`'s same lane, or zero
     /// where the index's top bit is set (`pshufb`).
     ///

@@ -165,6 +165,19 @@ impl Lanes for V128 {
         unsafe { self.store(to) }
     }
 
+    #[inline]
+    #[target_feature(enable = "ssse3")]
+    unsafe fn store_groups_ending(self, end: *mut u8) {
+        // Bytes 0-7 to end - 12 and bytes 4-11 to end - 8 (the same values where they
+        // overlap).
+        // SAFETY: the caller guarantees the 12 bytes before `end` writable; these are
+        // 8 at end - 12 and 8 at end - 8; storel has no alignment requirement.
+        unsafe {
+            _mm_storel_epi64(end.sub(12).cast(), self.0);
+            _mm_storel_epi64(end.sub(8).cast(), _mm_srli_si128::<4>(self.0));
+        }
+    }
+
     const BEHIND: usize = 0;
 
     #[inline]
@@ -460,6 +473,20 @@ impl Lanes for V256 {
         unsafe {
             _mm_storeu_si128(to.cast(), _mm256_castsi256_si128(self.0));
             _mm_storeu_si128(to.add(12).cast(), _mm256_extracti128_si256::<1>(self.0));
+        }
+    }
+
+    #[inline]
+    #[target_feature(enable = "avx2")]
+    unsafe fn store_groups_ending(self, end: *mut u8) {
+        // The groups are 32-bit words 0-2 and 4-6: words [0, 1, 2, 4] go to end - 24
+        // and [2, 4, 5, 6] to end - 16 (the same values where they overlap).
+        let words = _mm256_permutevar8x32_epi32(self.0, _mm256_setr_epi32(0, 1, 2, 4, 2, 4, 5, 6));
+        // SAFETY: the caller guarantees the 24 bytes before `end` writable; these are
+        // 16 at end - 24 and 16 at end - 16; storeu has no alignment requirement.
+        unsafe {
+            _mm_storeu_si128(end.sub(24).cast(), _mm256_castsi256_si128(words));
+            _mm_storeu_si128(end.sub(16).cast(), _mm256_extracti128_si256::<1>(words));
         }
     }
 
