@@ -425,6 +425,9 @@ pub(super) unsafe fn decode_ssse3(
 }
 
 /// AVX2: 32 characters to 24 bytes per step; SSSE3's 16 for inputs too short for one.
+/// A body that ends in a partial group and has at least [`SHORT_TAIL_FROM`] characters
+/// ends with [`decode_short_avx2`] on its last seven whole groups and the partial one
+/// (30 or 31 characters), which takes the partial group in the same step.
 ///
 /// # Safety
 /// The CPU must support AVX2.
@@ -437,6 +440,20 @@ pub(super) unsafe fn decode_avx2(
     // SAFETY: this function's target features are AVX2's.
     if is_short_decode_avx2(body.len()) && unsafe { decode_short_avx2(body, output, tables) } {
         return Ok(());
+    }
+    if body.len() >= SHORT_TAIL_FROM && !body.len().is_multiple_of(4) {
+        // From `tail` on: 28 characters of whole groups and the partial group's 2 or
+        // 3, a length decode_short_avx2 takes; before it, at least one AVX2 step.
+        let tail = body.len() / 4 * 4 - 28;
+        let (head, rest) = output.split_at_mut(tail / 4 * 3);
+        // SAFETY: this function's target features are V256's.
+        let (read, written) = unsafe { lanes::decode::<V256>(&body[..tail], head, tables) };
+        // SAFETY: as above; the rest of the body has 30 or 31 characters and `rest` is
+        // what they decode to.
+        if read == tail && unsafe { decode_short_avx2(&body[tail..], rest, tables) } {
+            return Ok(());
+        }
+        return scalar::decode(&body[read..], &mut output[written..], tables, read);
     }
     let (read, written) = if body.len() < V256::BYTES {
         // SAFETY: AVX2 implies V128's SSSE3.
@@ -451,6 +468,11 @@ pub(super) unsafe fn decode_avx2(
 /// The shortest and the longest body (input without padding) [`decode_short_avx2`]
 /// takes: 16 to 24 bytes of output.
 const SHORT_DECODE_AVX2: (usize, usize) = (22, 32);
+
+/// The shortest body whose partial group [`decode_avx2`] decodes with
+/// [`decode_short_avx2`]: one AVX2 step (32 characters) and then the last 28 whole
+/// characters and the partial group's 2. Shorter bodies take the scalar code for it.
+const SHORT_TAIL_FROM: usize = V256::BYTES + 28 + 2;
 
 /// Whether [`decode_short_avx2`] takes a body of `len` characters.
 #[inline(always)]
