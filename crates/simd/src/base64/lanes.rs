@@ -259,8 +259,8 @@ unsafe fn ascii<V: Lanes>(sextets: V, offsets: V) -> V {
 /// Whole steps run from the start while the output has room for their
 /// [`Lanes::store_groups`] (`GROUPS_READ` bytes); the groups they leave (at most
 /// `V::BYTES + 4` characters) come from a step at the start of what is left, if
-/// needed, and one ending at the last whole group, each stored through a buffer so
-/// that only its bytes reach the output.
+/// needed, and one ending at the last whole group, each stored by
+/// [`Lanes::store_groups_ending`], which writes only its bytes.
 ///
 /// # Safety
 /// The CPU must support `V`'s instructions.

@@ -27,10 +27,12 @@
 //! one overlapping the one before where the input is not a whole number of blocks,
 //! and leave the last partial group (and the padding) to the scalar code; a block with
 //! any invalid character is handed to the scalar code too, which finds and reports
-//! the exact position. Two exceptions: the AVX2 kernel takes 16 to 24 bytes (22 to 32
-//! characters) in one step with their partial group and padding, handing invalid or
-//! non-canonical input to the steps above; and the AVX-512 VBMI encoder writes the
-//! partial group and the padding itself.
+//! the exact position. Exceptions: the AVX2 kernel takes 16 to 24 bytes (22 to 32
+//! characters) in one step with their partial group and padding, and the same step
+//! decodes the last 30 or 31 characters of longer inputs that end in a partial group,
+//! handing invalid or non-canonical input to the steps above; the AVX-512 VBMI
+//! decoder's last step takes the partial group too; and the AVX-512 VBMI encoder
+//! writes the partial group and the padding itself.
 
 #[cfg(target_arch = "aarch64")]
 mod aarch64;
@@ -287,7 +289,8 @@ impl Base64 {
 /// encoding has), or reports the first error with its position in `body`. The SIMD
 /// kernels convert whole blocks and leave the partial group to the scalar code, and a
 /// block with an invalid character too, which finds and reports the exact position
-/// (the AVX2 kernel's short inputs excepted: see the module docs).
+/// (the AVX2 kernel's short step and the AVX-512 VBMI decoder's last excepted: see the
+/// module docs).
 #[doc(hidden)]
 #[derive(Clone, Copy)]
 pub struct Kernels {
