@@ -303,7 +303,7 @@ impl<B: Block> Steps<B> for EachLane {
             let first = steps.next().expect("at least the last step");
             let mut lanes = [k[0]; LANES];
             for (i, lane) in lanes.iter_mut().enumerate() {
-                *lane = lane_start(k, i).xor(own_round(block_at(first, 16 * i), k, i));
+                *lane = first_absorb(block_at(first, 16 * i), k, i);
             }
             for step in steps {
                 for (i, lane) in lanes.iter_mut().enumerate() {
@@ -578,6 +578,24 @@ unsafe fn block_rounds<B: Block>(start: B, block: &[u8; 16], k: &[B; 4], i: usiz
 unsafe fn own_round<B: Block>(block: &[u8; 16], k: &[B; 4], i: usize) -> B {
     // SAFETY: the caller guarantees B's instructions exist.
     unsafe { B::load(block).xor(k[i % 4]).aesenc(k[(i + 1) % 4]) }
+}
+
+/// Lane `i` after the first step's block: its start XOR the block's own round,
+/// `lane_start(k, i) ^ own_round(block, k, i)`, computed as the one round with the
+/// start XORed into its key. The two are equal (a round XORs its key into its output
+/// last), and this takes the XOR off the lane's chain and lets the keys' XORs be
+/// shared (a VAES loop of 1 KiB on Zen 4: 13.2-13.4 -> 12.5-12.7 ns).
+///
+/// # Safety
+/// The CPU must support `B`'s instructions.
+#[inline(always)]
+unsafe fn first_absorb<B: Block>(block: &[u8; 16], k: &[B; 4], i: usize) -> B {
+    // SAFETY: the caller guarantees B's instructions exist.
+    unsafe {
+        B::load(block)
+            .xor(k[i % 4])
+            .aesenc(k[(i + 1) % 4].xor(lane_start(k, i)))
+    }
 }
 
 /// Absorbs a block into lane `i` after the first step: `aesenc(lane, own_round(block))`,

@@ -285,12 +285,18 @@ impl Steps<AesNi> for VaesPairs {
                     keys.round[m % 2],
                 )
             };
-            // The first step's blocks meet the starts by XOR.
+            // algorithm::first_absorb: the first step's blocks meet the starts by
+            // XOR, which goes into their round's key (aesenc(x, k) ^ start =
+            // aesenc(x, k ^ start): a round XORs its key into its output last).
             let mut steps = whole.chunks_exact(STEP).chain([&last[..]]);
             let first = steps.next().expect("at least the last step");
             let mut pairs = [_mm256_setzero_si256(); LANES / 2];
             for (m, pair) in pairs.iter_mut().enumerate() {
-                *pair = _mm256_xor_si256(keys.start(m), own(first, m));
+                let blocks = _mm256_loadu_si256(first[32 * m..].as_ptr().cast());
+                *pair = _mm256_aesenc_epi128(
+                    _mm256_xor_si256(blocks, keys.block[m % 2]),
+                    _mm256_xor_si256(keys.round[m % 2], keys.start(m)),
+                );
             }
             for step in steps {
                 for (m, pair) in pairs.iter_mut().enumerate() {
