@@ -180,8 +180,12 @@ pub(crate) fn x86_splits_512_bit() -> bool {
     }
 }
 
-/// Whether `cpuid` says AuthenticAMD, family 19h, with AVX-512 F (Zen 4).
+/// Whether `cpuid` says AuthenticAMD, family 19h, with AVX-512 F (Zen 4). Cold and
+/// never in line: `cpuid` writes EBX, which a caller with it in line saved and
+/// restored on every call (two pushes and pops in `count_avx512bw`'s path to AVX2).
 #[cfg(all(target_arch = "x86_64", target_feature = "sse2"))]
+#[cold]
+#[inline(never)]
 fn is_zen4() -> bool {
     use core::arch::x86_64::{__cpuid, __cpuid_count};
     // SAFETY: every x86_64 CPU has `cpuid`; leaf 7 is read only where leaf 0 says it
