@@ -277,14 +277,13 @@ impl Steps<AesNi> for VaesPairs {
         // STEP-byte step at 32·m < STEP (loadu has no alignment requirement).
         unsafe {
             let keys = PairKeys::new(k);
-            // Pair m's blocks of `step` after their own keyed round.
-            let own = |step: &[u8], m: usize| {
+            // Pair m's blocks of `step`, keyed for their own round, and after it.
+            let keyed = |step: &[u8], m: usize| {
                 let blocks = _mm256_loadu_si256(step[32 * m..].as_ptr().cast());
-                _mm256_aesenc_epi128(
-                    _mm256_xor_si256(blocks, keys.block[m % 2]),
-                    keys.round[m % 2],
-                )
+                _mm256_xor_si256(blocks, keys.block[m % 2])
             };
+            let own =
+                |step: &[u8], m: usize| _mm256_aesenc_epi128(keyed(step, m), keys.round[m % 2]);
             // algorithm::first_absorb: the first step's blocks meet the starts by
             // XOR, which goes into their round's key (aesenc(x, k) ^ start =
             // aesenc(x, k ^ start): a round XORs its key into its output last).
@@ -292,9 +291,8 @@ impl Steps<AesNi> for VaesPairs {
             let first = steps.next().expect("at least the last step");
             let mut pairs = [_mm256_setzero_si256(); LANES / 2];
             for (m, pair) in pairs.iter_mut().enumerate() {
-                let blocks = _mm256_loadu_si256(first[32 * m..].as_ptr().cast());
                 *pair = _mm256_aesenc_epi128(
-                    _mm256_xor_si256(blocks, keys.block[m % 2]),
+                    keyed(first, m),
                     _mm256_xor_si256(keys.round[m % 2], keys.start(m)),
                 );
             }
