@@ -1,7 +1,8 @@
 //! x86_64 instances of the count (`generic.rs`): AVX2 (32 bytes per vector) and SSE2
 //! (16); the scalar loop for haystacks shorter than a vector. AVX-512 BW is a
 //! different algorithm, written here directly: each 64 bytes compared into a mask
-//! whose bits `popcnt` counts.
+//! whose bits `popcnt` counts; on Zen 4, from 512 bytes, AVX2's
+//! ([`count_avx512bw_split`]).
 //!
 //! An earlier AVX-512 kernel (compare into a mask, masked add into byte counters, 64
 //! bytes per step) ran at 0.6-0.8x of AVX2 on an AVX-512 Xeon at 1 KiB to 1 MiB, as
@@ -87,30 +88,70 @@ pub(super) unsafe fn count_avx2(haystack: &[u8], needle: u8) -> usize {
     }
 }
 
-/// From 512 bytes on CPUs that split 512-bit operations (Zen 4), the AVX2 kernel:
-/// there the masks ran at 118 GB/s from 1 to 16 KiB, where AVX2 ran at 171-215 (Zen 4
-/// compares into mask registers at half the rate of 256-bit compares into vectors),
-/// but shorter haystacks were faster with the masks (256 bytes: 3.25 against 3.79
-/// ns).
+/// From this many bytes, CPUs that split 512-bit operations (Zen 4) count with the
+/// AVX2 kernel ([`count_avx512bw_split`]): there the masks ran at 118 GB/s from 1 to
+/// 16 KiB, where AVX2 ran at 171-215 (Zen 4 compares into mask registers at half the
+/// rate of 256-bit compares into vectors), but shorter haystacks were faster with the
+/// masks (256 bytes: 3.25 against 3.79 ns).
 const AVX2_FROM_WHERE_SPLIT: usize = 512;
 
 /// AVX-512 BW: 64 bytes per step compared into a 64-bit mask, whose set bits
-/// `popcnt` counts, two masks per step into two totals; the bytes after the last
-/// whole step are one more compare ending at the haystack's end, shifted to drop the
-/// bytes already counted. AVX2's kernel for haystacks shorter than 64 bytes, and for
-/// those of [`AVX2_FROM_WHERE_SPLIT`] bytes or more on CPUs that split 512-bit
-/// operations (`crate::dispatch::x86_splits_512_bit`).
+/// `popcnt` counts ([`count_masks`]); AVX2's kernel for haystacks shorter than 64
+/// bytes.
 ///
 /// # Safety
 /// The CPU must support AVX-512 F and BW, AVX2 and POPCNT.
 #[inline]
 #[target_feature(enable = "avx512f,avx512bw,avx2,popcnt")]
 pub(super) unsafe fn count_avx512bw(haystack: &[u8], needle: u8) -> usize {
-    let len = haystack.len();
-    if len < 64 || (len >= AVX2_FROM_WHERE_SPLIT && crate::dispatch::x86_splits_512_bit()) {
+    if haystack.len() < 64 {
         // SAFETY: this function's target features include AVX2.
         return unsafe { count_avx2(haystack, needle) };
     }
+    // SAFETY: 64 bytes or more; this function's target features are count_masks'.
+    unsafe { count_masks(haystack, needle) }
+}
+
+/// [`count_avx512bw`] for CPUs that split 512-bit operations
+/// (`crate::dispatch::x86_splits_512_bit`, Zen 4), chosen as such by the dispatcher:
+/// the masks from 64 bytes up to [`AVX2_FROM_WHERE_SPLIT`], AVX2's kernel elsewhere.
+/// Until issue 57 one function asked at each call whether the CPU splits them, and
+/// with the question's cold path in it every call saved and restored three registers
+/// and jumped on to AVX2's function: 1 KiB took 7.86 ns there against 7.04 through
+/// AVX2's own entry (the simd table's portable build on Zen 4, one run). Here, with
+/// the longest haystacks tested first: 1 KiB 7.85 -> 6.50 ns, 2000 bytes 12.0 -> 11.3,
+/// 300 bytes 4.06 -> 3.79 (a plain loop, portable build, Zen 4; AVX2's own entry 6.77
+/// at 1 KiB, bytecount 7.31-7.85 as the build places it).
+///
+/// # Safety
+/// As for [`count_avx512bw`].
+#[inline]
+#[target_feature(enable = "avx512f,avx512bw,avx2,popcnt")]
+pub(super) unsafe fn count_avx512bw_split(haystack: &[u8], needle: u8) -> usize {
+    let len = haystack.len();
+    if len >= AVX2_FROM_WHERE_SPLIT {
+        // SAFETY: this function's target features include V256's AVX2.
+        unsafe { generic::count::<V256>(haystack, needle) }
+    } else if len >= 64 {
+        // SAFETY: 64 <= len; this function's target features are count_masks'.
+        unsafe { count_masks(haystack, needle) }
+    } else {
+        // SAFETY: this function's target features include AVX2.
+        unsafe { count_avx2(haystack, needle) }
+    }
+}
+
+/// Each 64 bytes compared into a 64-bit mask, whose set bits `popcnt` counts, two
+/// masks per step into two totals; the bytes after the last whole step are one more
+/// compare ending at the haystack's end, shifted to drop the bytes already counted.
+///
+/// # Safety
+/// The CPU must support AVX-512 F and BW and POPCNT; `haystack` has 64 bytes or more.
+#[inline]
+#[target_feature(enable = "avx512f,avx512bw,popcnt")]
+unsafe fn count_masks(haystack: &[u8], needle: u8) -> usize {
+    let len = haystack.len();
+    debug_assert!(len >= 64, "{len} bytes");
     let start = haystack.as_ptr();
     let needles = _mm512_set1_epi8(needle as i8);
     let matches = |at: usize| {
