@@ -63,7 +63,7 @@ impl Block for ArmAes {
 #[target_feature(enable = "neon,aes")]
 pub(super) unsafe fn hash_arm_aes(bytes: &[u8], keys: Keys, tweak: u64) -> u64 {
     // SAFETY: this function's target features are the ones ArmAes needs.
-    unsafe { algorithm::hash::<ArmAes, EachLane>(bytes, keys, tweak) }
+    unsafe { algorithm::hash::<ArmAes, EachLane, _>(bytes, keys, tweak) }
 }
 
 /// The hash of more than 16 bytes with the AES extension, for builds that enable it
@@ -72,13 +72,13 @@ pub(super) unsafe fn hash_arm_aes(bytes: &[u8], keys: Keys, tweak: u64) -> u64 {
 /// x86_64, so that the caller's `hash_one` stays in line).
 #[cfg(target_feature = "aes")]
 #[inline(always)]
-pub(super) fn hash_compiled(bytes: &[u8], keys: Keys, tweak: u64) -> u64 {
+pub(super) fn hash_compiled<K: algorithm::KeySchedule>(bytes: &[u8], keys: K, tweak: u64) -> u64 {
     if bytes.len() <= 64 {
         // SAFETY: the build enables NEON and AES in every function, so the program
         // only runs on CPUs that have them.
-        unsafe { algorithm::hash_medium::<ArmAes, EachLane>(bytes, keys, tweak) }
+        unsafe { algorithm::hash_medium::<ArmAes, EachLane, _>(bytes, keys, tweak) }
     } else {
-        hash_compiled_long(bytes, keys, tweak)
+        hash_compiled_long(bytes, keys.seed(), tweak)
     }
 }
 
@@ -88,5 +88,5 @@ pub(super) fn hash_compiled(bytes: &[u8], keys: Keys, tweak: u64) -> u64 {
 fn hash_compiled_long(bytes: &[u8], keys: Keys, tweak: u64) -> u64 {
     // SAFETY: the build enables NEON and AES in every function, so the program only
     // runs on CPUs that have them.
-    unsafe { algorithm::hash_long::<ArmAes, EachLane>(bytes, keys, tweak) }
+    unsafe { algorithm::hash_long::<ArmAes, EachLane, _>(bytes, keys, tweak) }
 }

@@ -78,9 +78,10 @@
 
 use super::block::Block;
 
-/// A 128-bit seed, from which the four round keys are derived (XOR with digits of π)
-/// in registers at each call: building them in memory for a one-shot hash costs a
-/// store-forwarding stall that is longer than hashing 16 bytes.
+/// A 128-bit seed, from which a direct hash derives the four round keys (XOR with
+/// digits of π) in registers at each call: building them in memory for a one-shot
+/// hash costs a store-forwarding stall that is longer than hashing 16 bytes. (A
+/// `RandomState` keeps them made, [`StoredKeys`].)
 ///
 /// Two named fields rather than an array: Rust passes a pair of scalars in two
 /// registers but a 16-byte array through memory, which costs the same stall.
@@ -118,15 +119,95 @@ impl Keys {
     pub(crate) fn short_seed(self) -> u64 {
         folded_multiply(self.low ^ PI[0], self.high ^ PI[1])
     }
+}
 
+/// Where a hash's round keys come from: computed from the seed at each call
+/// ([`Keys`], a direct [`super::hash_bytes`]) or made once and kept in memory
+/// ([`StoredKeys`], a `RandomState`'s).
+pub(crate) trait KeySchedule: Copy {
     /// Round key `i` (0..4) with `tweak` XORed into its low half.
     ///
     /// # Safety
     /// The CPU must support `B`'s instructions.
+    unsafe fn round_key<B: Block>(self, i: usize, tweak: u64) -> B;
+
+    /// The seed's [`Keys::short_seed`].
+    fn short_seed(self) -> u64;
+
+    /// The seed, for the paths that take it in registers (the dispatcher's functions,
+    /// and keys of more than 64 bytes, where a few instructions more are nothing).
+    fn seed(self) -> Keys;
+}
+
+impl KeySchedule for Keys {
     #[inline(always)]
-    unsafe fn key<B: Block>(self, i: usize, tweak: u64) -> B {
+    unsafe fn round_key<B: Block>(self, i: usize, tweak: u64) -> B {
         // SAFETY: the caller guarantees B's instructions exist.
         unsafe { B::from_halves(self.low ^ PI[2 * i] ^ tweak, self.high ^ PI[2 * i + 1]) }
+    }
+
+    #[inline(always)]
+    fn short_seed(self) -> u64 {
+        Keys::short_seed(self)
+    }
+
+    #[inline(always)]
+    fn seed(self) -> Keys {
+        self
+    }
+}
+
+/// A seed's round keys (and short seed), made once, as a `RandomState` keeps them:
+/// each round key is then one 16-byte load, where [`Keys`] from a seed in memory
+/// took two loads, the XORs with the digits of π and the moves that join two 64-bit
+/// halves in a vector, at the start of every hash's chain. A `HashMap`'s key of 64
+/// bytes, one key in a loop, in a build that enables AES: 2.16 -> 2.06 ns (ahash's
+/// map 2.30), 32 bytes 1.62 -> 1.36, 16 bytes 1.30 -> 1.08 (a Zen 4 host, issue 57).
+/// Made when the hasher is, the memory is long written when a hash reads it, so
+/// there is no store to wait for (see [`Keys`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) struct StoredKeys {
+    /// The seed itself, for [`KeySchedule::seed`] (joined from round key 0's halves
+    /// instead, `hash_one` was too large to be in line).
+    seed: Keys,
+    /// Round key `i`: the seed XOR digits `2i` and `2i + 1` of [`PI`], as 16
+    /// little-endian bytes.
+    round: [[u8; 16]; 4],
+    short_seed: u64,
+}
+
+impl StoredKeys {
+    /// The keys of `keys`' seed.
+    pub(crate) fn new(keys: Keys) -> StoredKeys {
+        let round = core::array::from_fn(|i| {
+            let mut key = [0; 16];
+            key[..8].copy_from_slice(&(keys.low ^ PI[2 * i]).to_le_bytes());
+            key[8..].copy_from_slice(&(keys.high ^ PI[2 * i + 1]).to_le_bytes());
+            key
+        });
+        StoredKeys {
+            seed: keys,
+            round,
+            short_seed: keys.short_seed(),
+        }
+    }
+}
+
+impl KeySchedule for &StoredKeys {
+    #[inline(always)]
+    unsafe fn round_key<B: Block>(self, i: usize, tweak: u64) -> B {
+        // SAFETY: the caller guarantees B's instructions exist.
+        unsafe { B::load(&self.round[i]).xor(B::from_halves(tweak, 0)) }
+    }
+
+    #[inline(always)]
+    fn short_seed(self) -> u64 {
+        self.short_seed
+    }
+
+    #[inline(always)]
+    fn seed(self) -> Keys {
+        self.seed
     }
 }
 
@@ -325,16 +406,20 @@ impl<B: Block> Steps<B> for EachLane {
 /// # Safety
 /// The CPU must support `B`'s and `S`'s instructions.
 #[inline(always)]
-pub(crate) unsafe fn hash<B: Block, S: Steps<B>>(bytes: &[u8], keys: Keys, tweak: u64) -> u64 {
+pub(crate) unsafe fn hash<B: Block, S: Steps<B>, K: KeySchedule>(
+    bytes: &[u8],
+    keys: K,
+    tweak: u64,
+) -> u64 {
     let len = bytes.len();
     // SAFETY: the caller guarantees B's and S's instructions exist.
     unsafe {
         if len <= 16 {
             hash_short(bytes, keys.short_seed(), tweak)
         } else if len <= 64 {
-            hash_medium::<B, S>(bytes, keys, tweak)
+            hash_medium::<B, S, _>(bytes, keys, tweak)
         } else {
-            hash_long::<B, S>(bytes, keys, tweak)
+            hash_long::<B, S, _>(bytes, keys, tweak)
         }
     }
 }
@@ -344,14 +429,14 @@ pub(crate) unsafe fn hash<B: Block, S: Steps<B>>(bytes: &[u8], keys: Keys, tweak
 /// # Safety
 /// The CPU must support `B`'s instructions.
 #[inline(always)]
-unsafe fn round_keys<B: Block>(keys: Keys, tweak: u64) -> [B; 4] {
+unsafe fn round_keys<B: Block, K: KeySchedule>(keys: K, tweak: u64) -> [B; 4] {
     // SAFETY: the caller guarantees B's instructions exist.
     unsafe {
         [
-            keys.key(0, tweak),
-            keys.key(1, 0),
-            keys.key(2, 0),
-            keys.key(3, 0),
+            keys.round_key(0, tweak),
+            keys.round_key(1, 0),
+            keys.round_key(2, 0),
+            keys.round_key(3, 0),
         ]
     }
 }
@@ -392,9 +477,9 @@ unsafe fn round_keys<B: Block>(keys: Keys, tweak: u64) -> [B; 4] {
 /// # Safety
 /// The CPU must support `B`'s instructions.
 #[inline(always)]
-pub(crate) unsafe fn hash_medium<B: Block, S: Steps<B>>(
+pub(crate) unsafe fn hash_medium<B: Block, S: Steps<B>, K: KeySchedule>(
     bytes: &[u8],
-    keys: Keys,
+    keys: K,
     tweak: u64,
 ) -> u64 {
     let len = bytes.len();
@@ -417,7 +502,11 @@ pub(crate) unsafe fn hash_medium<B: Block, S: Steps<B>>(
 /// # Safety
 /// The CPU must support `B`'s and `S`'s instructions.
 #[inline(always)]
-pub(crate) unsafe fn hash_long<B: Block, S: Steps<B>>(bytes: &[u8], keys: Keys, tweak: u64) -> u64 {
+pub(crate) unsafe fn hash_long<B: Block, S: Steps<B>, K: KeySchedule>(
+    bytes: &[u8],
+    keys: K,
+    tweak: u64,
+) -> u64 {
     let len = bytes.len();
     debug_assert!(len > 64);
     // SAFETY: the caller guarantees B's and S's instructions exist; every other

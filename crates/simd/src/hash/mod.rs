@@ -42,7 +42,7 @@ use crate::dispatch::{Candidate, Choice};
 use crate::Implementation;
 #[cfg(all(target_arch = "aarch64", target_feature = "aes"))]
 use aarch64 as compiled;
-use algorithm::{EachLane, Keys};
+use algorithm::{EachLane, KeySchedule, Keys, StoredKeys};
 use block::Soft;
 // The compiled-in path's permutes are SSSE3's `pshufb`.
 #[cfg(all(
@@ -54,18 +54,17 @@ use x86_64 as compiled;
 /// The hash of `bytes` under `seed`.
 #[inline]
 pub fn hash_bytes(bytes: &[u8], seed: u64) -> u64 {
-    let keys = Keys::new([seed, 0]);
-    hash_keyed(bytes, keys, keys.short_seed(), 0)
+    hash_keyed(bytes, Keys::new([seed, 0]), 0)
 }
 
-/// The hash of `bytes` with `keys` (and `short_seed`, `keys.short_seed()`) and
-/// `tweak`, by the cheapest way this build and CPU allow: short keys in line (they
-/// need no CPU feature), the AES path without the dispatcher in builds that enable
-/// AES (in line up to 64 bytes), else the dispatched implementation.
+/// The hash of `bytes` with `keys` and `tweak`, by the cheapest way this build and
+/// CPU allow: short keys in line (they need no CPU feature), the AES path without the
+/// dispatcher in builds that enable AES (in line up to 64 bytes), else the dispatched
+/// implementation.
 #[inline]
-fn hash_keyed(bytes: &[u8], keys: Keys, short_seed: u64, tweak: u64) -> u64 {
+fn hash_keyed<K: KeySchedule>(bytes: &[u8], keys: K, tweak: u64) -> u64 {
     if bytes.len() <= 16 {
-        return algorithm::hash_short(bytes, short_seed, tweak);
+        return algorithm::hash_short(bytes, keys.short_seed(), tweak);
     }
     #[cfg(all(
         any(
@@ -87,7 +86,7 @@ fn hash_keyed(bytes: &[u8], keys: Keys, short_seed: u64, tweak: u64) -> u64 {
     {
         let function = CHOICE.current().function.0;
         // SAFETY: the choice is `detect` or a function whose CPU features are present.
-        unsafe { function(bytes, keys, tweak) }
+        unsafe { function(bytes, keys.seed(), tweak) }
     }
 }
 
@@ -95,9 +94,7 @@ fn hash_keyed(bytes: &[u8], keys: Keys, short_seed: u64, tweak: u64) -> u64 {
 /// instance) with `std`, or fixed ones from [`RandomState::with_seed`].
 #[derive(Clone, Debug)]
 pub struct RandomState {
-    keys: Keys,
-    /// `keys.short_seed()`, mixed once here rather than per hash.
-    short_seed: u64,
+    keys: StoredKeys,
 }
 
 impl RandomState {
@@ -118,10 +115,8 @@ impl RandomState {
 
     /// Fixed keys from 128 bits of seed.
     pub fn with_seeds(low: u64, high: u64) -> RandomState {
-        let keys = Keys::new([low, high]);
         RandomState {
-            keys,
-            short_seed: keys.short_seed(),
+            keys: StoredKeys::new(Keys::new([low, high])),
         }
     }
 }
@@ -140,7 +135,6 @@ impl BuildHasher for RandomState {
     fn build_hasher(&self) -> AesHasher {
         AesHasher {
             keys: self.keys,
-            short_seed: self.short_seed,
             state: 0,
             pending: None,
         }
@@ -171,8 +165,7 @@ impl BuildHasher for RandomState {
 /// [`Hasher::finish`] is hashed as its 8 little-endian bytes.
 #[derive(Clone, Debug)]
 pub struct AesHasher {
-    keys: Keys,
-    short_seed: u64,
+    keys: StoredKeys,
     state: u64,
     pending: Option<u64>,
 }
@@ -184,18 +177,13 @@ impl AesHasher {
             Some(integer) => self.state ^ integer,
             None => self.state,
         };
-        self.state = hash_keyed(bytes, self.keys, self.short_seed, tweak);
+        self.state = hash_keyed(bytes, &self.keys, tweak);
     }
 
     #[inline(always)]
     fn absorb_integer(&mut self, value: u64) {
         if let Some(earlier) = self.pending.replace(value) {
-            self.state = hash_keyed(
-                &earlier.to_le_bytes(),
-                self.keys,
-                self.short_seed,
-                self.state,
-            );
+            self.state = hash_keyed(&earlier.to_le_bytes(), &self.keys, self.state);
         }
     }
 }
@@ -239,12 +227,7 @@ impl Hasher for AesHasher {
     #[inline(always)]
     fn finish(&self) -> u64 {
         match self.pending {
-            Some(integer) => hash_keyed(
-                &integer.to_le_bytes(),
-                self.keys,
-                self.short_seed,
-                self.state,
-            ),
+            Some(integer) => hash_keyed(&integer.to_le_bytes(), &self.keys, self.state),
             None => self.state,
         }
     }
@@ -331,7 +314,7 @@ static CANDIDATES: &[Candidate<(HashFn, SeededHashFn)>] = &[
 /// The software AES round: the specification and the fallback.
 unsafe fn hash_soft(bytes: &[u8], keys: Keys, tweak: u64) -> u64 {
     // SAFETY: Soft needs no CPU feature.
-    unsafe { algorithm::hash::<Soft, EachLane>(bytes, keys, tweak) }
+    unsafe { algorithm::hash::<Soft, EachLane, _>(bytes, keys, tweak) }
 }
 
 /// A hash of (bytes, seed), as [`hash_bytes`].

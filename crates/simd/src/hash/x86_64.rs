@@ -67,7 +67,7 @@ impl Block for AesNi {
 #[target_feature(enable = "aes,ssse3")]
 pub(super) unsafe fn hash_aesni(bytes: &[u8], keys: Keys, tweak: u64) -> u64 {
     // SAFETY: this function's target features are the ones AesNi needs.
-    unsafe { algorithm::hash::<AesNi, EachLane>(bytes, keys, tweak) }
+    unsafe { algorithm::hash::<AesNi, EachLane, _>(bytes, keys, tweak) }
 }
 
 /// The hash with AES-NI in VEX encoding: the same instructions, but no SSE/AVX
@@ -79,7 +79,7 @@ pub(super) unsafe fn hash_aesni(bytes: &[u8], keys: Keys, tweak: u64) -> u64 {
 #[target_feature(enable = "aes,avx")]
 pub(super) unsafe fn hash_aesni_avx(bytes: &[u8], keys: Keys, tweak: u64) -> u64 {
     // SAFETY: this function's target features include the ones AesNi needs.
-    unsafe { algorithm::hash::<AesNi, EachLane>(bytes, keys, tweak) }
+    unsafe { algorithm::hash::<AesNi, EachLane, _>(bytes, keys, tweak) }
 }
 
 /// The hash with AES-NI and VAES: the long loop's lanes in pairs, a 256-bit
@@ -90,7 +90,7 @@ pub(super) unsafe fn hash_aesni_avx(bytes: &[u8], keys: Keys, tweak: u64) -> u64
 #[target_feature(enable = "aes,avx2,vaes")]
 pub(super) unsafe fn hash_aesni_vaes(bytes: &[u8], keys: Keys, tweak: u64) -> u64 {
     // SAFETY: this function's target features include AesNi's and VaesPairs'.
-    unsafe { algorithm::hash::<AesNi, VaesPairs>(bytes, keys, tweak) }
+    unsafe { algorithm::hash::<AesNi, VaesPairs, _>(bytes, keys, tweak) }
 }
 
 /// [`Steps`] with VAES: lanes `2m` and `2m + 1` in one `__m256i` (low and high half),
@@ -341,13 +341,13 @@ unsafe fn pairs_met([p0, p1, p2, p3, p4, p5, p6, p7]: [__m256i; LANES / 2]) -> A
 /// quality variant).
 #[cfg(all(target_feature = "aes", target_feature = "ssse3"))]
 #[inline(always)]
-pub(super) fn hash_compiled(bytes: &[u8], keys: Keys, tweak: u64) -> u64 {
+pub(super) fn hash_compiled<K: algorithm::KeySchedule>(bytes: &[u8], keys: K, tweak: u64) -> u64 {
     if bytes.len() <= 64 {
         // SAFETY: the build enables AES-NI and SSSE3 in every
         // function, so the program only runs on CPUs that have them.
-        unsafe { algorithm::hash_medium::<AesNi, CompiledSteps>(bytes, keys, tweak) }
+        unsafe { algorithm::hash_medium::<AesNi, CompiledSteps, _>(bytes, keys, tweak) }
     } else {
-        hash_compiled_long(bytes, keys, tweak)
+        hash_compiled_long(bytes, keys.seed(), tweak)
     }
 }
 
@@ -358,7 +358,7 @@ fn hash_compiled_long(bytes: &[u8], keys: Keys, tweak: u64) -> u64 {
     // SAFETY: the build enables AES-NI and SSSE3 (AVX2 and VAES
     // where CompiledSteps is VaesPairs) in every function, so the program only runs on
     // CPUs that have them.
-    unsafe { algorithm::hash_long::<AesNi, CompiledSteps>(bytes, keys, tweak) }
+    unsafe { algorithm::hash_long::<AesNi, CompiledSteps, _>(bytes, keys, tweak) }
 }
 
 /// The long loop of builds with AES: two lanes per instruction where the build also
