@@ -331,3 +331,43 @@ pub fn implementations() -> alloc::vec::Vec<(Implementation, SeededHashFn)> {
         .map(|candidate| (candidate.implementation, candidate.function.1))
         .collect()
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A `RandomState`'s stored keys hash as its seed's keys do, on the path this build
+    /// takes (AES in line where the build enables it, the dispatcher's choice
+    /// elsewhere), and both as the software round does: the values a seed gives may not
+    /// depend on whether a hasher or a direct call holds it.
+    #[test]
+    fn stored_keys_hash_as_the_seed_does() {
+        let data: [u8; 1024] =
+            core::array::from_fn(|i| (i as u8).wrapping_mul(151).wrapping_add(7));
+        let lengths = (0..=280).chain([383, 511, 512, 513, 767, 1024]);
+        for (low, high) in [(0, 0), (42, 0), (u64::MAX, 0x1234_5678_9ABC_DEF0)] {
+            let keys = Keys::new([low, high]);
+            let stored = StoredKeys::new(keys);
+            for len in lengths.clone() {
+                let bytes = &data[..len];
+                for tweak in [0, len as u64, u64::MAX] {
+                    // SAFETY: the software round needs no CPU feature.
+                    let expected =
+                        unsafe { algorithm::hash::<Soft, EachLane, _>(bytes, keys, tweak) };
+                    let (direct, kept) = (
+                        hash_keyed(bytes, keys, tweak),
+                        hash_keyed(bytes, &stored, tweak),
+                    );
+                    assert_eq!(
+                        direct, expected,
+                        "seed ({low}, {high}), {len} bytes, tweak {tweak}"
+                    );
+                    assert_eq!(
+                        kept, expected,
+                        "seed ({low}, {high}), {len} bytes, tweak {tweak}"
+                    );
+                }
+            }
+        }
+    }
+}
